@@ -1,0 +1,61 @@
+//! Command-line interface.
+
+use std::path::PathBuf;
+
+use clap::{Parser, Subcommand};
+
+use crate::fs::IoMode;
+
+/// worldfs: a FUSE passthrough that records what a coding agent reads and writes, so a harness
+/// can send the model the present state of its files instead of a growing, stale history.
+#[derive(Debug, Parser)]
+#[command(name = "worldfs", version, propagate_version = true)]
+pub struct Cli {
+    /// More logging on stderr (-v info, -vv debug); WORLDFS_LOG=<filter> overrides.
+    #[arg(short, long, action = clap::ArgAction::Count, global = true)]
+    pub verbose: u8,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Mount SOURCE (in place, or at MOUNTPOINT) and serve it until unmounted.
+    ///
+    /// Every operation passes through to the files in SOURCE. Without MOUNTPOINT the mount
+    /// covers SOURCE's own path, so tools keep working at the same path (a shell already inside
+    /// SOURCE should `cd .` to enter the mount). Runs in the foreground; SIGINT or SIGTERM
+    /// unmounts cleanly. Changes made to SOURCE behind the mount are picked up by a watcher and
+    /// are visible through the mount at once.
+    Mount {
+        /// The project directory to serve.
+        source: PathBuf,
+        /// Where to show it; defaults to SOURCE itself (mount in place).
+        mountpoint: Option<PathBuf>,
+        /// How file data flows: `auto` uses kernel passthrough when the kernel offers it and the
+        /// daemon is root (native speed; reads and writes are observed at open and close),
+        /// `daemon` routes every read and write through worldfs (byte ranges observed).
+        #[arg(long, value_enum, default_value_t = IoMode::Auto)]
+        io: IoMode,
+        /// Do not record observations (pure passthrough, for comparison).
+        #[arg(long)]
+        no_observe: bool,
+        /// Threads serving FUSE requests.
+        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+        threads: u16,
+        /// Seconds the kernel may cache names and attributes. Safe to keep long: the watcher
+        /// invalidates whatever changes behind the mount.
+        #[arg(long, default_value_t = 300.0)]
+        cache_timeout: f64,
+        /// Do not watch SOURCE for changes behind the mount (kernel caching is then disabled,
+        /// so nothing is ever served stale, at a cost in speed).
+        #[arg(long)]
+        no_watch: bool,
+    },
+    /// Unmount a worldfs mount, also one whose daemon died.
+    Unmount {
+        /// The mount point (SOURCE for an in-place mount).
+        path: PathBuf,
+    },
+}

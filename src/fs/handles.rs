@@ -1,0 +1,141 @@
+//! Open files and directories, by the handle number the kernel hands back on every call.
+
+use std::collections::VecDeque;
+use std::io;
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use dashmap::DashMap;
+use fuser::BackingId;
+use parking_lot::Mutex;
+
+use super::sys;
+
+pub struct OpenFile {
+    pub fd: OwnedFd,
+    pub nodeid: u64,
+    pub writable: bool,
+    /// Keeps the inode's passthrough registration alive while this handle is open.
+    pub _backing: Option<Arc<BackingId>>,
+}
+
+pub struct OpenDir {
+    pub fd: OwnedFd,
+    pub nodeid: u64,
+    cursor: Mutex<DirCursor>,
+}
+
+/// Entries read from the backing directory but not yet handed to the kernel. Listing resumes
+/// from the kernel's offset; as long as it asks for the offset right after the last entry it got,
+/// the buffered entries are used without seeking or reading again.
+#[derive(Default)]
+struct DirCursor {
+    pending: VecDeque<Entry>,
+    resume_at: Option<i64>,
+    eof: bool,
+}
+
+pub struct Entry {
+    pub ino: u64,
+    pub next_offset: i64,
+    pub d_type: u8,
+    pub name: Box<[u8]>,
+}
+
+impl OpenDir {
+    pub fn new(fd: OwnedFd, nodeid: u64) -> Self {
+        Self {
+            fd,
+            nodeid,
+            cursor: Mutex::new(DirCursor::default()),
+        }
+    }
+
+    /// Feeds entries starting at `offset` to `take` until it returns false (reply buffer full);
+    /// the entry it refused is kept for the next call.
+    pub fn list(&self, offset: i64, mut take: impl FnMut(&Entry) -> bool) -> io::Result<()> {
+        let mut cur = self.cursor.lock();
+        if cur.resume_at != Some(offset) {
+            sys::lseek(self.fd.as_fd(), offset, libc::SEEK_SET)?;
+            cur.pending.clear();
+            cur.eof = false;
+            cur.resume_at = Some(offset);
+        }
+        let mut buf = Vec::new();
+        loop {
+            if cur.pending.is_empty() {
+                if cur.eof {
+                    return Ok(());
+                }
+                if buf.is_empty() {
+                    buf = vec![0u8; 32 * 1024];
+                }
+                let n = sys::getdents64(self.fd.as_fd(), &mut buf)?;
+                if n == 0 {
+                    cur.eof = true;
+                    return Ok(());
+                }
+                for e in sys::parse_dirents(&buf[..n]) {
+                    cur.pending.push_back(Entry {
+                        ino: e.ino,
+                        next_offset: e.next_offset,
+                        d_type: e.d_type,
+                        name: e.name.into(),
+                    });
+                }
+            }
+            let Some(entry) = cur.pending.front() else {
+                continue;
+            };
+            if !take(entry) {
+                return Ok(());
+            }
+            let next = entry.next_offset;
+            cur.pending.pop_front();
+            cur.resume_at = Some(next);
+        }
+    }
+}
+
+/// Handle number -> open object.
+pub struct HandleTable<T> {
+    next: AtomicU64,
+    map: DashMap<u64, Arc<T>>,
+}
+
+impl<T> Default for HandleTable<T> {
+    fn default() -> Self {
+        Self {
+            next: AtomicU64::new(1),
+            map: DashMap::new(),
+        }
+    }
+}
+
+impl<T> HandleTable<T> {
+    pub fn insert(&self, value: T) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        self.map.insert(fh, Arc::new(value));
+        fh
+    }
+
+    pub fn get(&self, fh: u64) -> io::Result<Arc<T>> {
+        self.map
+            .get(&fh)
+            .map(|v| v.clone())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
+
+    pub fn remove(&self, fh: u64) -> Option<Arc<T>> {
+        self.map.remove(&fh).map(|(_, v)| v)
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+}

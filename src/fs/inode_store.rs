@@ -1,0 +1,352 @@
+//! The inodes the kernel knows about: FUSE node id -> how to reach the backing inode.
+//!
+//! Node ids are the backing `st_ino` (fuser reports the node id as `st_ino`, and git's index
+//! compares `st_ino`, so virtual numbers would make every `git status` re-read the tree). Inodes
+//! on another device (a submount) or numbered 1 get synthetic ids with the top bit set, and the
+//! mount root is always node 1 as FUSE requires.
+//!
+//! Each inode is reached through a kernel file handle, not a held descriptor, so a 100k-file tree
+//! stays far below the descriptor limit. Directories additionally cache an `O_PATH` descriptor
+//! (bounded) because every lookup starts from one.
+
+use std::ffi::{CStr, OsStr, OsString};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Weak};
+
+use dashmap::DashMap;
+use fuser::BackingId;
+use parking_lot::Mutex;
+
+use super::file_handle::FileHandle;
+use super::sys;
+
+pub const ROOT_ID: u64 = 1;
+const SYNTHETIC_BASE: u64 = 1 << 63;
+/// Directory descriptors kept open for lookups; beyond this, lookups reopen by handle.
+const MAX_CACHED_DIR_FDS: usize = 4096;
+
+/// How the store reaches one backing inode.
+enum Backing {
+    /// The SOURCE directory itself, through the descriptor opened before mounting.
+    Root,
+    Handle(FileHandle),
+    /// An `O_PATH` descriptor, for file systems (or privileges) without usable handles.
+    Fd(OwnedFd),
+}
+
+pub struct Inode {
+    pub nodeid: u64,
+    pub dev: u64,
+    pub ino: u64,
+    /// `S_IFMT` bits of the backing inode.
+    pub kind: u32,
+    backing: Backing,
+    nlookup: AtomicU64,
+    /// Last name this inode was reached by, for reporting paths: (parent node id, name).
+    name: Mutex<Option<(u64, OsString)>>,
+    dir_fd: Mutex<Option<Arc<OwnedFd>>>,
+    /// Kernel passthrough registration, shared by every open of this inode.
+    pub backing_id: Mutex<Weak<BackingId>>,
+}
+
+impl Inode {
+    pub fn is_dir(&self) -> bool {
+        self.kind == libc::S_IFDIR
+    }
+    pub fn is_symlink(&self) -> bool {
+        self.kind == libc::S_IFLNK
+    }
+}
+
+/// A descriptor for an inode: either borrowed from a cache or opened for this call.
+pub enum InodeFd {
+    Shared(Arc<OwnedFd>),
+    Owned(OwnedFd),
+}
+
+impl AsFd for InodeFd {
+    fn as_fd(&self) -> BorrowedFd<'_> {
+        match self {
+            InodeFd::Shared(fd) => fd.as_fd(),
+            InodeFd::Owned(fd) => fd.as_fd(),
+        }
+    }
+}
+
+pub struct InodeStore {
+    root_fd: Arc<OwnedFd>,
+    root_dev: u64,
+    root_ino: u64,
+    root_mount_id: Option<i32>,
+    map: DashMap<u64, Arc<Inode>>,
+    synthetic: DashMap<(u64, u64), u64>,
+    next_synthetic: AtomicU64,
+    cached_dir_fds: AtomicUsize,
+}
+
+impl InodeStore {
+    /// `root_fd` is the SOURCE directory, opened before anything was mounted over it.
+    pub fn new(root_fd: OwnedFd) -> io::Result<Self> {
+        let st = sys::fstat(root_fd.as_fd())?;
+        // Handles are an optimisation: without them (unprivileged, or a file system that cannot
+        // export them) every inode keeps an O_PATH descriptor instead.
+        let root_mount_id = FileHandle::of(root_fd.as_fd(), sys::EMPTY)
+            .and_then(|h| h.open(root_fd.as_fd(), libc::O_PATH).map(|_| h.mount_id))
+            .ok();
+        let root = Arc::new(Inode {
+            nodeid: ROOT_ID,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            kind: st.st_mode & libc::S_IFMT,
+            backing: Backing::Root,
+            nlookup: AtomicU64::new(1),
+            name: Mutex::new(None),
+            dir_fd: Mutex::new(None),
+            backing_id: Mutex::new(Weak::new()),
+        });
+        let map = DashMap::new();
+        map.insert(ROOT_ID, root);
+        Ok(Self {
+            root_fd: Arc::new(root_fd),
+            root_dev: st.st_dev,
+            root_ino: st.st_ino,
+            root_mount_id,
+            map,
+            synthetic: DashMap::new(),
+            next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
+            cached_dir_fds: AtomicUsize::new(0),
+        })
+    }
+
+    pub fn uses_file_handles(&self) -> bool {
+        self.root_mount_id.is_some()
+    }
+
+    pub fn root_fd(&self) -> BorrowedFd<'_> {
+        self.root_fd.as_fd()
+    }
+
+    pub fn get(&self, nodeid: u64) -> io::Result<Arc<Inode>> {
+        self.map
+            .get(&nodeid)
+            .map(|i| i.clone())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::ESTALE))
+    }
+
+    /// The node id a backing inode is shown under.
+    pub fn nodeid_for(&self, dev: u64, ino: u64) -> u64 {
+        if dev == self.root_dev {
+            if ino == self.root_ino {
+                return ROOT_ID;
+            }
+            if ino > ROOT_ID && ino < SYNTHETIC_BASE {
+                return ino;
+            }
+        }
+        *self
+            .synthetic
+            .entry((dev, ino))
+            .or_insert_with(|| self.next_synthetic.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The `d_ino` a directory listing shows for a backing inode number on the root's device.
+    pub fn listing_ino(&self, ino: u64) -> u64 {
+        if ino == self.root_ino { ROOT_ID } else { ino }
+    }
+
+    /// An `O_PATH` descriptor for `inode`, cached for directories.
+    pub fn path_fd(&self, inode: &Inode) -> io::Result<InodeFd> {
+        match &inode.backing {
+            Backing::Root => Ok(InodeFd::Shared(self.root_fd.clone())),
+            Backing::Fd(fd) => Ok(InodeFd::Owned(fd.try_clone()?)),
+            Backing::Handle(h) => {
+                if !inode.is_dir() {
+                    return h
+                        .open(self.root_fd.as_fd(), libc::O_PATH | libc::O_NOFOLLOW)
+                        .map(InodeFd::Owned);
+                }
+                let mut slot = inode.dir_fd.lock();
+                if let Some(fd) = slot.as_ref() {
+                    return Ok(InodeFd::Shared(fd.clone()));
+                }
+                let fd = h.open(self.root_fd.as_fd(), libc::O_PATH | libc::O_DIRECTORY)?;
+                if self.cached_dir_fds.fetch_add(1, Ordering::Relaxed) < MAX_CACHED_DIR_FDS {
+                    let fd = Arc::new(fd);
+                    *slot = Some(fd.clone());
+                    Ok(InodeFd::Shared(fd))
+                } else {
+                    self.cached_dir_fds.fetch_sub(1, Ordering::Relaxed);
+                    Ok(InodeFd::Owned(fd))
+                }
+            }
+        }
+    }
+
+    /// Opens `inode` with real access flags (not `O_PATH`).
+    pub fn open(&self, inode: &Inode, flags: i32) -> io::Result<OwnedFd> {
+        let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        match &inode.backing {
+            Backing::Root => sys::openat(self.root_fd.as_fd(), c".", flags, 0),
+            Backing::Handle(h) => h.open(self.root_fd.as_fd(), flags),
+            Backing::Fd(fd) => {
+                let path = sys::proc_fd_path(fd.as_raw_fd());
+                sys::openat(self.root_fd.as_fd(), &path, flags, 0)
+            }
+        }
+    }
+
+    /// Resolves `name` in `parent`, counting one kernel reference to the result.
+    pub fn lookup(&self, parent: &Inode, name: &CStr) -> io::Result<(Arc<Inode>, libc::stat)> {
+        let pfd = self.path_fd(parent)?;
+        let st = sys::fstatat(pfd.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
+        let nodeid = self.nodeid_for(st.st_dev, st.st_ino);
+        let kind = st.st_mode & libc::S_IFMT;
+        let name_os = OsStr::from_bytes(name.to_bytes());
+        if let Some(existing) = self.map.get(&nodeid)
+            && existing.kind == kind
+            && existing.dev == st.st_dev
+        {
+            existing.nlookup.fetch_add(1, Ordering::Relaxed);
+            *existing.name.lock() = Some((parent.nodeid, name_os.to_owned()));
+            return Ok((existing.clone(), st));
+        }
+        let backing = self.backing_for(pfd.as_fd(), name)?;
+        let inode = Arc::new(Inode {
+            nodeid,
+            dev: st.st_dev,
+            ino: st.st_ino,
+            kind,
+            backing,
+            nlookup: AtomicU64::new(0),
+            name: Mutex::new(Some((parent.nodeid, name_os.to_owned()))),
+            dir_fd: Mutex::new(None),
+            backing_id: Mutex::new(Weak::new()),
+        });
+        // Two threads may race to insert the same inode; the first one wins and both count.
+        let entry = self
+            .map
+            .entry(nodeid)
+            .and_modify(|cur| {
+                if cur.kind != kind || cur.dev != st.st_dev {
+                    // The backing inode number was reused for a different file.
+                    self.drop_cached_fd(cur);
+                    *cur = inode.clone();
+                }
+            })
+            .or_insert(inode);
+        entry.nlookup.fetch_add(1, Ordering::Relaxed);
+        Ok((entry.clone(), st))
+    }
+
+    fn backing_for(&self, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Backing> {
+        if let Some(mount_id) = self.root_mount_id {
+            match FileHandle::of(dir, name) {
+                Ok(h) if h.mount_id == mount_id => return Ok(Backing::Handle(h)),
+                // Another mount (a submount) or no handle support: fall through to a descriptor.
+                Ok(_) => {}
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
+        Ok(Backing::Fd(fd))
+    }
+
+    /// Drops `n` kernel references; the inode is forgotten when none remain.
+    pub fn forget(&self, nodeid: u64, n: u64) {
+        if nodeid == ROOT_ID {
+            return;
+        }
+        let removed = self.map.remove_if(&nodeid, |_, inode| {
+            let prev = inode
+                .nlookup
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |c| {
+                    Some(c.saturating_sub(n))
+                })
+                .unwrap_or(0);
+            prev <= n
+        });
+        if let Some((_, inode)) = removed {
+            self.drop_cached_fd(&inode);
+            if nodeid >= SYNTHETIC_BASE {
+                self.synthetic.remove(&(inode.dev, inode.ino));
+            }
+        }
+    }
+
+    fn drop_cached_fd(&self, inode: &Inode) {
+        if inode.dir_fd.lock().take().is_some() {
+            self.cached_dir_fds.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records that `nodeid` is now reachable as `name` in `parent` (after rename or link).
+    pub fn set_name(&self, nodeid: u64, parent: u64, name: &OsStr) {
+        if let Some(inode) = self.map.get(&nodeid) {
+            *inode.name.lock() = Some((parent, name.to_owned()));
+        }
+    }
+
+    /// The path of `nodeid` relative to the root, as far as names seen through the mount tell.
+    pub fn path_of(&self, nodeid: u64) -> Option<PathBuf> {
+        let mut parts: Vec<OsString> = Vec::new();
+        let mut cur = nodeid;
+        // A bound guards against a cycle from concurrent renames.
+        for _ in 0..4096 {
+            if cur == ROOT_ID {
+                let mut path = PathBuf::new();
+                for p in parts.iter().rev() {
+                    path.push(p);
+                }
+                return Some(path);
+            }
+            let inode = self.map.get(&cur)?;
+            let (parent, name) = inode.name.lock().clone()?;
+            parts.push(name);
+            cur = parent;
+        }
+        None
+    }
+
+    /// The path of `name` inside directory `parent`.
+    pub fn child_path(&self, parent: u64, name: &OsStr) -> Option<PathBuf> {
+        self.path_of(parent).map(|p| p.join(name))
+    }
+
+    /// Number of inodes the kernel currently references.
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// Looks up which node a backing (dev, ino) is known as, if the kernel knows it at all.
+    pub fn known(&self, dev: u64, ino: u64) -> Option<u64> {
+        let id = if dev == self.root_dev && ino == self.root_ino {
+            ROOT_ID
+        } else if dev == self.root_dev && ino > ROOT_ID && ino < SYNTHETIC_BASE {
+            ino
+        } else {
+            *self.synthetic.get(&(dev, ino))?
+        };
+        self.map.contains_key(&id).then_some(id)
+    }
+
+    /// Every known inode with the name it was last reached by, for a full invalidation.
+    pub fn all_names(&self) -> Vec<(u64, Option<u64>, Option<OsString>)> {
+        self.map
+            .iter()
+            .map(|e| {
+                let name = e.name.lock().clone();
+                let (p, n) = name.map_or((None, None), |(p, n)| (Some(p), Some(n)));
+                (*e.key(), p, n)
+            })
+            .collect()
+    }
+}

@@ -1,0 +1,1250 @@
+//! The FUSE operations: each one is carried out on the backing tree, relative to handles opened
+//! before mounting, and reported to the observation sink after it succeeded.
+
+use std::ffi::{CStr, OsStr};
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use fuser::{
+    AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, Filesystem,
+    FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags,
+    ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use tracing::{debug, info, warn};
+
+use super::attr::{dirent_type, to_attr};
+use super::credentials::AsCaller;
+use super::handles::{HandleTable, OpenDir, OpenFile};
+use super::inode_store::{Inode, InodeFd, InodeStore};
+use super::sys::{self, cstr, cvt};
+use super::{FsOptions, IoMode};
+use crate::observation::{ObservationSink, Op};
+
+pub struct Passthrough {
+    store: Arc<InodeStore>,
+    files: HandleTable<OpenFile>,
+    dirs: HandleTable<OpenDir>,
+    opts: FsOptions,
+    observe: ObservationSink,
+    /// Decided at INIT: the kernel supports passthrough and the options allow it.
+    passthrough: AtomicBool,
+}
+
+type Res<T> = Result<T, Errno>;
+
+/// The attributes one SETATTR asks to change.
+struct AttrChange {
+    mode: Option<u32>,
+    uid: Option<u32>,
+    gid: Option<u32>,
+    size: Option<u64>,
+    atime: Option<TimeOrNow>,
+    mtime: Option<TimeOrNow>,
+}
+
+/// A file opened on the backing tree, not yet announced to the kernel.
+struct Opened {
+    fh: u64,
+    backing: Option<Arc<fuser::BackingId>>,
+    nodeid: u64,
+    op: Op,
+    /// Set for CREATE, whose reply carries the new entry.
+    attr: Option<FileAttr>,
+}
+
+fn errno(e: io::Error) -> Errno {
+    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+}
+
+fn system_time_spec(t: Option<TimeOrNow>) -> libc::timespec {
+    match t {
+        None => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+        Some(TimeOrNow::Now) => libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(UNIX_EPOCH) {
+            Ok(d) => libc::timespec {
+                tv_sec: d.as_secs() as libc::time_t,
+                tv_nsec: d.subsec_nanos() as libc::c_long,
+            },
+            Err(e) => {
+                // Before 1970: a negative seconds count with a positive nanosecond part.
+                let d = e.duration();
+                let mut secs = -(d.as_secs() as i64);
+                let mut nsec = d.subsec_nanos() as i64;
+                if nsec > 0 {
+                    secs -= 1;
+                    nsec = 1_000_000_000 - nsec;
+                }
+                libc::timespec {
+                    tv_sec: secs as libc::time_t,
+                    tv_nsec: nsec as libc::c_long,
+                }
+            }
+        },
+    }
+}
+
+/// Flags for the daemon's own descriptor of an open file. O_APPEND would make `pwrite` ignore
+/// the offset the kernel already chose, O_DIRECT would demand aligned buffers.
+fn backing_open_flags(flags: i32) -> i32 {
+    flags & !(libc::O_APPEND | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)
+}
+
+fn access_mode(flags: i32) -> (bool, bool) {
+    match flags & libc::O_ACCMODE {
+        libc::O_RDONLY => (true, false),
+        libc::O_WRONLY => (false, true),
+        _ => (true, true),
+    }
+}
+
+impl Passthrough {
+    pub fn new(store: Arc<InodeStore>, opts: FsOptions, observe: ObservationSink) -> Self {
+        Self {
+            store,
+            files: HandleTable::default(),
+            dirs: HandleTable::default(),
+            opts,
+            observe,
+            passthrough: AtomicBool::new(false),
+        }
+    }
+
+    fn inode(&self, ino: INodeNo) -> Res<Arc<Inode>> {
+        self.store.get(ino.0).map_err(errno)
+    }
+
+    fn emit(&self, op: Op, pid: u32, nodeid: u64) {
+        self.observe.emit(op, pid, || self.store.path_of(nodeid));
+    }
+
+    fn emit_child(&self, op: Op, pid: u32, parent: u64, name: &OsStr) {
+        self.observe
+            .emit(op, pid, || self.store.child_path(parent, name));
+    }
+
+    fn stat_inode(&self, inode: &Inode) -> io::Result<libc::stat> {
+        let fd = self.store.path_fd(inode)?;
+        sys::fstat(fd.as_fd())
+    }
+
+    fn attr_of(&self, inode: &Inode, fh: Option<FileHandle>) -> io::Result<FileAttr> {
+        let st = match fh.and_then(|fh| self.files.get(fh.0).ok()) {
+            Some(file) => sys::fstat(file.fd.as_fd())?,
+            None => self.stat_inode(inode)?,
+        };
+        Ok(to_attr(inode.nodeid, &st))
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, result: io::Result<(Arc<Inode>, libc::stat)>) {
+        match result {
+            Ok((inode, st)) => reply.entry_with_ttls(
+                &self.opts.attr_ttl,
+                &self.opts.entry_ttl,
+                &to_attr(inode.nodeid, &st),
+                Generation(0),
+            ),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    /// Runs a creating operation as the caller, then looks the new name up.
+    fn create_node(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        make: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
+    ) -> io::Result<(Arc<Inode>, libc::stat)> {
+        let parent = self.store.get(parent.0)?;
+        let cname = cstr(name)?;
+        let pfd = self.store.path_fd(&parent)?;
+        {
+            let _as = AsCaller::switch(req.uid(), req.gid())?;
+            make(pfd.as_fd(), &cname)?;
+        }
+        self.store.lookup(&parent, &cname)
+    }
+
+    /// Registers (or reuses) the inode's kernel passthrough backing for an open descriptor.
+    fn backing_for(
+        &self,
+        inode: &Inode,
+        fd: &OwnedFd,
+        open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
+    ) -> Option<Arc<fuser::BackingId>> {
+        if !self.passthrough.load(Ordering::Relaxed) {
+            return None;
+        }
+        let mut slot = inode.backing_id.lock();
+        if let Some(id) = slot.upgrade() {
+            return Some(id);
+        }
+        match open_backing(fd) {
+            Ok(id) => {
+                let id = Arc::new(id);
+                *slot = Arc::downgrade(&id);
+                Some(id)
+            }
+            Err(e) => {
+                // Without CAP_SYS_ADMIN (or on a stacked backing file system) passthrough cannot
+                // work at all; serve I/O through the daemon from now on instead of failing opens.
+                warn!(
+                    "kernel passthrough unavailable ({e}); serving reads and writes in the daemon"
+                );
+                self.passthrough.store(false, Ordering::Relaxed);
+                None
+            }
+        }
+    }
+
+    /// A path for the l*xattr calls that reaches exactly this inode; the descriptor it names
+    /// must be kept alive while the path is used.
+    fn xattr_path(&self, inode: &Inode) -> io::Result<(InodeFd, std::ffi::CString)> {
+        let fd = self.store.path_fd(inode)?;
+        let path = sys::proc_fd_path(fd.as_fd().as_raw_fd());
+        Ok((fd, path))
+    }
+
+    fn do_setattr(
+        &self,
+        inode: &Inode,
+        change: AttrChange,
+        fh: Option<FileHandle>,
+    ) -> io::Result<FileAttr> {
+        let AttrChange {
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        } = change;
+        let file = fh.and_then(|fh| self.files.get(fh.0).ok());
+        let pfd = self.store.path_fd(inode)?;
+        let proc_path = sys::proc_fd_path(pfd.as_fd().as_raw_fd());
+        if let Some(mode) = mode {
+            match &file {
+                Some(f) => cvt(unsafe { libc::fchmod(f.fd.as_raw_fd(), mode) })?,
+                None => cvt(unsafe { libc::chmod(proc_path.as_ptr(), mode) })?,
+            };
+        }
+        if uid.is_some() || gid.is_some() {
+            let u = uid.unwrap_or(u32::MAX);
+            let g = gid.unwrap_or(u32::MAX);
+            cvt(unsafe {
+                libc::fchownat(
+                    pfd.as_fd().as_raw_fd(),
+                    sys::EMPTY.as_ptr(),
+                    u,
+                    g,
+                    libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+                )
+            })?;
+        }
+        if let Some(size) = size {
+            match &file {
+                Some(f) if f.writable => {
+                    cvt(unsafe { libc::ftruncate(f.fd.as_raw_fd(), size as i64) })?
+                }
+                _ => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as i64) })?,
+            };
+        }
+        if atime.is_some() || mtime.is_some() {
+            let times = [system_time_spec(atime), system_time_spec(mtime)];
+            if inode.is_symlink() {
+                cvt(unsafe {
+                    libc::utimensat(
+                        pfd.as_fd().as_raw_fd(),
+                        sys::EMPTY.as_ptr(),
+                        times.as_ptr(),
+                        libc::AT_EMPTY_PATH,
+                    )
+                })?;
+            } else {
+                match &file {
+                    Some(f) => cvt(unsafe { libc::futimens(f.fd.as_raw_fd(), times.as_ptr()) })?,
+                    None => cvt(unsafe {
+                        libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
+                    })?,
+                };
+            }
+        }
+        let st = match &file {
+            Some(f) => sys::fstat(f.fd.as_fd())?,
+            None => sys::fstat(pfd.as_fd())?,
+        };
+        Ok(to_attr(inode.nodeid, &st))
+    }
+
+    /// Opens the backing file; the caller replies, so errors never leave a reply unsent.
+    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32, reply: &ReplyOpen) -> Res<Opened> {
+        let inode = self.inode(ino)?;
+        let fd = self
+            .store
+            .open(&inode, backing_open_flags(flags))
+            .map_err(errno)?;
+        let (read, write) = access_mode(flags);
+        let backing = self.backing_for(&inode, &fd, |fd| reply.open_backing(fd));
+        let fh = self.files.insert(OpenFile {
+            fd,
+            nodeid: inode.nodeid,
+            writable: write,
+            _backing: backing.clone(),
+        });
+        let op = Op::Open {
+            read,
+            write,
+            truncate: flags & libc::O_TRUNC != 0,
+            created: false,
+        };
+        let _ = req;
+        Ok(Opened {
+            fh,
+            backing,
+            nodeid: inode.nodeid,
+            op,
+            attr: None,
+        })
+    }
+
+    fn do_create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        flags: i32,
+        reply: &ReplyCreate,
+    ) -> Res<Opened> {
+        let parent_inode = self.inode(parent)?;
+        let cname = cstr(name).map_err(errno)?;
+        let pfd = self.store.path_fd(&parent_inode).map_err(errno)?;
+        let fd = {
+            let _as = AsCaller::switch(req.uid(), req.gid()).map_err(errno)?;
+            sys::openat(
+                pfd.as_fd(),
+                &cname,
+                backing_open_flags(flags) | libc::O_CREAT,
+                mode,
+            )
+            .map_err(errno)?
+        };
+        let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
+        let (read, write) = access_mode(flags);
+        let backing = self.backing_for(&inode, &fd, |fd| reply.open_backing(fd));
+        let fh = self.files.insert(OpenFile {
+            fd,
+            nodeid: inode.nodeid,
+            writable: write,
+            _backing: backing.clone(),
+        });
+        Ok(Opened {
+            fh,
+            backing,
+            nodeid: inode.nodeid,
+            op: Op::Open {
+                read,
+                write,
+                truncate: flags & libc::O_TRUNC != 0,
+                created: true,
+            },
+            attr: Some(to_attr(inode.nodeid, &st)),
+        })
+    }
+
+    fn do_rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+    ) -> Res<()> {
+        let p = self.inode(parent)?;
+        let np = self.inode(newparent)?;
+        let (cname, cnew) = (cstr(name).map_err(errno)?, cstr(newname).map_err(errno)?);
+        let pfd = self.store.path_fd(&p).map_err(errno)?;
+        let npfd = self.store.path_fd(&np).map_err(errno)?;
+        cvt(unsafe {
+            libc::renameat2(
+                pfd.as_fd().as_raw_fd(),
+                cname.as_ptr(),
+                npfd.as_fd().as_raw_fd(),
+                cnew.as_ptr(),
+                flags.bits(),
+            )
+        })
+        .map_err(errno)?;
+        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        // Keep reported paths right: the moved inode is now known under its new name.
+        for (dirfd, dir, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
+            .into_iter()
+            .take(if exchange { 2 } else { 1 })
+        {
+            if let Ok(c) = cstr(n)
+                && let Ok(st) = sys::fstatat(dirfd.as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW)
+                && let Some(id) = self.store.known(st.st_dev, st.st_ino)
+            {
+                self.store.set_name(id, dir.nodeid, n);
+            }
+        }
+        let to = self.store.child_path(np.nodeid, newname);
+        if let Some(to) = to {
+            self.emit_child(Op::Rename { to, exchange }, req.pid(), p.nodeid, name);
+        }
+        Ok(())
+    }
+
+    fn list_dir(
+        &self,
+        req: &Request,
+        fh: FileHandle,
+        offset: u64,
+        mut add: impl FnMut(&super::handles::Entry) -> bool,
+    ) -> Res<()> {
+        let dir = self.dirs.get(fh.0).map_err(errno)?;
+        if offset == 0 {
+            self.emit(Op::ReadDir, req.pid(), dir.nodeid);
+        }
+        dir.list(offset as i64, &mut add).map_err(errno)
+    }
+}
+
+impl Filesystem for Passthrough {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> io::Result<()> {
+        // Files are created with exactly the mode the kernel passes (it already applied the
+        // caller's umask); the daemon's own umask must not strip more bits.
+        unsafe { libc::umask(0) };
+        let caps = config.capabilities();
+        let mut want = InitFlags::FUSE_DO_READDIRPLUS
+            | InitFlags::FUSE_READDIRPLUS_AUTO
+            | InitFlags::FUSE_PARALLEL_DIROPS
+            | InitFlags::FUSE_ATOMIC_O_TRUNC
+            | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_EXPORT_SUPPORT;
+        let passthrough = self.opts.io_mode != IoMode::Daemon
+            && caps.contains(InitFlags::FUSE_PASSTHROUGH)
+            && unsafe { libc::geteuid() } == 0;
+        if passthrough {
+            want |= InitFlags::FUSE_PASSTHROUGH;
+        } else if self.opts.io_mode == IoMode::Passthrough {
+            return Err(io::Error::other(
+                "--io passthrough: the kernel does not offer FUSE passthrough or the daemon is not root",
+            ));
+        }
+        if let Err(missing) = config.add_capabilities(want & caps) {
+            debug!("kernel lacks init flags {missing:?}");
+        }
+        if passthrough {
+            // Backing files may themselves sit on a stacked file system (overlayfs).
+            if let Err(e) = config.set_max_stack_depth(2) {
+                debug!("max_stack_depth: kernel accepts at most {e}");
+            }
+        }
+        let _ = config.set_max_write(1024 * 1024);
+        let _ = config.set_max_readahead(1024 * 1024);
+        self.passthrough.store(passthrough, Ordering::Relaxed);
+        info!(
+            passthrough,
+            file_handles = self.store.uses_file_handles(),
+            "FUSE session initialised"
+        );
+        Ok(())
+    }
+
+    fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let result = self
+            .store
+            .get(parent.0)
+            .and_then(|p| cstr(name).and_then(|c| self.store.lookup(&p, &c)));
+        match result {
+            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !self.opts.entry_ttl.is_zero() => {
+                // A negative entry: node id 0 with a timeout makes the kernel remember that the
+                // name does not exist (python imports and cargo probe many such names). The
+                // watcher invalidates it when the name appears behind the mount.
+                let attr = FileAttr {
+                    ino: INodeNo(0),
+                    size: 0,
+                    blocks: 0,
+                    atime: UNIX_EPOCH,
+                    mtime: UNIX_EPOCH,
+                    ctime: UNIX_EPOCH,
+                    crtime: UNIX_EPOCH,
+                    kind: fuser::FileType::RegularFile,
+                    perm: 0,
+                    nlink: 0,
+                    uid: 0,
+                    gid: 0,
+                    rdev: 0,
+                    blksize: 0,
+                    flags: 0,
+                };
+                reply.entry(&self.opts.entry_ttl, &attr, Generation(0));
+            }
+            other => self.reply_entry(reply, other),
+        }
+    }
+
+    fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
+        self.store.forget(ino.0, nlookup);
+    }
+
+    fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        match self
+            .inode(ino)
+            .and_then(|i| self.attr_of(&i, fh).map_err(errno))
+        {
+            Ok(attr) => reply.attr(&self.opts.attr_ttl, &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        _ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let result = self.inode(ino).and_then(|inode| {
+            let change = AttrChange {
+                mode,
+                uid,
+                gid,
+                size,
+                atime,
+                mtime,
+            };
+            self.do_setattr(&inode, change, fh).map_err(errno)
+        });
+        match result {
+            Ok(attr) => {
+                reply.attr(&self.opts.attr_ttl, &attr);
+                let op = match size {
+                    Some(size) => Op::Truncate { size },
+                    None => Op::SetAttr,
+                };
+                self.emit(op, req.pid(), ino.0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        let result = self.inode(ino).and_then(|i| {
+            let fd = self.store.path_fd(&i).map_err(errno)?;
+            sys::readlinkat(fd.as_fd(), sys::EMPTY).map_err(errno)
+        });
+        match result {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.create_node(req, parent, name, |dir, c| {
+            cvt(unsafe { libc::mknodat(dir.as_raw_fd(), c.as_ptr(), mode, rdev as libc::dev_t) })
+                .map(drop)
+        });
+        if result.is_ok() {
+            self.emit_child(Op::Mknod, req.pid(), parent.0, name);
+        }
+        self.reply_entry(reply, result);
+    }
+
+    fn mkdir(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        reply: ReplyEntry,
+    ) {
+        let result = self.create_node(req, parent, name, |dir, c| {
+            cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) }).map(drop)
+        });
+        if result.is_ok() {
+            self.emit_child(Op::Mkdir, req.pid(), parent.0, name);
+        }
+        self.reply_entry(reply, result);
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, 0, reply);
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        self.remove(req, parent, name, libc::AT_REMOVEDIR, reply);
+    }
+
+    fn symlink(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        link_name: &OsStr,
+        target: &Path,
+        reply: ReplyEntry,
+    ) {
+        let result = cstr(target.as_os_str()).and_then(|t| {
+            self.create_node(req, parent, link_name, |dir, c| {
+                cvt(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), c.as_ptr()) }).map(drop)
+            })
+        });
+        if result.is_ok() {
+            self.emit_child(Op::Symlink, req.pid(), parent.0, link_name);
+        }
+        self.reply_entry(reply, result);
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        match self.do_rename(req, parent, name, newparent, newname, flags) {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn link(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        newparent: INodeNo,
+        newname: &OsStr,
+        reply: ReplyEntry,
+    ) {
+        let result = (|| {
+            let inode = self.store.get(ino.0)?;
+            let target_path = self.store.path_of(ino.0);
+            let src = self.store.path_fd(&inode)?;
+            let proc_path = sys::proc_fd_path(src.as_fd().as_raw_fd());
+            let np = self.store.get(newparent.0)?;
+            let npfd = self.store.path_fd(&np)?;
+            let cname = cstr(newname)?;
+            // Linking through /proc/self/fd needs no CAP_DAC_READ_SEARCH, unlike AT_EMPTY_PATH.
+            cvt(unsafe {
+                libc::linkat(
+                    libc::AT_FDCWD,
+                    proc_path.as_ptr(),
+                    npfd.as_fd().as_raw_fd(),
+                    cname.as_ptr(),
+                    libc::AT_SYMLINK_FOLLOW,
+                )
+            })?;
+            let r = self.store.lookup(&np, &cname)?;
+            Ok((r, target_path))
+        })();
+        match result {
+            Ok((r, target)) => {
+                if let Some(target) = target {
+                    self.emit_child(Op::Link { target }, req.pid(), newparent.0, newname);
+                }
+                self.reply_entry(reply, Ok(r));
+            }
+            Err(e) => self.reply_entry(reply, Err(e)),
+        }
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        match self.do_open(req, ino, flags.0, &reply) {
+            Ok(o) => {
+                match &o.backing {
+                    Some(id) => reply.opened_passthrough(FileHandle(o.fh), FopenFlags::empty(), id),
+                    // The watcher invalidates pages changed behind the mount, so cached pages
+                    // may be kept across opens.
+                    None => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
+                }
+                self.emit(o.op, req.pid(), o.nodeid);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn read(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let result = self.files.get(fh.0).and_then(|f| {
+            let mut buf = vec![0u8; size as usize];
+            let n = sys::pread(f.fd.as_fd(), &mut buf, offset)?;
+            buf.truncate(n);
+            Ok((f.nodeid, buf))
+        });
+        match result {
+            Ok((nodeid, buf)) => {
+                reply.data(&buf);
+                let len = buf.len() as u64;
+                self.emit(Op::Read { offset, len }, req.pid(), nodeid);
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn write(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let result = self.files.get(fh.0).and_then(|f| {
+            let n = sys::pwrite(f.fd.as_fd(), data, offset)?;
+            Ok((f.nodeid, n))
+        });
+        match result {
+            Ok((nodeid, n)) => {
+                reply.written(n as u32);
+                let len = n as u64;
+                self.emit(Op::Write { offset, len }, req.pid(), nodeid);
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn flush(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _lock_owner: LockOwner,
+        reply: ReplyEmpty,
+    ) {
+        // Writes reach the backing file before they return (no writeback cache), so close has
+        // nothing left to flush. ENOSYS makes the kernel stop sending FLUSH: one round trip less
+        // per close.
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let file = self.files.remove(fh.0);
+        reply.ok();
+        if let Some(f) = file {
+            self.emit(Op::Close { wrote: f.writable }, req.pid(), f.nodeid);
+        }
+    }
+
+    fn fsync(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.files.get(fh.0).and_then(|f| {
+            let fd = f.fd.as_raw_fd();
+            cvt(unsafe {
+                if datasync {
+                    libc::fdatasync(fd)
+                } else {
+                    libc::fsync(fd)
+                }
+            })
+        });
+        match result {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let result = self.inode(ino).and_then(|inode| {
+            let fd = self
+                .store
+                .open(&inode, libc::O_RDONLY | libc::O_DIRECTORY)
+                .map_err(errno)?;
+            Ok(self.dirs.insert(OpenDir::new(fd, inode.nodeid)))
+        });
+        match result {
+            // The kernel may cache listings: the watcher invalidates a directory's pages when
+            // a name in it changes behind the mount.
+            Ok(fh) => reply.opened(
+                FileHandle(fh),
+                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdir(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectory,
+    ) {
+        let store = &self.store;
+        let result = self.list_dir(req, fh, offset, |e| {
+            let ino = store.listing_ino(e.ino);
+            !reply.add(
+                INodeNo(ino),
+                e.next_offset as u64,
+                dirent_type(e.d_type),
+                OsStr::from_bytes(&e.name),
+            )
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn readdirplus(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        mut reply: ReplyDirectoryPlus,
+    ) {
+        let parent = match self.inode(ino) {
+            Ok(p) => p,
+            Err(e) => return reply.error(e),
+        };
+        let store = &self.store;
+        let opts = &self.opts;
+        let result = self.list_dir(req, fh, offset, |e| {
+            let name = OsStr::from_bytes(&e.name);
+            if &*e.name == b"." || &*e.name == b".." {
+                // The kernel does not count lookups for dot entries; answer without one.
+                let attr = FileAttr {
+                    ino: INodeNo(store.listing_ino(e.ino)),
+                    kind: dirent_type(e.d_type),
+                    ..dot_attr()
+                };
+                // Node id 0 tells the kernel not to link this entry.
+                return !reply.add(
+                    INodeNo(0),
+                    e.next_offset as u64,
+                    name,
+                    &Duration::ZERO,
+                    &attr,
+                    Generation(0),
+                );
+            }
+            let Ok(c) = cstr(name) else { return true };
+            match store.lookup(&parent, &c) {
+                Ok((inode, st)) => {
+                    let full = reply.add(
+                        INodeNo(inode.nodeid),
+                        e.next_offset as u64,
+                        name,
+                        &opts.entry_ttl,
+                        &to_attr(inode.nodeid, &st),
+                        Generation(0),
+                    );
+                    if full {
+                        // Not sent, so the kernel will not count this lookup.
+                        store.forget(inode.nodeid, 1);
+                    }
+                    !full
+                }
+                // Gone between listing and lookup: skip it, as a native listing might.
+                Err(_) => true,
+            }
+        });
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn releasedir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        reply: ReplyEmpty,
+    ) {
+        self.dirs.remove(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        datasync: bool,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.dirs.get(fh.0).and_then(|d| {
+            let fd = d.fd.as_raw_fd();
+            cvt(unsafe {
+                if datasync {
+                    libc::fdatasync(fd)
+                } else {
+                    libc::fsync(fd)
+                }
+            })
+        });
+        match result {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        let result = self.inode(ino).and_then(|i| {
+            let fd = self.store.path_fd(&i).map_err(errno)?;
+            sys::statvfs(fd.as_fd()).map_err(errno)
+        });
+        match result {
+            Ok(s) => reply.statfs(
+                s.f_blocks,
+                s.f_bfree,
+                s.f_bavail,
+                s.f_files,
+                s.f_ffree,
+                s.f_bsize as u32,
+                s.f_namemax as u32,
+                s.f_frsize as u32,
+            ),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.inode(ino).and_then(|i| {
+            let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
+            let n = cstr(name).map_err(errno)?;
+            cvt(unsafe {
+                libc::lsetxattr(
+                    path.as_ptr(),
+                    n.as_ptr(),
+                    value.as_ptr().cast(),
+                    value.len(),
+                    flags,
+                )
+            })
+            .map_err(errno)
+        });
+        match result {
+            Ok(_) => {
+                reply.ok();
+                self.emit(Op::SetAttr, req.pid(), ino.0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let result = self.inode(ino).and_then(|i| {
+            let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
+            let n = cstr(name).map_err(errno)?;
+            let mut buf = vec![0u8; size as usize];
+            let r = unsafe {
+                libc::lgetxattr(
+                    path.as_ptr(),
+                    n.as_ptr(),
+                    buf.as_mut_ptr().cast(),
+                    buf.len(),
+                )
+            };
+            sys::xattr_result(r, buf).map_err(errno)
+        });
+        reply_xattr(reply, size, result);
+    }
+
+    fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let result = self.inode(ino).and_then(|i| {
+            let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
+            let mut buf = vec![0u8; size as usize];
+            let r = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            sys::xattr_result(r, buf).map_err(errno)
+        });
+        reply_xattr(reply, size, result);
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let result = self.inode(ino).and_then(|i| {
+            let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
+            let n = cstr(name).map_err(errno)?;
+            cvt(unsafe { libc::lremovexattr(path.as_ptr(), n.as_ptr()) }).map_err(errno)
+        });
+        match result {
+            Ok(_) => {
+                reply.ok();
+                self.emit(Op::SetAttr, req.pid(), ino.0);
+            }
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        // With default_permissions the kernel checks permissions itself; this only confirms the
+        // inode still exists (and answers F_OK).
+        let result = self
+            .inode(ino)
+            .and_then(|i| self.stat_inode(&i).map_err(errno));
+        let _ = mask;
+        match result {
+            Ok(_) => reply.ok(),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let o = match self.do_create(req, parent, name, mode, flags, &reply) {
+            Ok(Opened {
+                attr: Some(attr),
+                fh,
+                backing,
+                nodeid,
+                op,
+            }) => {
+                let fh = FileHandle(fh);
+                let ttl = &self.opts.entry_ttl;
+                match &backing {
+                    Some(id) => reply.created_passthrough(
+                        ttl,
+                        &attr,
+                        Generation(0),
+                        fh,
+                        FopenFlags::empty(),
+                        id,
+                    ),
+                    None => {
+                        reply.created(ttl, &attr, Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE)
+                    }
+                }
+                (op, nodeid)
+            }
+            Ok(_) => return reply.error(Errno::EIO),
+            Err(e) => return reply.error(e),
+        };
+        self.emit(o.0, req.pid(), o.1);
+    }
+
+    fn fallocate(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        let result = self.files.get(fh.0).and_then(|f| {
+            cvt(unsafe { libc::fallocate(f.fd.as_raw_fd(), mode, offset as i64, length as i64) })?;
+            Ok(f.nodeid)
+        });
+        match result {
+            Ok(nodeid) => {
+                reply.ok();
+                let punch_hole = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
+                self.emit(
+                    Op::Fallocate {
+                        offset,
+                        len: length,
+                        punch_hole,
+                    },
+                    req.pid(),
+                    nodeid,
+                );
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn lseek(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
+        reply: ReplyLseek,
+    ) {
+        match self
+            .files
+            .get(fh.0)
+            .and_then(|f| sys::lseek(f.fd.as_fd(), offset, whence))
+        {
+            Ok(off) => reply.offset(off),
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+
+    fn copy_file_range(
+        &self,
+        req: &Request,
+        _ino_in: INodeNo,
+        fh_in: FileHandle,
+        offset_in: u64,
+        _ino_out: INodeNo,
+        fh_out: FileHandle,
+        offset_out: u64,
+        len: u64,
+        _flags: CopyFileRangeFlags,
+        reply: ReplyWrite,
+    ) {
+        let result = (|| {
+            let fin = self.files.get(fh_in.0)?;
+            let fout = self.files.get(fh_out.0)?;
+            let mut off_in = offset_in as i64;
+            let mut off_out = offset_out as i64;
+            let n = unsafe {
+                libc::copy_file_range(
+                    fin.fd.as_raw_fd(),
+                    &mut off_in,
+                    fout.fd.as_raw_fd(),
+                    &mut off_out,
+                    len as usize,
+                    0,
+                )
+            };
+            if n < 0 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok((fin.nodeid, fout.nodeid, n as u64))
+        })();
+        match result {
+            Ok((from, to, n)) => {
+                reply.written(n.min(u32::MAX as u64) as u32);
+                if let Some(from) = self.store.path_of(from) {
+                    self.emit(
+                        Op::CopyIn {
+                            from,
+                            offset: offset_out,
+                            len: n,
+                        },
+                        req.pid(),
+                        to,
+                    );
+                }
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+impl Passthrough {
+    fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
+        let result = (|| {
+            let p = self.store.get(parent.0)?;
+            let c = cstr(name)?;
+            let pfd = self.store.path_fd(&p)?;
+            cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })
+        })();
+        match result {
+            Ok(_) => {
+                reply.ok();
+                let op = if flags == 0 { Op::Unlink } else { Op::Rmdir };
+                self.emit_child(op, req.pid(), parent.0, name);
+            }
+            Err(e) => reply.error(errno(e)),
+        }
+    }
+}
+
+fn dot_attr() -> FileAttr {
+    FileAttr {
+        ino: INodeNo(0),
+        size: 0,
+        blocks: 0,
+        atime: UNIX_EPOCH,
+        mtime: UNIX_EPOCH,
+        ctime: UNIX_EPOCH,
+        crtime: UNIX_EPOCH,
+        kind: fuser::FileType::Directory,
+        perm: 0o755,
+        nlink: 2,
+        uid: 0,
+        gid: 0,
+        rdev: 0,
+        blksize: 4096,
+        flags: 0,
+    }
+}
+
+fn reply_xattr(reply: ReplyXattr, size: u32, result: Res<Vec<u8>>) {
+    match result {
+        Ok(data) if size == 0 => reply.size(data.len() as u32),
+        Ok(data) => reply.data(&data),
+        Err(e) => reply.error(e),
+    }
+}

@@ -1,0 +1,222 @@
+//! Thin wrappers over the libc calls the passthrough makes, turning `-1`/errno into `io::Error`.
+//!
+//! Everything here works on raw descriptors relative to directory handles, never on absolute
+//! paths: SOURCE may be hidden under the mount itself (in-place mode), so only handles opened
+//! before mounting reach the real files.
+
+use std::ffi::{CStr, CString, OsStr};
+use std::io;
+use std::mem::MaybeUninit;
+use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::ffi::OsStrExt;
+
+/// Converts a libc return value into a `Result`, reading errno on `-1`.
+pub fn cvt(ret: libc::c_int) -> io::Result<libc::c_int> {
+    if ret == -1 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret)
+    }
+}
+
+fn cvt_size(ret: libc::ssize_t) -> io::Result<usize> {
+    if ret < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(ret as usize)
+    }
+}
+
+/// A name from the kernel as a C string. Names with an interior NUL cannot exist on Linux.
+pub fn cstr(name: &OsStr) -> io::Result<CString> {
+    CString::new(name.as_bytes()).map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+pub const EMPTY: &CStr = c"";
+
+pub fn openat(dir: BorrowedFd<'_>, name: &CStr, flags: i32, mode: u32) -> io::Result<OwnedFd> {
+    let fd = cvt(unsafe {
+        libc::openat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags | libc::O_CLOEXEC,
+            mode as libc::c_uint,
+        )
+    })?;
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+pub fn fstatat(dir: BorrowedFd<'_>, name: &CStr, flags: i32) -> io::Result<libc::stat> {
+    let mut st = MaybeUninit::<libc::stat>::uninit();
+    cvt(unsafe { libc::fstatat(dir.as_raw_fd(), name.as_ptr(), st.as_mut_ptr(), flags) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
+    fstatat(fd, EMPTY, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
+}
+
+/// The `/proc/self/fd/N` path of a descriptor: lets path-only calls (chmod, xattrs, truncate)
+/// act on an `O_PATH` descriptor's inode without resolving any name again.
+pub fn proc_fd_path(fd: RawFd) -> CString {
+    // A formatted integer never contains NUL.
+    CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
+}
+
+pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
+    let mut buf = vec![0u8; libc::PATH_MAX as usize];
+    let n = cvt_size(unsafe {
+        libc::readlinkat(
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+        )
+    })?;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+pub fn pread(fd: BorrowedFd<'_>, buf: &mut [u8], offset: u64) -> io::Result<usize> {
+    cvt_size(unsafe {
+        libc::pread64(
+            fd.as_raw_fd(),
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            offset as i64,
+        )
+    })
+}
+
+pub fn pwrite(fd: BorrowedFd<'_>, buf: &[u8], offset: u64) -> io::Result<usize> {
+    cvt_size(unsafe {
+        libc::pwrite64(
+            fd.as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            offset as i64,
+        )
+    })
+}
+
+/// Reads raw `linux_dirent64` records into `buf`; returns the number of bytes filled.
+pub fn getdents64(fd: BorrowedFd<'_>, buf: &mut [u8]) -> io::Result<usize> {
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_getdents64,
+            fd.as_raw_fd(),
+            buf.as_mut_ptr(),
+            buf.len(),
+        )
+    };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// One record out of a `getdents64` buffer.
+pub struct DirEntry<'a> {
+    pub ino: u64,
+    /// Position just past this entry, to resume listing from.
+    pub next_offset: i64,
+    pub d_type: u8,
+    pub name: &'a [u8],
+}
+
+/// Walks the records `getdents64` filled into `buf[..len]`.
+pub fn parse_dirents(buf: &[u8]) -> impl Iterator<Item = DirEntry<'_>> {
+    let mut pos = 0usize;
+    std::iter::from_fn(move || {
+        // linux_dirent64: u64 ino, i64 off, u16 reclen, u8 type, name (NUL-terminated).
+        const HEADER: usize = 19;
+        if pos + HEADER > buf.len() {
+            return None;
+        }
+        let rec = &buf[pos..];
+        let ino = u64::from_ne_bytes(rec[0..8].try_into().ok()?);
+        let next_offset = i64::from_ne_bytes(rec[8..16].try_into().ok()?);
+        let reclen = u16::from_ne_bytes(rec[16..18].try_into().ok()?) as usize;
+        let d_type = rec[18];
+        if reclen < HEADER || pos + reclen > buf.len() {
+            return None;
+        }
+        let raw = &rec[HEADER..reclen];
+        let end = raw.iter().position(|&b| b == 0).unwrap_or(raw.len());
+        pos += reclen;
+        Some(DirEntry {
+            ino,
+            next_offset,
+            d_type,
+            name: &raw[..end],
+        })
+    })
+}
+
+pub fn lseek(fd: BorrowedFd<'_>, offset: i64, whence: i32) -> io::Result<i64> {
+    let r = unsafe { libc::lseek64(fd.as_raw_fd(), offset, whence) };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r)
+    }
+}
+
+pub fn statvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
+    let mut st = MaybeUninit::<libc::statvfs>::uninit();
+    cvt(unsafe { libc::fstatvfs(fd.as_raw_fd(), st.as_mut_ptr()) })?;
+    Ok(unsafe { st.assume_init() })
+}
+
+/// Raises the soft open-file limit to the hard one: a busy mount keeps many files open.
+pub fn raise_nofile_limit() {
+    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
+            let mut lim = lim.assume_init();
+            if lim.rlim_cur < lim.rlim_max {
+                lim.rlim_cur = lim.rlim_max;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+            }
+        }
+    }
+}
+
+/// Buffer-size protocol shared by getxattr/listxattr: size 0 asks for the length only.
+pub fn xattr_result(ret: libc::ssize_t, buf: Vec<u8>) -> io::Result<Vec<u8>> {
+    let n = cvt_size(ret)?;
+    let mut buf = buf;
+    buf.truncate(n);
+    Ok(buf)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::fd::AsFd;
+
+    #[test]
+    fn parses_dirents_of_a_real_directory() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("a"), b"x").expect("write");
+        std::fs::create_dir(dir.path().join("sub")).expect("mkdir");
+        let fd = std::fs::File::open(dir.path()).expect("open");
+        let fd: OwnedFd = fd.into();
+        let mut buf = vec![0u8; 4096];
+        let n = getdents64(fd.as_fd(), &mut buf).expect("getdents");
+        let mut names: Vec<(Vec<u8>, u8)> = parse_dirents(&buf[..n])
+            .map(|e| (e.name.to_vec(), e.d_type))
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            vec![
+                (b".".to_vec(), libc::DT_DIR),
+                (b"..".to_vec(), libc::DT_DIR),
+                (b"a".to_vec(), libc::DT_REG),
+                (b"sub".to_vec(), libc::DT_DIR),
+            ]
+        );
+    }
+}

@@ -1,0 +1,183 @@
+//! Changes made to SOURCE behind the mount (an editor, git, a build on the underlying tree)
+//! invalidate the kernel's caches for exactly the names and inodes they touch, so long cache
+//! timeouts stay safe. Each change is also reported as an `External` observation.
+//!
+//! The watch is set on `/proc/self/fd/N` of the SOURCE descriptor opened before mounting: in
+//! in-place mode SOURCE's path leads into the mount itself, where no backing change is visible.
+
+use std::ffi::OsStr;
+use std::os::fd::{AsFd, AsRawFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use anyhow::Context;
+use crossbeam_channel::{Receiver, unbounded};
+use fuser::{INodeNo, Notifier};
+use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
+use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+use tracing::{debug, warn};
+
+use super::inode_store::{InodeStore, ROOT_ID};
+use super::sys;
+use crate::observation::{ExternalChange, ObservationSink, Op};
+
+/// A recursive watch on SOURCE whose events wait for a kernel connection to invalidate.
+pub struct Watcher {
+    _watcher: RecommendedWatcher,
+    events: Receiver<notify::Result<notify::Event>>,
+    prefix: PathBuf,
+}
+
+impl Watcher {
+    /// Starts watching before the mount exists, so nothing changed in between is missed.
+    pub fn start(store: &InodeStore) -> anyhow::Result<Self> {
+        let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
+        let (tx, events) = unbounded();
+        let mut watcher = notify::recommended_watcher(move |ev| {
+            let _ = tx.send(ev);
+        })
+        .context("creating the inotify watcher")?;
+        watcher
+            .watch(&prefix, RecursiveMode::Recursive)
+            .context("watching SOURCE for changes behind the mount (inotify watch limit?)")?;
+        Ok(Self {
+            _watcher: watcher,
+            events,
+            prefix,
+        })
+    }
+
+    /// Hands events to a thread that invalidates through `notifier` until the watcher drops.
+    pub fn run(
+        self,
+        store: Arc<InodeStore>,
+        notifier: Notifier,
+        observe: ObservationSink,
+    ) -> std::io::Result<JoinHandle<()>> {
+        std::thread::Builder::new()
+            .name("worldfs-watch".into())
+            .spawn(move || {
+                let inval = Invalidator {
+                    store,
+                    notifier,
+                    observe,
+                };
+                let Watcher {
+                    _watcher,
+                    events,
+                    prefix,
+                } = self;
+                for ev in events.iter() {
+                    match ev {
+                        Ok(ev) => inval.handle(&prefix, ev),
+                        Err(e) => {
+                            warn!("watcher error, invalidating everything: {e}");
+                            inval.everything();
+                        }
+                    }
+                }
+            })
+    }
+}
+
+struct Invalidator {
+    store: Arc<InodeStore>,
+    notifier: Notifier,
+    observe: ObservationSink,
+}
+
+impl Invalidator {
+    fn handle(&self, prefix: &Path, ev: notify::Event) {
+        if ev.need_rescan() {
+            self.everything();
+            return;
+        }
+        let change = match ev.kind {
+            EventKind::Create(_) => ExternalChange::Created,
+            EventKind::Remove(_) => ExternalChange::Removed,
+            EventKind::Modify(ModifyKind::Name(_)) => ExternalChange::Created,
+            EventKind::Modify(_) => ExternalChange::Modified,
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => ExternalChange::Modified,
+            EventKind::Access(_) => return,
+            EventKind::Any | EventKind::Other => ExternalChange::Modified,
+        };
+        for path in &ev.paths {
+            let Ok(rel) = path.strip_prefix(prefix) else {
+                continue;
+            };
+            let change = match (ev.kind, self.exists(rel)) {
+                // A rename's old name is gone; its new name exists.
+                (EventKind::Modify(ModifyKind::Name(_)), false) => ExternalChange::Removed,
+                _ => change,
+            };
+            self.path(rel);
+            self.observe
+                .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
+        }
+    }
+
+    fn exists(&self, rel: &Path) -> bool {
+        self.stat(rel).is_some()
+    }
+
+    fn stat(&self, rel: &Path) -> Option<libc::stat> {
+        if rel.as_os_str().is_empty() {
+            return sys::fstat(self.store.root_fd()).ok();
+        }
+        let c = sys::cstr(rel.as_os_str()).ok()?;
+        sys::fstatat(self.store.root_fd().as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
+    }
+
+    /// Drops the kernel's cached attributes and pages of `rel`, and its name in its parent.
+    fn path(&self, rel: &Path) {
+        if let Some(st) = self.stat(rel)
+            && let Some(id) = self.store.known(st.st_dev, st.st_ino)
+        {
+            self.inval_inode(id);
+        }
+        let Some(name) = rel.file_name() else { return };
+        let parent_rel = rel.parent().unwrap_or(Path::new(""));
+        let parent = if parent_rel.as_os_str().is_empty() {
+            Some(ROOT_ID)
+        } else {
+            self.stat(parent_rel)
+                .and_then(|st| self.store.known(st.st_dev, st.st_ino))
+        };
+        if let Some(parent) = parent {
+            self.inval_entry(parent, name);
+            // The parent's cached listing and mtime are stale too.
+            self.inval_inode(parent);
+        }
+    }
+
+    fn inval_inode(&self, id: u64) {
+        if let Err(e) = self.notifier.inval_inode(INodeNo(id), 0, 0) {
+            debug!("inval_inode({id}): {e}");
+        }
+    }
+
+    fn inval_entry(&self, parent: u64, name: &OsStr) {
+        if let Err(e) = self.notifier.inval_entry(INodeNo(parent), name) {
+            debug!("inval_entry({parent}, {:?}): {e}", name.as_bytes());
+        }
+    }
+
+    /// After lost events nothing cached can be trusted: drop every known inode and name.
+    fn everything(&self) {
+        for (id, parent, name) in self.store.all_names() {
+            self.inval_inode(id);
+            if let Some((parent, name)) = parent.zip(name) {
+                self.inval_entry(parent, &name);
+            }
+        }
+        self.observe.emit(
+            Op::External {
+                change: ExternalChange::Rescan,
+            },
+            0,
+            || Some(PathBuf::new()),
+        );
+    }
+}

@@ -1,0 +1,10 @@
+//! worldfs: a FUSE passthrough file system that records what a coding agent reads and writes.
+//!
+//! Data flows one way: kernel -> [`fs`] (passthrough, emits [`observation`]s without blocking)
+//! -> bounded channel -> world cache -> projection -> socket.
+
+pub mod cli;
+pub mod fs;
+pub mod mount;
+pub mod mountinfo;
+pub mod observation;

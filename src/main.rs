@@ -1,0 +1,56 @@
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::Parser;
+use tracing_subscriber::EnvFilter;
+
+use worldfs::cli::{Cli, Command};
+use worldfs::mount;
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let default = match cli.verbose {
+        0 => "warn",
+        1 => "info",
+        _ => "debug",
+    };
+    let filter = EnvFilter::try_from_env("WORLDFS_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+
+    let result = match cli.command {
+        Command::Mount {
+            source,
+            mountpoint,
+            io,
+            no_observe,
+            threads,
+            cache_timeout,
+            no_watch,
+        } => {
+            if !(cache_timeout.is_finite() && cache_timeout >= 0.0) {
+                eprintln!("worldfs: error: --cache-timeout must be a non-negative number");
+                return ExitCode::from(2);
+            }
+            mount::run(mount::MountConfig {
+                source,
+                mountpoint,
+                io_mode: io,
+                observe: !no_observe,
+                threads: threads as usize,
+                cache_timeout: Duration::from_secs_f64(cache_timeout),
+                watch: !no_watch,
+            })
+        }
+        Command::Unmount { path } => mount::unmount(&path),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("worldfs: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,348 @@
+//! `worldfs mount` and `worldfs unmount`: checks, the FUSE session, signals, clean teardown.
+
+use std::ffi::CString;
+use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use fuser::{Config, MountOption, Session, SessionACL};
+use tracing::{info, warn};
+
+use crate::fs::{FsOptions, InodeStore, IoMode, Passthrough, sys, watcher::Watcher};
+use crate::mountinfo;
+use crate::observation::ObservationSink;
+
+/// Everything `worldfs mount` needs, already parsed.
+#[derive(Debug, Clone)]
+pub struct MountConfig {
+    pub source: PathBuf,
+    pub mountpoint: Option<PathBuf>,
+    pub io_mode: IoMode,
+    pub observe: bool,
+    pub threads: usize,
+    pub cache_timeout: Duration,
+    pub watch: bool,
+}
+
+/// Where and what to mount, after validation.
+struct Plan {
+    source: PathBuf,
+    target: PathBuf,
+}
+
+fn validate(cfg: &MountConfig) -> anyhow::Result<Plan> {
+    let source = std::fs::canonicalize(&cfg.source)
+        .with_context(|| format!("SOURCE {} does not exist", cfg.source.display()))?;
+    if !source.is_dir() {
+        bail!("SOURCE {} is not a directory", source.display());
+    }
+    let target = match &cfg.mountpoint {
+        None => source.clone(),
+        Some(m) => {
+            let m = std::fs::canonicalize(m)
+                .with_context(|| format!("MOUNTPOINT {} does not exist", m.display()))?;
+            if !m.is_dir() {
+                bail!("MOUNTPOINT {} is not a directory", m.display());
+            }
+            if m != source && m.starts_with(&source) {
+                bail!(
+                    "MOUNTPOINT {} is inside SOURCE {}: the mount would contain itself",
+                    m.display(),
+                    source.display()
+                );
+            }
+            m
+        }
+    };
+    for path in [&source, &target] {
+        if let Some(m) = mountinfo::worldfs_mount_covering(path).context("reading mountinfo")? {
+            bail!(
+                "{} is already under a worldfs mount at {} (unmount it with `worldfs unmount {}`)",
+                path.display(),
+                m.mount_point.display(),
+                m.mount_point.display()
+            );
+        }
+    }
+    if let Err(e) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+    {
+        bail!("cannot open /dev/fuse ({e}): FUSE is not available on this machine");
+    }
+    Ok(Plan { source, target })
+}
+
+fn open_dir(path: &Path) -> anyhow::Result<OwnedFd> {
+    let c = CString::new(path.as_os_str().as_bytes()).context("path contains a NUL byte")?;
+    let fd = unsafe {
+        libc::open(
+            c.as_ptr(),
+            // Not O_PATH: open_by_handle_at needs a real descriptor as its mount fd.
+            libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("opening {}", path.display()));
+    }
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
+/// Mounts and serves until unmounted or signalled. Returns once nothing is mounted any more.
+pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
+    let plan = validate(&cfg)?;
+    sys::raise_nofile_limit();
+
+    // Opened before mounting: in place, SOURCE's path will lead into the mount itself.
+    let root = open_dir(&plan.source)?;
+    let store = Arc::new(InodeStore::new(root).context("reading SOURCE")?);
+
+    let watcher = if cfg.watch {
+        let t = Instant::now();
+        match Watcher::start(&store) {
+            Ok(w) => {
+                info!("watching SOURCE ({:?})", t.elapsed());
+                Some(w)
+            }
+            Err(e) => {
+                warn!("{e:#}; kernel caching is turned off so nothing is served stale");
+                None
+            }
+        }
+    } else {
+        None
+    };
+    // Long kernel cache timeouts are only safe while the watcher invalidates.
+    let ttl = if watcher.is_some() {
+        cfg.cache_timeout
+    } else {
+        Duration::ZERO
+    };
+    let opts = FsOptions {
+        io_mode: cfg.io_mode,
+        entry_ttl: ttl,
+        attr_ttl: ttl,
+    };
+
+    let (sink, drain) = if cfg.observe {
+        let (sink, rx) = ObservationSink::bounded(64 * 1024);
+        // Until the world cache consumes them, observations are drained here so the channel
+        // never fills.
+        let drain = std::thread::Builder::new()
+            .name("worldfs-observe".into())
+            .spawn(move || rx.iter().count())
+            .context("spawning the observation thread")?;
+        (sink, Some(drain))
+    } else {
+        (ObservationSink::disabled(), None)
+    };
+
+    let fs = Passthrough::new(store.clone(), opts, sink.clone());
+    let mut config = Config::default();
+    config.mount_options = vec![
+        MountOption::FSName(plan.source.to_string_lossy().into_owned()),
+        MountOption::Subtype("worldfs".into()),
+        MountOption::DefaultPermissions,
+    ];
+    // As root, let every user reach the mount (the agent may run as another user); the kernel
+    // still checks permissions (default_permissions).
+    config.acl = if unsafe { libc::geteuid() } == 0 {
+        SessionACL::All
+    } else {
+        SessionACL::Owner
+    };
+    config.n_threads = Some(cfg.threads.max(1));
+    config.clone_fd = true;
+
+    let (session, mut unmounter) = if unsafe { libc::geteuid() } == 0 {
+        let dev = kernel_mount(&plan.source, &plan.target)?;
+        let session = Session::from_fd(fs, dev, config.acl, config)
+            .with_context(|| format!("starting the FUSE session on {}", plan.target.display()));
+        match session {
+            Ok(s) => (s, Unmounter::Direct(plan.target.clone())),
+            Err(e) => {
+                let _ = detach(&plan.target);
+                return Err(e);
+            }
+        }
+    } else {
+        // Unprivileged: fusermount3 performs the mount (and names the type fuse.worldfs).
+        let mut s = Session::new(fs, &plan.target, &config)
+            .with_context(|| format!("mounting at {}", plan.target.display()))?;
+        let u = s.unmount_callable();
+        (s, Unmounter::Fuser(u))
+    };
+    let notifier = session.notifier();
+    if let Some(w) = watcher {
+        w.run(store.clone(), notifier, sink.clone())
+            .context("spawning the watcher thread")?;
+    }
+
+    let mut signals = signal_hook::iterator::Signals::new([
+        signal_hook::consts::SIGINT,
+        signal_hook::consts::SIGTERM,
+        signal_hook::consts::SIGHUP,
+    ])
+    .context("installing signal handlers")?;
+    let target = plan.target.clone();
+    std::thread::Builder::new()
+        .name("worldfs-signals".into())
+        .spawn(move || {
+            if let Some(sig) = signals.forever().next() {
+                info!("signal {sig}: unmounting {}", target.display());
+                if let Err(e) = unmounter.unmount() {
+                    warn!("unmount failed: {e}");
+                }
+            }
+        })
+        .context("spawning the signal thread")?;
+
+    if plan.source == plan.target {
+        eprintln!(
+            "worldfs: mounted {} in place (shells already inside it: `cd .` to enter the mount)",
+            plan.source.display()
+        );
+    } else {
+        eprintln!(
+            "worldfs: mounted {} at {}",
+            plan.source.display(),
+            plan.target.display()
+        );
+    }
+    let result = session.run();
+    // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
+    unmounter_final(&plan.target);
+    // The drain thread ends with the process: the watcher still holds a sender.
+    drop(drain);
+    result.context("serving the mount")?;
+    eprintln!("worldfs: unmounted {}", plan.target.display());
+    Ok(())
+}
+
+/// How the signal thread ends the mount.
+enum Unmounter {
+    /// Mounted by worldfs itself with mount(2).
+    Direct(PathBuf),
+    /// Mounted by fuser through fusermount3.
+    Fuser(fuser::SessionUnmounter),
+}
+
+impl Unmounter {
+    fn unmount(&mut self) -> std::io::Result<()> {
+        match self {
+            Unmounter::Direct(target) => detach(target),
+            Unmounter::Fuser(u) => u.unmount(),
+        }
+    }
+}
+
+fn cpath(p: &Path) -> std::io::Result<CString> {
+    CString::new(p.as_os_str().as_bytes())
+        .map_err(|_| std::io::Error::from_raw_os_error(libc::EINVAL))
+}
+
+/// Unmounts `target`; if files are still open through it, detaches it instead (the kernel then
+/// ends the session when the last one closes, and the daemon serves them until then).
+fn detach(target: &Path) -> std::io::Result<()> {
+    let c = cpath(target)?;
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EBUSY) {
+        return Err(e);
+    }
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
+        Ok(())
+    } else {
+        Err(std::io::Error::last_os_error())
+    }
+}
+
+/// Removes our mount at `target` if it is somehow still there when serving ended.
+fn unmounter_final(target: &Path) {
+    if let Ok(mounts) = mountinfo::worldfs_mounts()
+        && mounts.iter().any(|m| m.mount_point == target)
+    {
+        let _ = detach(target);
+    }
+}
+
+/// Opens /dev/fuse and mounts it at `target` as type `fuse.worldfs` (fuser's own mount(2) path
+/// names every file system plain `fuse`, which hides what is mounted from users and tools).
+fn kernel_mount(source: &Path, target: &Path) -> anyhow::Result<OwnedFd> {
+    let dev = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .context("opening /dev/fuse")?;
+    let dev: OwnedFd = dev.into();
+    let st = std::fs::metadata(target).with_context(|| format!("stat {}", target.display()))?;
+    let rootmode = std::os::unix::fs::MetadataExt::mode(&st) & libc::S_IFMT;
+    let opts = format!(
+        "fd={},rootmode={:o},user_id={},group_id={},default_permissions,allow_other",
+        std::os::fd::AsRawFd::as_raw_fd(&dev),
+        rootmode,
+        unsafe { libc::getuid() },
+        unsafe { libc::getgid() },
+    );
+    let fsname = cpath(source).context("SOURCE path")?;
+    let ctarget = cpath(target).context("mount point path")?;
+    let copts = CString::new(opts).context("mount options")?;
+    let r = unsafe {
+        libc::mount(
+            fsname.as_ptr(),
+            ctarget.as_ptr(),
+            c"fuse.worldfs".as_ptr(),
+            libc::MS_NOSUID | libc::MS_NODEV,
+            copts.as_ptr().cast(),
+        )
+    };
+    if r != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("mounting at {}", target.display()));
+    }
+    Ok(dev)
+}
+
+/// `worldfs unmount PATH`: for a live daemon this ends it cleanly; for a dead one it removes the
+/// leftover mount (which otherwise answers every access with ENOTCONN).
+pub fn unmount(path: &Path) -> anyhow::Result<()> {
+    // canonicalize would stat the dead mount (ENOTCONN); make the path absolute lexically.
+    let abs = if path.is_absolute() {
+        path.to_path_buf()
+    } else {
+        std::env::current_dir()
+            .context("reading the current directory")?
+            .join(path)
+    };
+    let mounts = mountinfo::worldfs_mounts().context("reading mountinfo")?;
+    let Some(m) = mounts.iter().rev().find(|m| {
+        m.mount_point == abs || Some(m.mount_point.as_path()) == normalize(&abs).as_deref()
+    }) else {
+        bail!("{} is not a worldfs mount point", abs.display());
+    };
+    detach(&m.mount_point).with_context(|| format!("unmounting {}", m.mount_point.display()))?;
+    eprintln!("worldfs: unmounted {}", m.mount_point.display());
+    Ok(())
+}
+
+/// Removes `.` and `..` components without touching the file system.
+fn normalize(p: &Path) -> Option<PathBuf> {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::CurDir => {}
+            other => out.push(other),
+        }
+    }
+    Some(out)
+}

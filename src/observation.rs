@@ -1,0 +1,205 @@
+//! What the file system saw: one record per operation that reads or changes a file, a directory
+//! listing or a name, plus changes the watcher saw being made behind the mount.
+//!
+//! This is the only type that crosses from `fs` to `world`. The file-system threads must never wait
+//! on the world, so [`ObservationSink::emit`] is a non-blocking send into a bounded channel; when
+//! the channel is full the observation is dropped and counted, never silently lost.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::SystemTime;
+
+use crossbeam_channel::{Receiver, Sender, TrySendError};
+use serde::Serialize;
+
+/// One thing that happened to the tree, as seen by the mount or by the watcher on SOURCE.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Observation {
+    /// Monotonic per mount, starting at 1; gaps mean dropped observations.
+    pub seq: u64,
+    pub time: SystemTime,
+    pub op: Op,
+    /// Path relative to the mounted root (empty for the root itself). For renames: the old path.
+    pub path: PathBuf,
+    /// Pid of the calling process as the kernel reported it; 0 when unknown (watcher, release).
+    pub pid: u32,
+}
+
+/// What kind of access an observation records.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Op {
+    /// A regular file was opened. With kernel passthrough this is the only sign of reads and
+    /// writes the daemon gets; the flags say which.
+    Open {
+        read: bool,
+        write: bool,
+        truncate: bool,
+        /// True when this open created the file.
+        created: bool,
+    },
+    /// Bytes read through the daemon (only in daemon I/O mode).
+    Read {
+        offset: u64,
+        len: u64,
+    },
+    /// Bytes written through the daemon (only in daemon I/O mode).
+    Write {
+        offset: u64,
+        len: u64,
+    },
+    /// Last close of an open file handle; `wrote` is true if it was opened for writing.
+    Close {
+        wrote: bool,
+    },
+    /// The file's size was set (truncate/ftruncate/O_TRUNC through setattr).
+    Truncate {
+        size: u64,
+    },
+    /// Metadata changed (mode, owner, times).
+    SetAttr,
+    /// A directory was listed.
+    ReadDir,
+    Mkdir,
+    Mknod,
+    Symlink,
+    /// A new name for an existing file; `path` is the new name, `target` the existing one.
+    Link {
+        target: PathBuf,
+    },
+    Unlink,
+    Rmdir,
+    /// `path` moved to `to`; with `exchange`, the two swapped places.
+    Rename {
+        to: PathBuf,
+        exchange: bool,
+    },
+    /// Space was allocated or a hole punched.
+    Fallocate {
+        offset: u64,
+        len: u64,
+        punch_hole: bool,
+    },
+    /// A range was copied in the kernel from another file into this one.
+    CopyIn {
+        from: PathBuf,
+        offset: u64,
+        len: u64,
+    },
+    /// The watcher saw this path change behind the mount (not through it).
+    External {
+        change: ExternalChange,
+    },
+}
+
+/// A change on SOURCE that did not come through the mount, as far as the watcher can tell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExternalChange {
+    Created,
+    Modified,
+    Removed,
+    /// The watcher lost events (queue overflow): anything may have changed.
+    Rescan,
+}
+
+/// The sending half, shared by every file-system thread.
+#[derive(Debug, Clone)]
+pub struct ObservationSink {
+    inner: Option<Arc<SinkInner>>,
+}
+
+#[derive(Debug)]
+struct SinkInner {
+    tx: Sender<Observation>,
+    seq: AtomicU64,
+    dropped: AtomicU64,
+}
+
+impl ObservationSink {
+    /// A sink with room for `capacity` observations in flight, and the receiving end.
+    pub fn bounded(capacity: usize) -> (Self, Receiver<Observation>) {
+        let (tx, rx) = crossbeam_channel::bounded(capacity);
+        let inner = SinkInner {
+            tx,
+            seq: AtomicU64::new(0),
+            dropped: AtomicU64::new(0),
+        };
+        (
+            Self {
+                inner: Some(Arc::new(inner)),
+            },
+            rx,
+        )
+    }
+
+    /// A sink that records nothing (`--no-observe`): emitting costs one branch.
+    pub fn disabled() -> Self {
+        Self { inner: None }
+    }
+
+    pub fn is_enabled(&self) -> bool {
+        self.inner.is_some()
+    }
+
+    /// Records an observation without ever blocking. `path` is only called when observing is on,
+    /// so callers can defer path resolution to here.
+    pub fn emit(&self, op: Op, pid: u32, path: impl FnOnce() -> Option<PathBuf>) {
+        let Some(inner) = &self.inner else { return };
+        let Some(path) = path() else { return };
+        let seq = inner.seq.fetch_add(1, Ordering::Relaxed) + 1;
+        let obs = Observation {
+            seq,
+            time: SystemTime::now(),
+            op,
+            path,
+            pid,
+        };
+        match inner.tx.try_send(obs) {
+            Ok(()) => {}
+            Err(TrySendError::Full(_)) | Err(TrySendError::Disconnected(_)) => {
+                inner.dropped.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
+    /// Observations that could not be delivered because the channel was full or closed.
+    pub fn dropped(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, |i| i.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Observations emitted so far, delivered or not.
+    pub fn emitted(&self) -> u64 {
+        self.inner
+            .as_ref()
+            .map_or(0, |i| i.seq.load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_channel_counts_drops_and_never_blocks() {
+        let (sink, rx) = ObservationSink::bounded(2);
+        for _ in 0..5 {
+            sink.emit(Op::ReadDir, 7, || Some(PathBuf::from("a")));
+        }
+        assert_eq!(sink.emitted(), 5);
+        assert_eq!(sink.dropped(), 3);
+        let got: Vec<u64> = rx.try_iter().map(|o| o.seq).collect();
+        assert_eq!(got, vec![1, 2]);
+    }
+
+    #[test]
+    fn disabled_sink_never_resolves_paths() {
+        let sink = ObservationSink::disabled();
+        sink.emit(Op::ReadDir, 1, || panic!("path resolved while disabled"));
+        assert_eq!(sink.dropped(), 0);
+        assert!(!sink.is_enabled());
+    }
+}
