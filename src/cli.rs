@@ -52,6 +52,13 @@ pub enum Command {
         /// so nothing is ever served stale, at a cost in speed).
         #[arg(long)]
         no_watch: bool,
+        /// World cache settings (attribution, ignore rules, secrets, budget, policy); see
+        /// docs/worldfs.toml.md. Without it the defaults apply.
+        #[arg(long, value_name = "FILE")]
+        config: Option<PathBuf>,
+        /// Append every observation to this JSONL file (rotated by size; for audit only).
+        #[arg(long, value_name = "FILE")]
+        journal: Option<PathBuf>,
     },
     /// Unmount a worldfs mount, also one whose daemon died.
     Unmount {

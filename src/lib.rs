@@ -8,3 +8,4 @@ pub mod fs;
 pub mod mount;
 pub mod mountinfo;
 pub mod observation;
+pub mod world;

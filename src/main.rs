@@ -29,6 +29,8 @@ fn main() -> ExitCode {
             threads,
             cache_timeout,
             no_watch,
+            config,
+            journal,
         } => {
             if !(cache_timeout.is_finite() && cache_timeout >= 0.0) {
                 eprintln!("worldfs: error: --cache-timeout must be a non-negative number");
@@ -42,6 +44,8 @@ fn main() -> ExitCode {
                 threads: threads as usize,
                 cache_timeout: Duration::from_secs_f64(cache_timeout),
                 watch: !no_watch,
+                config,
+                journal,
             })
         }
         Command::Unmount { path } => mount::unmount(&path),

@@ -14,6 +14,7 @@ use tracing::{info, warn};
 use crate::fs::{FsOptions, InodeStore, IoMode, Passthrough, sys, watcher::Watcher};
 use crate::mountinfo;
 use crate::observation::ObservationSink;
+use crate::world::{Config as WorldConfig, World};
 
 /// Everything `worldfs mount` needs, already parsed.
 #[derive(Debug, Clone)]
@@ -25,6 +26,10 @@ pub struct MountConfig {
     pub threads: usize,
     pub cache_timeout: Duration,
     pub watch: bool,
+    /// `worldfs.toml` for the world cache; defaults apply without one.
+    pub config: Option<PathBuf>,
+    /// Append-only JSONL journal of observations.
+    pub journal: Option<PathBuf>,
 }
 
 /// Where and what to mount, after validation.
@@ -129,20 +134,31 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         attr_ttl: ttl,
     };
 
-    let (sink, drain) = if cfg.observe {
+    let (sink, world) = if cfg.observe {
+        let world_cfg = match &cfg.config {
+            Some(path) => WorldConfig::load(path)?,
+            None => WorldConfig::default(),
+        };
+        let mut builder = World::builder(store.root_fd().try_clone_to_owned()?)
+            .config(world_cfg)
+            .reads_by_range(cfg.io_mode == IoMode::Daemon);
+        if let Some(j) = &cfg.journal {
+            builder = builder.journal(j);
+        }
+        let world = builder.build().context("starting the world cache")?;
         let (sink, rx) = ObservationSink::bounded(64 * 1024);
-        // Until the world cache consumes them, observations are drained here so the channel
-        // never fills.
-        let drain = std::thread::Builder::new()
-            .name("worldfs-observe".into())
-            .spawn(move || rx.iter().count())
-            .context("spawning the observation thread")?;
-        (sink, Some(drain))
+        let counter = sink.clone();
+        world.set_drop_counter(move || counter.dropped());
+        world
+            .spawn_ingest(rx)
+            .context("spawning the world ingest thread")?;
+        (sink, Some(world))
     } else {
         (ObservationSink::disabled(), None)
     };
 
     let fs = Passthrough::new(store.clone(), opts, sink.clone());
+    let op_stats = fs.stats();
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(plan.source.to_string_lossy().into_owned()),
@@ -187,17 +203,24 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         signal_hook::consts::SIGINT,
         signal_hook::consts::SIGTERM,
         signal_hook::consts::SIGHUP,
+        signal_hook::consts::SIGUSR1,
     ])
     .context("installing signal handlers")?;
     let target = plan.target.clone();
     std::thread::Builder::new()
         .name("worldfs-signals".into())
         .spawn(move || {
-            if let Some(sig) = signals.forever().next() {
+            for sig in signals.forever() {
+                if sig == signal_hook::consts::SIGUSR1 {
+                    // A cheap way to see which round trips a workload costs.
+                    eprintln!("worldfs: requests {:?}", op_stats.snapshot());
+                    continue;
+                }
                 info!("signal {sig}: unmounting {}", target.display());
                 if let Err(e) = unmounter.unmount() {
                     warn!("unmount failed: {e}");
                 }
+                break;
             }
         })
         .context("spawning the signal thread")?;
@@ -217,8 +240,11 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let result = session.run();
     // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
     unmounter_final(&plan.target);
-    // The drain thread ends with the process: the watcher still holds a sender.
-    drop(drain);
+    if let Some(world) = &world {
+        // Finishes what is queued and flushes the journal; the watcher still holds a sender,
+        // so the channel itself never closes.
+        world.stop_ingest();
+    }
     result.context("serving the mount")?;
     eprintln!("worldfs: unmounted {}", plan.target.display());
     Ok(())

@@ -56,7 +56,8 @@ impl OpenDir {
     /// the entry it refused is kept for the next call.
     pub fn list(&self, offset: i64, mut take: impl FnMut(&Entry) -> bool) -> io::Result<()> {
         let mut cur = self.cursor.lock();
-        if cur.resume_at != Some(offset) {
+        // A listing from the start must see the directory as it is now, not buffered entries.
+        if offset == 0 || cur.resume_at != Some(offset) {
             sys::lseek(self.fd.as_fd(), offset, libc::SEEK_SET)?;
             cur.pending.clear();
             cur.eof = false;
@@ -95,6 +96,48 @@ impl OpenDir {
             cur.pending.pop_front();
             cur.resume_at = Some(next);
         }
+    }
+}
+
+/// Open directory streams by node id, bounded: listings resume where the kernel left off
+/// without reopening, and a full cache drops an arbitrary stream (it is reopened on demand).
+pub struct DirStreams {
+    map: DashMap<u64, Arc<OpenDir>>,
+}
+
+const MAX_DIR_STREAMS: usize = 256;
+
+impl Default for DirStreams {
+    fn default() -> Self {
+        Self {
+            map: DashMap::new(),
+        }
+    }
+}
+
+impl DirStreams {
+    pub fn get_or_open(
+        &self,
+        nodeid: u64,
+        open: impl FnOnce() -> io::Result<OpenDir>,
+    ) -> io::Result<Arc<OpenDir>> {
+        if let Some(d) = self.map.get(&nodeid) {
+            return Ok(d.clone());
+        }
+        let dir = Arc::new(open()?);
+        if self.map.len() >= MAX_DIR_STREAMS {
+            // A separate statement: the iterator's shard lock must be gone before remove().
+            let victim = self.map.iter().next().map(|e| *e.key());
+            if let Some(victim) = victim {
+                self.map.remove(&victim);
+            }
+        }
+        Ok(self.map.entry(nodeid).or_insert(dir).clone())
+    }
+
+    /// Forgets the stream of a directory the kernel no longer knows.
+    pub fn remove(&self, nodeid: u64) {
+        self.map.remove(&nodeid);
     }
 }
 

@@ -256,10 +256,10 @@ impl InodeStore {
         Ok(Backing::Fd(fd))
     }
 
-    /// Drops `n` kernel references; the inode is forgotten when none remain.
-    pub fn forget(&self, nodeid: u64, n: u64) {
+    /// Drops `n` kernel references; the inode is forgotten when none remain (returns true then).
+    pub fn forget(&self, nodeid: u64, n: u64) -> bool {
         if nodeid == ROOT_ID {
-            return;
+            return false;
         }
         let removed = self.map.remove_if(&nodeid, |_, inode| {
             let prev = inode
@@ -275,7 +275,9 @@ impl InodeStore {
             if nodeid >= SYNTHETIC_BASE {
                 self.synthetic.remove(&(inode.dev, inode.ino));
             }
+            return true;
         }
+        false
     }
 
     fn drop_cached_fd(&self, inode: &Inode) {

@@ -12,6 +12,7 @@ pub mod credentials;
 pub mod file_handle;
 pub mod handles;
 pub mod inode_store;
+pub mod op_stats;
 pub mod passthrough;
 pub mod sys;
 pub mod watcher;

@@ -20,8 +20,9 @@ use tracing::{debug, info, warn};
 
 use super::attr::{dirent_type, to_attr};
 use super::credentials::AsCaller;
-use super::handles::{HandleTable, OpenDir, OpenFile};
+use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
+use super::op_stats::{OpStats, bump};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode};
 use crate::observation::{ObservationSink, Op};
@@ -29,11 +30,13 @@ use crate::observation::{ObservationSink, Op};
 pub struct Passthrough {
     store: Arc<InodeStore>,
     files: HandleTable<OpenFile>,
-    dirs: HandleTable<OpenDir>,
+    /// Directory streams by node id: OPENDIR is declined, so listings arrive without handles.
+    dirs: DirStreams,
     opts: FsOptions,
     observe: ObservationSink,
     /// Decided at INIT: the kernel supports passthrough and the options allow it.
     passthrough: AtomicBool,
+    stats: Arc<OpStats>,
 }
 
 type Res<T> = Result<T, Errno>;
@@ -114,11 +117,17 @@ impl Passthrough {
         Self {
             store,
             files: HandleTable::default(),
-            dirs: HandleTable::default(),
+            dirs: DirStreams::default(),
             opts,
             observe,
             passthrough: AtomicBool::new(false),
+            stats: Arc::new(OpStats::default()),
         }
+    }
+
+    /// Request counters, shared with whoever reports them.
+    pub fn stats(&self) -> Arc<OpStats> {
+        self.stats.clone()
     }
 
     fn inode(&self, ino: INodeNo) -> Res<Arc<Inode>> {
@@ -411,11 +420,20 @@ impl Passthrough {
     fn list_dir(
         &self,
         req: &Request,
-        fh: FileHandle,
+        ino: INodeNo,
         offset: u64,
         mut add: impl FnMut(&super::handles::Entry) -> bool,
     ) -> Res<()> {
-        let dir = self.dirs.get(fh.0).map_err(errno)?;
+        let dir = self
+            .dirs
+            .get_or_open(ino.0, || {
+                let inode = self.store.get(ino.0)?;
+                let fd = self
+                    .store
+                    .open(&inode, libc::O_RDONLY | libc::O_DIRECTORY)?;
+                Ok(OpenDir::new(fd, inode.nodeid))
+            })
+            .map_err(errno)?;
         if offset == 0 {
             self.emit(Op::ReadDir, req.pid(), dir.nodeid);
         }
@@ -434,6 +452,7 @@ impl Filesystem for Passthrough {
             | InitFlags::FUSE_PARALLEL_DIROPS
             | InitFlags::FUSE_ATOMIC_O_TRUNC
             | InitFlags::FUSE_CACHE_SYMLINKS
+            | InitFlags::FUSE_NO_OPENDIR_SUPPORT
             | InitFlags::FUSE_EXPORT_SUPPORT;
         let passthrough = self.opts.io_mode != IoMode::Daemon
             && caps.contains(InitFlags::FUSE_PASSTHROUGH)
@@ -466,6 +485,7 @@ impl Filesystem for Passthrough {
     }
 
     fn lookup(&self, _req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        bump(&self.stats.lookup);
         let result = self
             .store
             .get(parent.0)
@@ -499,10 +519,14 @@ impl Filesystem for Passthrough {
     }
 
     fn forget(&self, _req: &Request, ino: INodeNo, nlookup: u64) {
-        self.store.forget(ino.0, nlookup);
+        bump(&self.stats.forget);
+        if self.store.forget(ino.0, nlookup) {
+            self.dirs.remove(ino.0);
+        }
     }
 
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
+        bump(&self.stats.getattr);
         match self
             .inode(ino)
             .and_then(|i| self.attr_of(&i, fh).map_err(errno))
@@ -530,6 +554,7 @@ impl Filesystem for Passthrough {
         _flags: Option<BsdFileFlags>,
         reply: ReplyAttr,
     ) {
+        bump(&self.stats.setattr);
         let result = self.inode(ino).and_then(|inode| {
             let change = AttrChange {
                 mode,
@@ -555,6 +580,7 @@ impl Filesystem for Passthrough {
     }
 
     fn readlink(&self, _req: &Request, ino: INodeNo, reply: ReplyData) {
+        bump(&self.stats.readlink);
         let result = self.inode(ino).and_then(|i| {
             let fd = self.store.path_fd(&i).map_err(errno)?;
             sys::readlinkat(fd.as_fd(), sys::EMPTY).map_err(errno)
@@ -575,6 +601,7 @@ impl Filesystem for Passthrough {
         rdev: u32,
         reply: ReplyEntry,
     ) {
+        bump(&self.stats.mknod);
         let result = self.create_node(req, parent, name, |dir, c| {
             cvt(unsafe { libc::mknodat(dir.as_raw_fd(), c.as_ptr(), mode, rdev as libc::dev_t) })
                 .map(drop)
@@ -594,6 +621,7 @@ impl Filesystem for Passthrough {
         _umask: u32,
         reply: ReplyEntry,
     ) {
+        bump(&self.stats.mkdir);
         let result = self.create_node(req, parent, name, |dir, c| {
             cvt(unsafe { libc::mkdirat(dir.as_raw_fd(), c.as_ptr(), mode) }).map(drop)
         });
@@ -604,10 +632,12 @@ impl Filesystem for Passthrough {
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        bump(&self.stats.unlink);
         self.remove(req, parent, name, 0, reply);
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        bump(&self.stats.rmdir);
         self.remove(req, parent, name, libc::AT_REMOVEDIR, reply);
     }
 
@@ -619,6 +649,7 @@ impl Filesystem for Passthrough {
         target: &Path,
         reply: ReplyEntry,
     ) {
+        bump(&self.stats.symlink);
         let result = cstr(target.as_os_str()).and_then(|t| {
             self.create_node(req, parent, link_name, |dir, c| {
                 cvt(unsafe { libc::symlinkat(t.as_ptr(), dir.as_raw_fd(), c.as_ptr()) }).map(drop)
@@ -640,6 +671,7 @@ impl Filesystem for Passthrough {
         flags: RenameFlags,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.rename);
         match self.do_rename(req, parent, name, newparent, newname, flags) {
             Ok(()) => reply.ok(),
             Err(e) => reply.error(e),
@@ -654,6 +686,7 @@ impl Filesystem for Passthrough {
         newname: &OsStr,
         reply: ReplyEntry,
     ) {
+        bump(&self.stats.link);
         let result = (|| {
             let inode = self.store.get(ino.0)?;
             let target_path = self.store.path_of(ino.0);
@@ -687,6 +720,7 @@ impl Filesystem for Passthrough {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        bump(&self.stats.open);
         match self.do_open(req, ino, flags.0, &reply) {
             Ok(o) => {
                 match &o.backing {
@@ -712,6 +746,7 @@ impl Filesystem for Passthrough {
         _lock_owner: Option<LockOwner>,
         reply: ReplyData,
     ) {
+        bump(&self.stats.read);
         let result = self.files.get(fh.0).and_then(|f| {
             let mut buf = vec![0u8; size as usize];
             let n = sys::pread(f.fd.as_fd(), &mut buf, offset)?;
@@ -740,6 +775,7 @@ impl Filesystem for Passthrough {
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
+        bump(&self.stats.write);
         let result = self.files.get(fh.0).and_then(|f| {
             let n = sys::pwrite(f.fd.as_fd(), data, offset)?;
             Ok((f.nodeid, n))
@@ -762,6 +798,7 @@ impl Filesystem for Passthrough {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.flush);
         // Writes reach the backing file before they return (no writeback cache), so close has
         // nothing left to flush. ENOSYS makes the kernel stop sending FLUSH: one round trip less
         // per close.
@@ -778,6 +815,7 @@ impl Filesystem for Passthrough {
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.release);
         let file = self.files.remove(fh.0);
         reply.ok();
         if let Some(f) = file {
@@ -793,6 +831,7 @@ impl Filesystem for Passthrough {
         datasync: bool,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.fsync);
         let result = self.files.get(fh.0).and_then(|f| {
             let fd = f.fd.as_raw_fd();
             cvt(unsafe {
@@ -809,35 +848,26 @@ impl Filesystem for Passthrough {
         }
     }
 
-    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
-        let result = self.inode(ino).and_then(|inode| {
-            let fd = self
-                .store
-                .open(&inode, libc::O_RDONLY | libc::O_DIRECTORY)
-                .map_err(errno)?;
-            Ok(self.dirs.insert(OpenDir::new(fd, inode.nodeid)))
-        });
-        match result {
-            // The kernel may cache listings: the watcher invalidates a directory's pages when
-            // a name in it changes behind the mount.
-            Ok(fh) => reply.opened(
-                FileHandle(fh),
-                FopenFlags::FOPEN_CACHE_DIR | FopenFlags::FOPEN_KEEP_CACHE,
-            ),
-            Err(e) => reply.error(e),
-        }
+    fn opendir(&self, _req: &Request, _ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        bump(&self.stats.opendir);
+        // Declining OPENDIR saves two round trips per directory visit (OPENDIR, RELEASEDIR),
+        // and the kernel then caches listings on its own (FOPEN_CACHE_DIR). The watcher
+        // invalidates a cached listing when its directory changes behind the mount.
+        reply.error(Errno::ENOSYS);
     }
 
     fn readdir(
         &self,
         req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         offset: u64,
         mut reply: ReplyDirectory,
     ) {
+        bump(&self.stats.readdir);
         let store = &self.store;
-        let result = self.list_dir(req, fh, offset, |e| {
+        let _ = fh;
+        let result = self.list_dir(req, ino, offset, |e| {
             let ino = store.listing_ino(e.ino);
             !reply.add(
                 INodeNo(ino),
@@ -860,13 +890,15 @@ impl Filesystem for Passthrough {
         offset: u64,
         mut reply: ReplyDirectoryPlus,
     ) {
+        bump(&self.stats.readdirplus);
         let parent = match self.inode(ino) {
             Ok(p) => p,
             Err(e) => return reply.error(e),
         };
         let store = &self.store;
         let opts = &self.opts;
-        let result = self.list_dir(req, fh, offset, |e| {
+        let _ = fh;
+        let result = self.list_dir(req, ino, offset, |e| {
             let name = OsStr::from_bytes(&e.name);
             if &*e.name == b"." || &*e.name == b".." {
                 // The kernel does not count lookups for dot entries; answer without one.
@@ -898,7 +930,7 @@ impl Filesystem for Passthrough {
                     );
                     if full {
                         // Not sent, so the kernel will not count this lookup.
-                        store.forget(inode.nodeid, 1);
+                        let _ = store.forget(inode.nodeid, 1);
                     }
                     !full
                 }
@@ -916,24 +948,29 @@ impl Filesystem for Passthrough {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        fh: FileHandle,
+        _fh: FileHandle,
         _flags: OpenFlags,
         reply: ReplyEmpty,
     ) {
-        self.dirs.remove(fh.0);
+        bump(&self.stats.releasedir);
         reply.ok();
     }
 
     fn fsyncdir(
         &self,
         _req: &Request,
-        _ino: INodeNo,
-        fh: FileHandle,
+        ino: INodeNo,
+        _fh: FileHandle,
         datasync: bool,
         reply: ReplyEmpty,
     ) {
-        let result = self.dirs.get(fh.0).and_then(|d| {
-            let fd = d.fd.as_raw_fd();
+        bump(&self.stats.fsyncdir);
+        let result = self.inode(ino).and_then(|i| {
+            let fd = self
+                .store
+                .open(&i, libc::O_RDONLY | libc::O_DIRECTORY)
+                .map_err(errno)?;
+            let fd = fd.as_raw_fd();
             cvt(unsafe {
                 if datasync {
                     libc::fdatasync(fd)
@@ -941,14 +978,16 @@ impl Filesystem for Passthrough {
                     libc::fsync(fd)
                 }
             })
+            .map_err(errno)
         });
         match result {
             Ok(_) => reply.ok(),
-            Err(e) => reply.error(errno(e)),
+            Err(e) => reply.error(e),
         }
     }
 
     fn statfs(&self, _req: &Request, ino: INodeNo, reply: ReplyStatfs) {
+        bump(&self.stats.statfs);
         let result = self.inode(ino).and_then(|i| {
             let fd = self.store.path_fd(&i).map_err(errno)?;
             sys::statvfs(fd.as_fd()).map_err(errno)
@@ -978,6 +1017,7 @@ impl Filesystem for Passthrough {
         _position: u32,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.setxattr);
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
@@ -1002,6 +1042,7 @@ impl Filesystem for Passthrough {
     }
 
     fn getxattr(&self, _req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        bump(&self.stats.getxattr);
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
@@ -1020,6 +1061,7 @@ impl Filesystem for Passthrough {
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        bump(&self.stats.listxattr);
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let mut buf = vec![0u8; size as usize];
@@ -1030,6 +1072,7 @@ impl Filesystem for Passthrough {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        bump(&self.stats.removexattr);
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
@@ -1045,6 +1088,7 @@ impl Filesystem for Passthrough {
     }
 
     fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+        bump(&self.stats.access);
         // With default_permissions the kernel checks permissions itself; this only confirms the
         // inode still exists (and answers F_OK).
         let result = self
@@ -1067,6 +1111,7 @@ impl Filesystem for Passthrough {
         flags: i32,
         reply: ReplyCreate,
     ) {
+        bump(&self.stats.create);
         let o = match self.do_create(req, parent, name, mode, flags, &reply) {
             Ok(Opened {
                 attr: Some(attr),
@@ -1108,6 +1153,7 @@ impl Filesystem for Passthrough {
         mode: i32,
         reply: ReplyEmpty,
     ) {
+        bump(&self.stats.fallocate);
         let result = self.files.get(fh.0).and_then(|f| {
             cvt(unsafe { libc::fallocate(f.fd.as_raw_fd(), mode, offset as i64, length as i64) })?;
             Ok(f.nodeid)
@@ -1139,6 +1185,7 @@ impl Filesystem for Passthrough {
         whence: i32,
         reply: ReplyLseek,
     ) {
+        bump(&self.stats.lseek);
         match self
             .files
             .get(fh.0)
@@ -1162,6 +1209,7 @@ impl Filesystem for Passthrough {
         _flags: CopyFileRangeFlags,
         reply: ReplyWrite,
     ) {
+        bump(&self.stats.copy_file_range);
         let result = (|| {
             let fin = self.files.get(fh_in.0)?;
             let fout = self.files.get(fh_out.0)?;

@@ -1,0 +1,69 @@
+//! Counts of FUSE requests by operation: which round trips a workload really costs, for
+//! `worldfs status` and for tuning (a warm `stat` of every file should cost none).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+macro_rules! op_counters {
+    ($($name:ident),* $(,)?) => {
+        /// One counter per FUSE operation the passthrough serves.
+        #[derive(Debug, Default)]
+        pub struct OpStats {
+            $(pub $name: AtomicU64,)*
+        }
+
+        impl OpStats {
+            /// `(operation, count)` for every operation seen at least once.
+            pub fn snapshot(&self) -> Vec<(&'static str, u64)> {
+                let mut v = Vec::new();
+                $(
+                    let n = self.$name.load(Ordering::Relaxed);
+                    if n > 0 {
+                        v.push((stringify!($name), n));
+                    }
+                )*
+                v
+            }
+        }
+    };
+}
+
+op_counters!(
+    lookup,
+    forget,
+    getattr,
+    setattr,
+    readlink,
+    mknod,
+    mkdir,
+    unlink,
+    rmdir,
+    symlink,
+    rename,
+    link,
+    open,
+    read,
+    write,
+    flush,
+    release,
+    fsync,
+    opendir,
+    readdir,
+    readdirplus,
+    releasedir,
+    fsyncdir,
+    statfs,
+    setxattr,
+    getxattr,
+    listxattr,
+    removexattr,
+    access,
+    create,
+    fallocate,
+    lseek,
+    copy_file_range,
+);
+
+/// Bumps one counter; relaxed ordering is enough for statistics.
+pub fn bump(c: &AtomicU64) {
+    c.fetch_add(1, Ordering::Relaxed);
+}

@@ -1,0 +1,381 @@
+//! The map of entries, keyed by path relative to the root, and the structural changes on it
+//! (renames of whole subtrees, deletes).
+//!
+//! Only the ingest thread changes the map's structure; other threads read it or flip flags on an
+//! entry (pins), which `DashMap`'s per-shard locks make safe. Subtree operations scan all keys:
+//! the map holds what the agent observed (thousands of entries, not the whole tree), so an O(n)
+//! pass per directory rename is cheaper than keeping a second, ordered index in sync.
+
+use std::path::{Path, PathBuf};
+
+use dashmap::DashMap;
+use dashmap::mapref::one::{Ref, RefMut};
+
+use super::entry::{Entry, EntryKind, EntryState, Stamp};
+
+#[derive(Debug, Default)]
+pub struct Cache {
+    map: DashMap<PathBuf, Entry>,
+}
+
+/// Entry counts by state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StateCounts {
+    pub live: u64,
+    pub deleted: u64,
+    pub withheld: u64,
+    pub ignored: u64,
+}
+
+impl Cache {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn get(&self, path: &Path) -> Option<Ref<'_, PathBuf, Entry>> {
+        self.map.get(path)
+    }
+
+    pub fn get_mut(&self, path: &Path) -> Option<RefMut<'_, PathBuf, Entry>> {
+        self.map.get_mut(path)
+    }
+
+    pub fn contains(&self, path: &Path) -> bool {
+        self.map.contains_key(path)
+    }
+
+    pub fn insert(&self, path: PathBuf, entry: Entry) -> Option<Entry> {
+        self.map.insert(path, entry)
+    }
+
+    pub fn remove(&self, path: &Path) -> Option<Entry> {
+        self.map.remove(path).map(|(_, e)| e)
+    }
+
+    /// A copy of every entry (paths and metadata only, no content).
+    pub fn snapshot(&self) -> Vec<(PathBuf, Entry)> {
+        self.map
+            .iter()
+            .map(|r| (r.key().clone(), r.value().clone()))
+            .collect()
+    }
+
+    /// Paths whose entry wants its hash and token count (re)computed.
+    pub fn stale_paths(&self) -> Vec<PathBuf> {
+        self.map
+            .iter()
+            .filter(|r| r.value().needs_rehash)
+            .map(|r| r.key().clone())
+            .collect()
+    }
+
+    pub fn counts(&self) -> StateCounts {
+        let mut c = StateCounts::default();
+        for r in self.map.iter() {
+            match r.value().state {
+                EntryState::Live => c.live += 1,
+                EntryState::Deleted => c.deleted += 1,
+                EntryState::Withheld => c.withheld += 1,
+                EntryState::Ignored(_) => c.ignored += 1,
+            }
+        }
+        c
+    }
+
+    /// Sum of the known whole-content token counts of live entries.
+    pub fn known_tokens(&self) -> u64 {
+        self.map
+            .iter()
+            .filter(|r| r.value().state == EntryState::Live)
+            .filter_map(|r| r.value().tokens)
+            .map(u64::from)
+            .sum()
+    }
+
+    /// Keys equal to `root` or below it.
+    fn keys_under(&self, root: &Path) -> Vec<PathBuf> {
+        self.map
+            .iter()
+            .filter(|r| r.key().starts_with(root))
+            .map(|r| r.key().clone())
+            .collect()
+    }
+
+    fn take_under(&self, root: &Path) -> Vec<(PathBuf, Entry)> {
+        self.keys_under(root)
+            .into_iter()
+            .filter_map(|k| self.map.remove(&k))
+            .collect()
+    }
+
+    /// Marks `path` and everything below it deleted (unlink, rmdir, removal behind the mount).
+    /// Returns how many entries changed.
+    pub fn delete_subtree(&self, path: &Path, at: Stamp) -> usize {
+        let mut n = 0;
+        for k in self.keys_under(path) {
+            if let Some(mut e) = self.map.get_mut(&k)
+                && e.state != EntryState::Deleted
+            {
+                e.deleted(at);
+                n += 1;
+            }
+        }
+        n
+    }
+
+    /// Marks the listing of `path`'s parent directory changed, if the agent has seen it.
+    pub fn parent_listing_changed(&self, path: &Path, at: Stamp) {
+        let parent = path.parent().unwrap_or(Path::new(""));
+        if let Some(mut e) = self.map.get_mut(parent)
+            && e.kind == EntryKind::Dir
+        {
+            e.changed(at);
+        }
+    }
+
+    /// Marks every entry as needing a re-hash (the watcher lost events: anything may have changed).
+    pub fn mark_all_stale(&self) {
+        for mut r in self.map.iter_mut() {
+            let e = r.value_mut();
+            if matches!(e.state, EntryState::Live | EntryState::Ignored(_)) {
+                e.needs_rehash = true;
+            }
+        }
+    }
+
+    /// Moves `from` and everything below it to `to`; with `exchange`, swaps the two subtrees.
+    ///
+    /// Without `exchange`, whatever was at `to` is replaced. When a file lands on a file the agent
+    /// had seen (the atomic-save pattern: write `x.tmp`, rename onto `x`), the destination keeps its
+    /// history (reads, pins, evictions) and is marked changed, so an editor's save does not make
+    /// the agent's knowledge of `x` look brand new.
+    pub fn rename(&self, from: &Path, to: &Path, exchange: bool, at: Stamp) {
+        if from == to || to.starts_with(from) {
+            // The kernel refuses moving a directory into itself; nothing sensible to do.
+            return;
+        }
+        let moved = self.take_under(from);
+        let displaced = self.take_under(to);
+        let rebase = |p: &Path, old: &Path, new: &Path| -> PathBuf {
+            match p.strip_prefix(old) {
+                Ok(rest) if rest.as_os_str().is_empty() => new.to_path_buf(),
+                Ok(rest) => new.join(rest),
+                Err(_) => p.to_path_buf(),
+            }
+        };
+        if exchange {
+            for (p, mut e) in displaced {
+                if p == to {
+                    e.changed(at);
+                }
+                self.map.insert(rebase(&p, to, from), e);
+            }
+            for (p, mut e) in moved {
+                if p == from {
+                    e.changed(at);
+                }
+                self.map.insert(rebase(&p, from, to), e);
+            }
+            return;
+        }
+        let mut old_dest = None;
+        for (p, e) in displaced {
+            if p == to {
+                old_dest = Some(e);
+            }
+            // Anything below a replaced destination is gone: rename only replaces empty
+            // directories, so these were stale names.
+        }
+        let mut landed = false;
+        let moved_any = !moved.is_empty();
+        for (p, e) in moved {
+            let new = rebase(&p, from, to);
+            let e = if new == to {
+                landed = true;
+                match old_dest.take() {
+                    Some(dest) if dest.kind == e.kind => merge_onto(dest, e, at),
+                    _ => e,
+                }
+            } else {
+                e
+            };
+            self.map.insert(new, e);
+        }
+        if !landed
+            && let Some(mut dest) = old_dest
+            && (!moved_any || dest.kind == EntryKind::Dir)
+        {
+            // What moved was never observed itself, but the destination's content (or listing)
+            // was replaced. A file entry replaced by an observed directory's children is gone.
+            dest.changed(at);
+            self.map.insert(to.to_path_buf(), dest);
+        }
+    }
+}
+
+/// The destination's history with the source's news: an atomic save, seen as a change to `dest`.
+fn merge_onto(mut dest: Entry, src: Entry, at: Stamp) -> Entry {
+    dest.reads = dest.reads.saturating_add(src.reads);
+    dest.weak_reads = dest.weak_reads.saturating_add(src.weak_reads);
+    dest.programs.absorb(&src.programs);
+    dest.agent_wrote |= src.agent_wrote;
+    dest.pinned |= src.pinned;
+    if src.last_observed.seq > dest.last_observed.seq {
+        dest.last_observed = src.last_observed;
+        dest.last_agent_turn = dest.last_agent_turn.max(src.last_agent_turn);
+    }
+    dest.state = match src.state {
+        EntryState::Withheld => EntryState::Withheld,
+        _ if dest.state == EntryState::Withheld => EntryState::Withheld,
+        _ => EntryState::Live,
+    };
+    dest.changed(at);
+    dest
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::time::SystemTime;
+
+    fn at(seq: u64) -> Stamp {
+        Stamp {
+            seq,
+            time: SystemTime::UNIX_EPOCH,
+            turn: 0,
+        }
+    }
+
+    fn file(seq: u64) -> Entry {
+        Entry::new(EntryKind::File, EntryState::Live, at(seq))
+    }
+
+    fn keys(c: &Cache) -> Vec<String> {
+        let mut k: Vec<String> = c
+            .snapshot()
+            .into_iter()
+            .map(|(p, _)| p.to_string_lossy().into_owned())
+            .collect();
+        k.sort();
+        k
+    }
+
+    #[test]
+    fn rename_directory_moves_children_only_on_component_boundary() {
+        let c = Cache::new();
+        c.insert(
+            "src".into(),
+            Entry::new(EntryKind::Dir, EntryState::Live, at(1)),
+        );
+        c.insert("src/a.rs".into(), file(2));
+        c.insert("src/m/b.rs".into(), file(3));
+        c.insert("srcfoo.rs".into(), file(4));
+        c.rename(Path::new("src"), Path::new("lib"), false, at(5));
+        assert_eq!(keys(&c), vec!["lib", "lib/a.rs", "lib/m/b.rs", "srcfoo.rs"]);
+    }
+
+    #[test]
+    fn atomic_save_keeps_destination_history() {
+        let c = Cache::new();
+        let mut x = file(1);
+        x.reads = 3;
+        x.pinned = true;
+        x.needs_rehash = false;
+        c.insert("x".into(), x);
+        let mut tmp = file(2);
+        tmp.agent_wrote = true;
+        c.insert("x.tmp".into(), tmp);
+        c.rename(Path::new("x.tmp"), Path::new("x"), false, at(3));
+        assert_eq!(keys(&c), vec!["x"]);
+        let e = c.get(Path::new("x")).map(|r| r.clone());
+        let e = e.as_ref();
+        assert_eq!(e.map(|e| e.reads), Some(3));
+        assert_eq!(e.map(|e| e.pinned), Some(true));
+        assert_eq!(e.map(|e| e.agent_wrote), Some(true));
+        assert_eq!(e.and_then(|e| e.last_changed).map(|s| s.seq), Some(3));
+        assert_eq!(e.map(|e| e.needs_rehash), Some(true));
+    }
+
+    #[test]
+    fn rename_of_unseen_file_onto_seen_one_marks_it_changed() {
+        let c = Cache::new();
+        let mut x = file(1);
+        x.needs_rehash = false;
+        c.insert("x".into(), x);
+        c.rename(Path::new("unseen"), Path::new("x"), false, at(2));
+        assert_eq!(
+            c.get(Path::new("x"))
+                .and_then(|e| e.last_changed)
+                .map(|s| s.seq),
+            Some(2)
+        );
+    }
+
+    #[test]
+    fn exchange_swaps_subtrees() {
+        let c = Cache::new();
+        c.insert("a/1".into(), file(1));
+        c.insert("b/2".into(), file(2));
+        c.rename(Path::new("a"), Path::new("b"), true, at(3));
+        assert_eq!(keys(&c), vec!["a/2", "b/1"]);
+    }
+
+    #[test]
+    fn delete_subtree_marks_all_and_counts() {
+        let c = Cache::new();
+        c.insert(
+            "d".into(),
+            Entry::new(EntryKind::Dir, EntryState::Live, at(1)),
+        );
+        c.insert("d/x".into(), file(2));
+        c.insert("dx".into(), file(3));
+        assert_eq!(c.delete_subtree(Path::new("d"), at(4)), 2);
+        let counts = c.counts();
+        assert_eq!((counts.live, counts.deleted), (1, 2));
+    }
+
+    fn rel_path() -> impl Strategy<Value = PathBuf> {
+        prop::collection::vec(prop::sample::select(vec!["a", "b", "c", "ab"]), 1..4)
+            .prop_map(|v| v.iter().collect::<PathBuf>())
+    }
+
+    proptest! {
+        /// Renaming a directory moves exactly the entries at or below it, each to the same
+        /// relative place under the new name, and leaves everything else alone.
+        #[test]
+        fn rename_moves_whole_subtree(paths in prop::collection::btree_set(rel_path(), 1..20),
+                                      from in rel_path(), to in rel_path()) {
+            prop_assume!(!to.starts_with(&from) && !from.starts_with(&to));
+            let c = Cache::new();
+            for (i, p) in paths.iter().enumerate() {
+                c.insert(p.clone(), file(i as u64));
+            }
+            c.rename(&from, &to, false, at(1000));
+            let mut expected: Vec<PathBuf> = paths.iter().filter_map(|p| {
+                if let Ok(rest) = p.strip_prefix(&from) {
+                    Some(if rest.as_os_str().is_empty() { to.clone() } else { to.join(rest) })
+                } else if p.starts_with(&to) {
+                    // Replaced by the move, unless nothing moved onto it.
+                    if paths.iter().any(|q| q.starts_with(&from)) { None }
+                    else if *p == to { Some(p.clone()) } else { None }
+                } else {
+                    Some(p.clone())
+                }
+            }).collect();
+            expected.sort();
+            expected.dedup();
+            let mut got: Vec<PathBuf> = c.snapshot().into_iter().map(|(p, _)| p).collect();
+            got.sort();
+            prop_assert_eq!(got, expected);
+        }
+    }
+}

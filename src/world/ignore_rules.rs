@@ -1,0 +1,425 @@
+//! What never reaches a projection, and what is withheld.
+//!
+//! Order matters, first match wins:
+//! 1. a component named like a build/VCS directory (`.git`, `target`, `node_modules`...) — ignored;
+//! 2. a path the config explicitly `allow`s — kept, even if it looks like a secret or is
+//!    gitignored (the user asked for it by name);
+//! 3. a secret (`.env*`, `*.pem`, `id_rsa*`, credential files) — withheld: listed, never read;
+//! 4. the config's extra ignore patterns, then `.gitignore` files read from SOURCE — ignored.
+//!
+//! Secrets come before gitignore because `.env` is usually gitignored, and "there is a `.env`
+//! here, withheld" is more useful to an agent than silence. Content-based rules (binary, too
+//! large) need the bytes and are applied when an entry is hashed, see [`content_verdict`].
+
+use std::collections::HashSet;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use dashmap::DashMap;
+use ignore::Match;
+use ignore::gitignore::{Gitignore, GitignoreBuilder};
+
+use super::config::IgnoreConfig;
+use super::entry::IgnoreReason;
+use super::source::SourceRoot;
+
+/// Built-in secrets, in `.gitignore` syntax. Always applied; `allow` exempts specific paths.
+pub const SECRETS: &[&str] = &[
+    ".env*",
+    "*.pem",
+    "*.key",
+    "*.p12",
+    "*.pfx",
+    "*.jks",
+    "*.keystore",
+    "*.kdbx",
+    "id_rsa*",
+    "id_dsa*",
+    "id_ecdsa*",
+    "id_ed25519*",
+    ".netrc",
+    "_netrc",
+    ".npmrc",
+    ".pypirc",
+    ".pgpass",
+    ".git-credentials",
+    "credentials.json",
+    "credentials",
+    "**/.aws/credentials",
+    "**/.docker/config.json",
+    "*.tfvars",
+    "secrets.yml",
+    "secrets.yaml",
+    "service-account*.json",
+];
+
+/// Bytes inspected for a NUL to call a file binary.
+pub const BINARY_SNIFF: usize = 8192;
+
+/// What the path alone says about an entry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathVerdict {
+    Keep,
+    Withheld,
+    Ignored(PathIgnore),
+}
+
+/// Which rule made a path ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PathIgnore {
+    BuildOrVcsDir,
+    ConfigPattern,
+    Gitignored,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("invalid pattern {pattern:?} in ignore.{field}: {message}")]
+pub struct PatternError {
+    field: &'static str,
+    pattern: String,
+    message: String,
+}
+
+fn matcher(field: &'static str, lines: &[&str]) -> Result<Gitignore, PatternError> {
+    let mut b = GitignoreBuilder::new(".");
+    for l in lines {
+        b.add_line(None, l).map_err(|e| PatternError {
+            field,
+            pattern: (*l).to_owned(),
+            message: e.to_string(),
+        })?;
+    }
+    b.build().map_err(|e| PatternError {
+        field,
+        pattern: lines.join(" "),
+        message: e.to_string(),
+    })
+}
+
+fn as_str(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+fn hit(m: Match<&ignore::gitignore::Glob>) -> Option<bool> {
+    match m {
+        Match::None => None,
+        Match::Ignore(_) => Some(true),
+        Match::Whitelist(_) => Some(false),
+    }
+}
+
+pub struct IgnoreRules {
+    dirs: HashSet<OsString>,
+    patterns: Gitignore,
+    secrets: Gitignore,
+    allow: Gitignore,
+    use_gitignore: bool,
+    max_file_bytes: u64,
+    source: Arc<SourceRoot>,
+    /// `.gitignore` matchers by directory (relative), loaded from SOURCE on first use; `None`
+    /// when the directory has none.
+    gitignores: DashMap<PathBuf, Option<Arc<Gitignore>>>,
+}
+
+impl IgnoreRules {
+    /// Largest `.gitignore` read; anything bigger is not a hand-written ignore file.
+    const MAX_GITIGNORE: u64 = 1 << 20;
+
+    pub fn new(cfg: &IgnoreConfig, source: Arc<SourceRoot>) -> Result<Self, PatternError> {
+        let mut secrets: Vec<&str> = SECRETS.to_vec();
+        secrets.extend(as_str(&cfg.extra_secrets));
+        Ok(Self {
+            dirs: cfg.dirs.iter().map(OsString::from).collect(),
+            patterns: matcher("patterns", &as_str(&cfg.patterns))?,
+            secrets: matcher("extra_secrets", &secrets)?,
+            allow: matcher("allow", &as_str(&cfg.allow))?,
+            use_gitignore: cfg.use_gitignore,
+            max_file_bytes: cfg.max_file_bytes,
+            source,
+            gitignores: DashMap::new(),
+        })
+    }
+
+    pub fn max_file_bytes(&self) -> u64 {
+        self.max_file_bytes
+    }
+
+    pub fn classify(&self, rel: &Path, is_dir: bool) -> PathVerdict {
+        if rel.components().any(|c| self.dirs.contains(c.as_os_str())) {
+            return PathVerdict::Ignored(PathIgnore::BuildOrVcsDir);
+        }
+        if rel.as_os_str().is_empty() {
+            return PathVerdict::Keep;
+        }
+        if hit(self.allow.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+            return PathVerdict::Keep;
+        }
+        if hit(self.secrets.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+            return PathVerdict::Withheld;
+        }
+        if hit(self.patterns.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+            return PathVerdict::Ignored(PathIgnore::ConfigPattern);
+        }
+        if self.use_gitignore && self.gitignored(rel, is_dir) {
+            return PathVerdict::Ignored(PathIgnore::Gitignored);
+        }
+        PathVerdict::Keep
+    }
+
+    /// Git's rule: a path is ignored if it or any parent directory is, and for each of those the
+    /// deepest `.gitignore` with an opinion decides.
+    fn gitignored(&self, rel: &Path, is_dir: bool) -> bool {
+        let comps: Vec<&Path> = rel
+            .ancestors()
+            .filter(|a| !a.as_os_str().is_empty())
+            .collect();
+        // `comps` is deepest first; check from the top so an ignored parent short-circuits.
+        for (depth, prefix) in comps.iter().rev().enumerate() {
+            let prefix_is_dir = depth + 1 < comps.len() || is_dir;
+            let mut dir = prefix.parent();
+            while let Some(d) = dir {
+                if let Some(m) = self.matcher_for(d) {
+                    let local = prefix.strip_prefix(d).unwrap_or(prefix);
+                    match hit(m.matched(local, prefix_is_dir)) {
+                        Some(true) => return true,
+                        Some(false) => break,
+                        None => {}
+                    }
+                }
+                dir = d.parent();
+            }
+        }
+        false
+    }
+
+    fn matcher_for(&self, dir: &Path) -> Option<Arc<Gitignore>> {
+        if let Some(m) = self.gitignores.get(dir) {
+            return m.clone();
+        }
+        let loaded = self.load_gitignore(dir).map(Arc::new);
+        self.gitignores.insert(dir.to_owned(), loaded.clone());
+        loaded
+    }
+
+    fn load_gitignore(&self, dir: &Path) -> Option<Gitignore> {
+        let mut b = GitignoreBuilder::new(".");
+        let mut any = false;
+        let mut add = |rel: PathBuf| {
+            if let Ok(bytes) = self.source.read_prefix(&rel, Self::MAX_GITIGNORE) {
+                for line in String::from_utf8_lossy(&bytes).lines() {
+                    // A bad line in someone's .gitignore must not disable the others.
+                    if b.add_line(Some(rel.clone()), line).is_ok() {
+                        any = true;
+                    }
+                }
+            }
+        };
+        if dir.as_os_str().is_empty() {
+            // Lower precedence than the root .gitignore: added first, and later lines win.
+            add(PathBuf::from(".git/info/exclude"));
+        }
+        add(dir.join(".gitignore"));
+        if !any {
+            return None;
+        }
+        b.build().ok().filter(|g| !g.is_empty())
+    }
+
+    /// Forgets cached `.gitignore` matchers affected by a change to `rel`.
+    pub fn invalidate(&self, rel: &Path) {
+        let name = rel.file_name().and_then(|n| n.to_str());
+        if name == Some(".gitignore") {
+            let dir = rel.parent().unwrap_or(Path::new(""));
+            self.gitignores.remove(dir);
+        } else if rel == Path::new(".git/info/exclude") {
+            self.gitignores.remove(Path::new(""));
+        } else if self.gitignores.contains_key(rel) {
+            // A directory was renamed or removed: its matcher (and any below it) is stale.
+            self.gitignores.retain(|d, _| !d.starts_with(rel));
+        }
+    }
+
+    /// Forgets every cached matcher (the watcher lost events).
+    pub fn invalidate_all(&self) {
+        self.gitignores.clear();
+    }
+}
+
+/// What the content says: binary (NUL in the first 8 KiB) or over the size cap.
+pub fn content_verdict(prefix: &[u8], size: u64, max_file_bytes: u64) -> Option<IgnoreReason> {
+    if size > max_file_bytes {
+        return Some(IgnoreReason::TooLarge);
+    }
+    let sniff = &prefix[..prefix.len().min(BINARY_SNIFF)];
+    if sniff.contains(&0) {
+        return Some(IgnoreReason::Binary);
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn rules(cfg: IgnoreConfig, files: &[(&str, &str)]) -> (tempfile::TempDir, IgnoreRules) {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        for (p, content) in files {
+            let p = dir.path().join(p);
+            if let Some(parent) = p.parent() {
+                fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+            }
+            fs::write(p, content).unwrap_or_else(|e| panic!("{e}"));
+        }
+        let src = Arc::new(SourceRoot::open(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let r = IgnoreRules::new(&cfg, src).unwrap_or_else(|e| panic!("{e}"));
+        (dir, r)
+    }
+
+    fn v(r: &IgnoreRules, p: &str) -> PathVerdict {
+        r.classify(Path::new(p), false)
+    }
+
+    #[test]
+    fn build_and_vcs_dirs_anywhere() {
+        let (_d, r) = rules(IgnoreConfig::default(), &[]);
+        for p in [
+            ".git/HEAD",
+            "target/debug/x",
+            "web/node_modules/a.js",
+            "pkg/__pycache__/m.pyc",
+        ] {
+            assert_eq!(
+                v(&r, p),
+                PathVerdict::Ignored(PathIgnore::BuildOrVcsDir),
+                "{p}"
+            );
+        }
+        assert_eq!(v(&r, "src/target.rs"), PathVerdict::Keep);
+        assert_eq!(v(&r, ".github/workflows/ci.yml"), PathVerdict::Keep);
+    }
+
+    #[test]
+    fn secrets_are_withheld_unless_allowed() {
+        let cfg = IgnoreConfig {
+            allow: vec!["config/.env.example".into()],
+            ..IgnoreConfig::default()
+        };
+        let (_d, r) = rules(cfg, &[(".gitignore", ".env\n")]);
+        for p in [
+            ".env",
+            "app/.env.local",
+            "certs/server.pem",
+            "tls.key",
+            "home/id_rsa",
+            ".netrc",
+            "x/credentials.json",
+            ".npmrc",
+            "a.p12",
+            "u/.aws/credentials",
+        ] {
+            assert_eq!(v(&r, p), PathVerdict::Withheld, "{p}");
+        }
+        assert_eq!(v(&r, "config/.env.example"), PathVerdict::Keep);
+        assert_eq!(v(&r, "src/keys.rs"), PathVerdict::Keep);
+    }
+
+    #[test]
+    fn nested_gitignores_from_source() {
+        let (_d, r) = rules(
+            IgnoreConfig::default(),
+            &[
+                (".gitignore", "*.log\n/out/\nlogs/\n"),
+                ("sub/.gitignore", "!keep.log\n/local.txt\n"),
+                (".git/info/exclude", "scratch/\n"),
+            ],
+        );
+        assert_eq!(v(&r, "a.log"), PathVerdict::Ignored(PathIgnore::Gitignored));
+        assert_eq!(
+            v(&r, "deep/x/a.log"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(v(&r, "sub/keep.log"), PathVerdict::Keep);
+        assert_eq!(
+            v(&r, "sub/other.log"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(
+            v(&r, "sub/local.txt"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(v(&r, "local.txt"), PathVerdict::Keep);
+        assert_eq!(
+            v(&r, "out/x.txt"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(
+            v(&r, "src/out/x.txt"),
+            PathVerdict::Keep,
+            "anchored pattern"
+        );
+        assert_eq!(
+            v(&r, "logs/today.txt"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(
+            v(&r, "scratch/n.md"),
+            PathVerdict::Ignored(PathIgnore::Gitignored)
+        );
+        assert_eq!(v(&r, "src/main.rs"), PathVerdict::Keep);
+    }
+
+    #[test]
+    fn gitignore_change_is_picked_up_after_invalidate() {
+        let (d, r) = rules(IgnoreConfig::default(), &[(".gitignore", "")]);
+        assert_eq!(v(&r, "a.tmp"), PathVerdict::Keep);
+        fs::write(d.path().join(".gitignore"), "*.tmp\n").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(v(&r, "a.tmp"), PathVerdict::Keep, "cached until told");
+        r.invalidate(Path::new(".gitignore"));
+        assert_eq!(v(&r, "a.tmp"), PathVerdict::Ignored(PathIgnore::Gitignored));
+    }
+
+    #[test]
+    fn config_patterns_and_bad_pattern_error() {
+        let cfg = IgnoreConfig {
+            patterns: vec!["*.snap".into()],
+            ..IgnoreConfig::default()
+        };
+        let (_d, r) = rules(cfg, &[]);
+        assert_eq!(
+            v(&r, "t/a.snap"),
+            PathVerdict::Ignored(PathIgnore::ConfigPattern)
+        );
+        let bad = IgnoreConfig {
+            patterns: vec!["a{b".into()],
+            ..IgnoreConfig::default()
+        };
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let src = Arc::new(SourceRoot::open(dir.path()).unwrap_or_else(|e| panic!("{e}")));
+        let err = IgnoreRules::new(&bad, src)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(err.contains("a{b"), "{err}");
+    }
+
+    #[test]
+    fn content_rules() {
+        assert_eq!(content_verdict(b"fn main() {}", 12, 100), None);
+        assert_eq!(
+            content_verdict(b"\x7fELF\0\0", 6, 100),
+            Some(IgnoreReason::Binary)
+        );
+        assert_eq!(
+            content_verdict(b"abc", 101, 100),
+            Some(IgnoreReason::TooLarge)
+        );
+        let mut late_nul = vec![b'a'; BINARY_SNIFF + 10];
+        late_nul[BINARY_SNIFF + 5] = 0;
+        assert_eq!(
+            content_verdict(&late_nul, late_nul.len() as u64, 1 << 20),
+            None
+        );
+    }
+}

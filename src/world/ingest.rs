@@ -1,0 +1,619 @@
+//! Turning observations into entries, on the ingest thread.
+//!
+//! The hot path (one observation) touches no file and makes no syscall in the common case: the
+//! process lookup is cached, the entry already exists, and hashing/token counting is deferred to
+//! idle moments ([`refresh`]) or to the projection asking for it. Changes are applied whatever the
+//! attribution says; attribution only decides whether a *new* entry is created.
+
+use std::io::Read;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant, SystemTime};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError};
+
+use super::attribution::{Attributor, Class};
+use super::entry::{Entry, EntryKind, EntryState, IgnoreReason, Stamp};
+use super::ignore_rules::{PathVerdict, content_verdict};
+use super::journal::JournalItem;
+use super::procinfo::ProcInfo;
+use super::ranges::ByteRange;
+use super::source::{Opened, SourceError, SourceRoot};
+use super::stats::Counters;
+use super::{CurrentContent, ReadError, World, tokens};
+use crate::observation::{ExternalChange, Observation, Op};
+
+/// Observations applied per lock of the attributor.
+const BATCH: usize = 1024;
+/// How long the ingest thread waits for observations before doing idle work.
+const TICK: Duration = Duration::from_millis(100);
+/// Journal batches are handed over at least this often, so the journal's one-second flush
+/// promise holds end to end.
+const JOURNAL_HANDOFF: Duration = Duration::from_millis(250);
+/// Idle work per tick: hashing and counting stops after this long so ingest stays responsive.
+const IDLE_BUDGET: Duration = Duration::from_millis(50);
+
+/// The ingest thread's loop.
+pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
+    let mut journal = world.journal.lock().take();
+    let mut pending: Vec<JournalItem> = Vec::new();
+    let mut last_handoff = Instant::now();
+    let mut batch: Vec<Observation> = Vec::with_capacity(BATCH);
+    loop {
+        let stopping = world.stop.load(Ordering::Acquire);
+        let first = if stopping {
+            match rx.try_recv() {
+                Ok(o) => Some(o),
+                Err(_) => break,
+            }
+        } else {
+            match rx.recv_timeout(TICK) {
+                Ok(o) => Some(o),
+                Err(RecvTimeoutError::Timeout) => None,
+                Err(RecvTimeoutError::Disconnected) => break,
+            }
+        };
+        match first {
+            Some(o) => {
+                batch.push(o);
+                batch.extend(rx.try_iter().take(BATCH - 1));
+                let mut attr = world.attributor.lock();
+                for obs in batch.drain(..) {
+                    let item = apply(world, &mut attr, obs);
+                    if journal.is_some() {
+                        pending.push(item);
+                    }
+                }
+            }
+            None => idle(world, rx),
+        }
+        if let Some(j) = &journal
+            && (pending.len() >= BATCH || last_handoff.elapsed() >= JOURNAL_HANDOFF)
+        {
+            j.send(std::mem::take(&mut pending));
+            last_handoff = Instant::now();
+        }
+    }
+    if let Some(j) = journal.take() {
+        j.send(pending);
+        j.finish();
+    }
+}
+
+/// Hashes and counts stale entries until the idle budget runs out or observations arrive.
+fn idle(world: &World, rx: &Receiver<Observation>) {
+    let start = Instant::now();
+    while start.elapsed() < IDLE_BUDGET && rx.is_empty() {
+        if world.refresh_stale(Some(8)) == 0 {
+            break;
+        }
+    }
+}
+
+/// What an access does to an entry.
+#[derive(Debug, Clone, Copy)]
+enum Access {
+    /// Opened for reading (`count`: counts as a read) and possibly read `range` (daemon mode).
+    Look {
+        count: bool,
+        range: Option<ByteRange>,
+    },
+    /// Opened for writing; `changed` when the content did change (truncate, create, write).
+    Write {
+        changed: bool,
+        truncate_to: Option<u64>,
+    },
+}
+
+struct Ctx<'a> {
+    world: &'a World,
+    proc: Option<Arc<ProcInfo>>,
+    pid: u32,
+    seq: u64,
+    time: SystemTime,
+}
+
+impl Ctx<'_> {
+    fn stamp(&self, turn: u64) -> Stamp {
+        Stamp {
+            seq: self.seq,
+            time: self.time,
+            turn,
+        }
+    }
+
+    fn neutral(&self) -> Stamp {
+        self.stamp(self.world.turns.current())
+    }
+}
+
+/// Applies one observation and returns its journal record.
+pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> JournalItem {
+    Counters::bump(&world.counters.observations);
+    let proc = if obs.pid == 0 || matches!(obs.op, Op::External { .. }) {
+        None
+    } else {
+        world.procs.lookup(obs.pid)
+    };
+    let comm = proc.as_ref().map(|p| Arc::clone(&p.comm));
+    let cx = Ctx {
+        world,
+        proc,
+        pid: obs.pid,
+        seq: obs.seq,
+        time: obs.time,
+    };
+    let path = obs.path.as_path();
+    let class = match &obs.op {
+        Op::External { change } => {
+            Counters::bump(&world.counters.external);
+            external(&cx, path, *change);
+            None
+        }
+        Op::Open {
+            read,
+            write,
+            truncate,
+            created,
+        } => {
+            let mut class = None;
+            if *read {
+                let count = true;
+                let range = None;
+                class = access(
+                    &cx,
+                    attr,
+                    path,
+                    EntryKind::File,
+                    Access::Look { count, range },
+                );
+            }
+            if *write || *truncate || *created {
+                let changed = *truncate || *created;
+                let truncate_to = truncate.then_some(0);
+                let w = access(
+                    &cx,
+                    attr,
+                    path,
+                    EntryKind::File,
+                    Access::Write {
+                        changed,
+                        truncate_to,
+                    },
+                );
+                class = class.or(w);
+            }
+            if *created {
+                world.cache.parent_listing_changed(path, cx.neutral());
+            }
+            class
+        }
+        Op::Read { offset, len } => {
+            let range = Some(ByteRange::at(*offset, *len));
+            access(
+                &cx,
+                attr,
+                path,
+                EntryKind::File,
+                Access::Look {
+                    count: false,
+                    range,
+                },
+            )
+        }
+        Op::Write { .. } | Op::Fallocate { .. } => {
+            let a = Access::Write {
+                changed: true,
+                truncate_to: None,
+            };
+            access(&cx, attr, path, EntryKind::File, a)
+        }
+        Op::Truncate { size } => {
+            let a = Access::Write {
+                changed: true,
+                truncate_to: Some(*size),
+            };
+            access(&cx, attr, path, EntryKind::File, a)
+        }
+        Op::CopyIn { from, offset, len } => {
+            let look = Access::Look {
+                count: true,
+                range: Some(ByteRange::at(*offset, *len)),
+            };
+            access(&cx, attr, from, EntryKind::File, look);
+            let a = Access::Write {
+                changed: true,
+                truncate_to: None,
+            };
+            access(&cx, attr, path, EntryKind::File, a)
+        }
+        Op::Close { wrote } => {
+            if *wrote && let Some(mut e) = world.cache.get_mut(path) {
+                e.changed(cx.neutral());
+                world.dirty.store(true, Ordering::Release);
+            }
+            None
+        }
+        Op::SetAttr => None,
+        Op::ReadDir => {
+            let look = Access::Look {
+                count: true,
+                range: None,
+            };
+            access(&cx, attr, path, EntryKind::Dir, look)
+        }
+        Op::Mkdir | Op::Mknod | Op::Symlink | Op::Link { .. } => {
+            name_appeared(&cx, path);
+            name_op_class(&cx, attr, path)
+        }
+        Op::Unlink | Op::Rmdir => {
+            world.cache.delete_subtree(path, cx.neutral());
+            world.cache.parent_listing_changed(path, cx.neutral());
+            world.rules.invalidate(path);
+            name_op_class(&cx, attr, path)
+        }
+        Op::Rename { to, exchange } => {
+            rename(&cx, path, to, *exchange);
+            name_op_class(&cx, attr, path)
+        }
+    };
+    if !matches!(obs.op, Op::External { .. }) {
+        world.counters.class(class);
+    }
+    JournalItem { obs, class, comm }
+}
+
+/// The class of a name operation, for the counters only: names change whoever changes them.
+fn name_op_class(cx: &Ctx<'_>, attr: &mut Attributor, path: &Path) -> Option<Class> {
+    attr.classify(cx.pid, cx.proc.as_deref(), path, cx.time, false)
+        .class
+}
+
+/// A name appeared (mkdir, mknod, symlink, link): the parent's listing changed, and an entry the
+/// world still had as deleted is back.
+fn name_appeared(cx: &Ctx<'_>, path: &Path) {
+    let at = cx.neutral();
+    if let Some(mut e) = cx.world.cache.get_mut(path)
+        && e.state == EntryState::Deleted
+    {
+        e.changed(at);
+        cx.world.dirty.store(true, Ordering::Release);
+    }
+    cx.world.cache.parent_listing_changed(path, at);
+    cx.world.rules.invalidate(path);
+}
+
+fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool) {
+    let w = cx.world;
+    let at = cx.neutral();
+    w.cache.rename(from, to, exchange, at);
+    w.cache.parent_listing_changed(from, at);
+    w.cache.parent_listing_changed(to, at);
+    w.rules.invalidate(from);
+    w.rules.invalidate(to);
+    // A file renamed onto a secret's name is a secret now, and the other way round.
+    for p in [to, from] {
+        let Some(mut e) = w.cache.get_mut(p) else {
+            continue;
+        };
+        let is_dir = e.kind == EntryKind::Dir;
+        match (w.rules.classify(p, is_dir), e.state) {
+            (PathVerdict::Withheld, EntryState::Live | EntryState::Ignored(_)) => {
+                e.state = EntryState::Withheld;
+                e.needs_rehash = false;
+            }
+            (PathVerdict::Keep, EntryState::Withheld) => {
+                e.state = EntryState::Live;
+                e.needs_rehash = true;
+            }
+            _ => {}
+        }
+    }
+    w.dirty.store(true, Ordering::Release);
+}
+
+fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
+    let w = cx.world;
+    let at = cx.neutral();
+    w.rules.invalidate(path);
+    match change {
+        ExternalChange::Created => name_appeared(cx, path),
+        ExternalChange::Modified => {
+            if let Some(mut e) = w.cache.get_mut(path) {
+                e.changed(at);
+            }
+        }
+        ExternalChange::Removed => {
+            w.cache.delete_subtree(path, at);
+            w.cache.parent_listing_changed(path, at);
+        }
+        ExternalChange::Rescan => {
+            w.cache.mark_all_stale();
+            w.rules.invalidate_all();
+        }
+    }
+    w.dirty.store(true, Ordering::Release);
+}
+
+/// Applies an access by the observed process; returns its class.
+fn access(
+    cx: &Ctx<'_>,
+    attr: &mut Attributor,
+    path: &Path,
+    kind: EntryKind,
+    a: Access,
+) -> Option<Class> {
+    let w = cx.world;
+    let looking = matches!(a, Access::Look { .. });
+    let verdict = attr.classify(cx.pid, cx.proc.as_deref(), path, cx.time, looking);
+    for p in &verdict.withdraw {
+        withdraw(w, p);
+    }
+    let class = verdict.class;
+    let stamp = if class == Some(Class::Agent) {
+        cx.stamp(w.turns.agent_activity(cx.time))
+    } else {
+        cx.neutral()
+    };
+    let existed = if let Some(mut e) = w.cache.get_mut(path) {
+        update(w, &mut e, class, a, stamp, cx, w.reads_by_range);
+        true
+    } else {
+        false
+    };
+    if existed || class != Some(Class::Agent) {
+        return class;
+    }
+    let state = match w.rules.classify(path, kind == EntryKind::Dir) {
+        PathVerdict::Keep => EntryState::Live,
+        PathVerdict::Withheld => EntryState::Withheld,
+        PathVerdict::Ignored(_) => {
+            Counters::bump(&w.counters.ignored);
+            return class;
+        }
+    };
+    let mut e = Entry::new(kind, state, stamp);
+    e.last_observed = stamp;
+    update(w, &mut e, class, a, stamp, cx, w.reads_by_range);
+    w.cache.insert(path.to_owned(), e);
+    if state == EntryState::Live {
+        w.dirty.store(true, Ordering::Release);
+    }
+    attr.created(cx.pid, cx.proc.as_deref(), path);
+    class
+}
+
+fn update(
+    w: &World,
+    e: &mut Entry,
+    class: Option<Class>,
+    a: Access,
+    at: Stamp,
+    cx: &Ctx<'_>,
+    reads_by_range: bool,
+) {
+    let counts = matches!(class, Some(Class::Agent) | Some(Class::Weak));
+    if counts && let Some(p) = &cx.proc {
+        e.programs.add(&p.comm);
+    }
+    match a {
+        Access::Look { count, range } => match class {
+            Some(Class::Agent) => {
+                if count {
+                    e.agent_read(at);
+                } else {
+                    e.last_observed = at;
+                    e.last_agent_turn = at.turn;
+                }
+                match range {
+                    Some(r) => e.extent.add_range(r),
+                    // In passthrough mode an open for reading is all we see: assume all of it.
+                    None if !reads_by_range || e.kind == EntryKind::Dir => e.extent.set_whole(),
+                    None => {}
+                }
+            }
+            Some(Class::Weak) => {
+                if count {
+                    e.weak_reads = e.weak_reads.saturating_add(1);
+                }
+                e.last_observed = at;
+            }
+            Some(Class::Scan) | None => {}
+        },
+        Access::Write {
+            changed,
+            truncate_to,
+        } => {
+            if class == Some(Class::Agent) {
+                e.agent_wrote = true;
+                e.last_observed = at;
+                e.last_agent_turn = at.turn;
+            }
+            if changed {
+                e.changed(at);
+                w.dirty.store(true, Ordering::Release);
+            }
+            if let Some(size) = truncate_to
+                && let super::entry::Extent::Ranges(set) = &mut e.extent
+            {
+                set.truncate(size);
+            }
+        }
+    }
+}
+
+/// The process that created `path` turned out to be scanning: take its access back.
+fn withdraw(w: &World, path: &Path) {
+    let remove = match w.cache.get_mut(path) {
+        Some(mut e) => {
+            if e.reads <= 1 && !e.agent_wrote && !e.pinned {
+                true
+            } else {
+                e.reads = e.reads.saturating_sub(1);
+                false
+            }
+        }
+        None => false,
+    };
+    if remove {
+        w.cache.remove(path);
+        Counters::bump(&w.counters.withdrawn);
+    }
+}
+
+/// Content (or the reason there is none to project) of an opened path.
+pub(super) enum Loaded {
+    Content(CurrentContent),
+    Ignored { reason: IgnoreReason, size: u64 },
+}
+
+pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, ReadError> {
+    let cap = w.rules.max_file_bytes();
+    match opened {
+        Opened::File { file, size } => {
+            if size > cap {
+                return Ok(Loaded::Ignored {
+                    reason: IgnoreReason::TooLarge,
+                    size,
+                });
+            }
+            let mut bytes = Vec::with_capacity(size as usize);
+            file.take(cap.saturating_add(1))
+                .read_to_end(&mut bytes)
+                .map_err(|source| SourceError::Read {
+                    path: path.to_owned(),
+                    source,
+                })?;
+            let len = bytes.len() as u64;
+            if let Some(reason) = content_verdict(&bytes, len, cap) {
+                return Ok(Loaded::Ignored { reason, size: len });
+            }
+            let hash = tokens::hash(&bytes);
+            let tokens = w.tokens.count(&hash, &bytes)?;
+            Ok(Loaded::Content(CurrentContent {
+                kind: EntryKind::File,
+                bytes,
+                hash,
+                tokens,
+                size: len,
+            }))
+        }
+        Opened::Dir(fd) => {
+            let names = SourceRoot::list(fd, path)?;
+            let mut bytes = Vec::new();
+            for n in names {
+                bytes.extend_from_slice(n.as_encoded_bytes());
+                bytes.push(b'\n');
+            }
+            let hash = tokens::hash(&bytes);
+            let tokens = w.tokens.count(&hash, &bytes)?;
+            let size = bytes.len() as u64;
+            Ok(Loaded::Content(CurrentContent {
+                kind: EntryKind::Dir,
+                bytes,
+                hash,
+                tokens,
+                size,
+            }))
+        }
+    }
+}
+
+/// Records what was loaded on the entry at `path`, unless it changed since `seen_change` (the
+/// `last_changed` sequence observed before loading), in which case it stays stale.
+pub(super) fn store_counts(
+    w: &World,
+    path: &Path,
+    loaded: &Loaded,
+    seen_change: Option<Option<u64>>,
+) {
+    let Some(mut e) = w.cache.get_mut(path) else {
+        return;
+    };
+    if let Some(seen) = seen_change
+        && e.last_changed.map(|s| s.seq) != seen
+    {
+        return;
+    }
+    if !matches!(e.state, EntryState::Live | EntryState::Ignored(_)) {
+        return;
+    }
+    match loaded {
+        Loaded::Content(c) => {
+            e.kind = c.kind;
+            e.hash = Some(c.hash);
+            e.tokens = Some(c.tokens);
+            e.size = Some(c.size);
+            e.state = EntryState::Live;
+        }
+        Loaded::Ignored { reason, size } => {
+            e.hash = None;
+            e.tokens = None;
+            e.size = Some(*size);
+            e.state = EntryState::Ignored(*reason);
+        }
+    }
+    e.needs_rehash = false;
+}
+
+/// Recomputes the hash and token count of the entry at `path` from SOURCE.
+pub(super) fn refresh(w: &World, path: &Path) {
+    let Some((state, seen, last_seq)) = w
+        .cache
+        .get(path)
+        .map(|e| (e.state, e.last_changed.map(|s| s.seq), e.last_observed.seq))
+    else {
+        return;
+    };
+    if !matches!(state, EntryState::Live | EntryState::Ignored(_)) {
+        if let Some(mut e) = w.cache.get_mut(path) {
+            e.needs_rehash = false;
+        }
+        return;
+    }
+    let result = w
+        .source
+        .open_beneath(path)
+        .map_err(ReadError::from)
+        .and_then(|o| load(w, path, o));
+    match result {
+        Ok(loaded) => {
+            store_counts(w, path, &loaded, Some(seen));
+            Counters::bump(&w.counters.refreshed);
+        }
+        Err(ReadError::Source(SourceError::Open { source, .. }))
+            if source.kind() == std::io::ErrorKind::NotFound =>
+        {
+            // Gone behind our back with no observation (the watcher may have dropped it).
+            if let Some(mut e) = w.cache.get_mut(path)
+                && e.last_changed.map(|s| s.seq) == seen
+            {
+                let at = Stamp {
+                    seq: last_seq,
+                    time: SystemTime::now(),
+                    turn: w.turns.current(),
+                };
+                e.deleted(at);
+            }
+        }
+        Err(ReadError::Source(SourceError::NotRegular { .. }))
+        | Err(ReadError::Source(SourceError::Open { .. })) => {
+            // A FIFO, a symlink we refuse to follow, a path through a symlink.
+            let loaded = Loaded::Ignored {
+                reason: IgnoreReason::NotRegular,
+                size: 0,
+            };
+            store_counts(w, path, &loaded, Some(seen));
+        }
+        Err(e) => {
+            Counters::bump(&w.counters.refresh_errors);
+            tracing::debug!(path = %path.display(), "cannot refresh entry: {e}");
+            if let Some(mut en) = w.cache.get_mut(path)
+                && en.last_changed.map(|s| s.seq) == seen
+            {
+                en.needs_rehash = false;
+            }
+        }
+    }
+}

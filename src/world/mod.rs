@@ -1,0 +1,465 @@
+//! The world cache: what the agent has seen of its tree, attributed, tokenized and budgeted.
+//!
+//! The file system emits [`Observation`]s; the ingest thread ([`World::spawn_ingest`]) turns them
+//! into [`Entry`]s keyed by path. Entries hold metadata only — the content of a projection is
+//! read from SOURCE at the moment it is asked for ([`World::read_current`]), so it cannot be
+//! stale. A [`Policy`] chooses what fits a token budget ([`World::select`]).
+//!
+//! Threads: file-system threads only send into the channel. The ingest thread is the only one
+//! that changes the map's structure; it also hashes and counts tokens when idle. Projection
+//! threads read entries, pin them, select and read current content.
+
+pub mod attribution;
+pub mod cache;
+pub mod config;
+pub mod entry;
+pub mod ignore_rules;
+mod ingest;
+pub mod journal;
+pub mod policy;
+pub mod procinfo;
+pub mod ranges;
+#[cfg(test)]
+mod scenario_tests;
+pub mod source;
+pub mod stats;
+pub mod tokens;
+pub mod turns;
+
+use std::os::fd::OwnedFd;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+use std::time::SystemTime;
+
+use crossbeam_channel::Receiver;
+use parking_lot::{Mutex, RwLock};
+
+pub use attribution::Class;
+pub use cache::StateCounts;
+pub use config::{Config, ConfigError};
+pub use entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
+pub use policy::{Candidate, EvictReason, Evicted, Form, Kept, Policy, Selection};
+pub use procinfo::{ProcFs, ProcInfo, ProcessSource, StaticProcesses};
+pub use ranges::{ByteRange, RangeSet};
+pub use source::{SourceError, SourceRoot};
+pub use stats::Stats;
+
+use crate::observation::Observation;
+use attribution::Attributor;
+use cache::Cache;
+use ignore_rules::{IgnoreRules, PathVerdict};
+use journal::{Journal, JournalCounters};
+use stats::Counters;
+use tokens::TokenCounter;
+use turns::TurnClock;
+
+/// Tokens a projection spends on an entry besides its content (path header, fences).
+pub const HEADER_TOKENS: u32 = 12;
+/// Tokens of a one-line notice ("deleted", "withheld").
+pub const NOTICE_TOKENS: u32 = 16;
+/// Extra tokens per range shown ("lines 10-40").
+pub const RANGE_TOKENS: u32 = 6;
+/// Assumed bytes per token for entries not yet counted.
+const BYTES_PER_TOKEN_GUESS: u64 = 4;
+
+#[derive(Debug, thiserror::Error)]
+pub enum WorldError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error(transparent)]
+    Pattern(#[from] ignore_rules::PatternError),
+    #[error(transparent)]
+    Journal(#[from] journal::JournalError),
+    #[error("cannot start the ingest thread: {0}")]
+    Spawn(#[source] std::io::Error),
+}
+
+/// Why [`World::read_current`] returned no content.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    #[error(transparent)]
+    Source(#[from] SourceError),
+    #[error("{path:?} is withheld (looks like a secret; allow it in worldfs.toml to project it)")]
+    Withheld { path: PathBuf },
+    #[error("{path:?} is ignored ({why})")]
+    Ignored { path: PathBuf, why: String },
+    #[error(transparent)]
+    Tokenizer(#[from] tokens::TokenizerError),
+}
+
+/// The current content of a path in SOURCE.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CurrentContent {
+    pub kind: EntryKind,
+    /// File bytes, or for a directory its listing: sorted names, one a line, `/` after
+    /// directories.
+    pub bytes: Vec<u8>,
+    pub hash: [u8; 32],
+    pub tokens: u32,
+    pub size: u64,
+}
+
+/// Builds a [`World`].
+pub struct WorldBuilder {
+    root: SourceRoot,
+    config: Config,
+    procs: Option<Arc<dyn ProcessSource>>,
+    journal: Option<PathBuf>,
+    reads_by_range: bool,
+}
+
+impl WorldBuilder {
+    pub fn config(mut self, config: Config) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Where pids are resolved; `/proc` by default. Tests and replays pass a fixed table.
+    pub fn process_source(mut self, procs: Arc<dyn ProcessSource>) -> Self {
+        self.procs = Some(procs);
+        self
+    }
+
+    /// Journal observations to `path` (JSONL, rotated by size).
+    pub fn journal(mut self, path: impl Into<PathBuf>) -> Self {
+        self.journal = Some(path.into());
+        self
+    }
+
+    /// Whether reads arrive as [`crate::observation::Op::Read`] ranges (daemon I/O mode). With
+    /// kernel passthrough (the default, `false`) an open for reading is all we see, and it counts
+    /// as reading the whole file.
+    pub fn reads_by_range(mut self, yes: bool) -> Self {
+        self.reads_by_range = yes;
+        self
+    }
+
+    pub fn build(self) -> Result<Arc<World>, WorldError> {
+        let source = Arc::new(self.root);
+        let rules = IgnoreRules::new(&self.config.ignore, Arc::clone(&source))?;
+        let journal_counters = Arc::new(JournalCounters::default());
+        let journal = match &self.journal {
+            Some(p) => Some(Journal::start(
+                p,
+                &self.config.journal,
+                Arc::clone(&journal_counters),
+            )?),
+            None => None,
+        };
+        Ok(Arc::new(World {
+            cache: Cache::new(),
+            rules,
+            attributor: Mutex::new(Attributor::new(&self.config.attribution)),
+            procs: self.procs.unwrap_or_else(|| Arc::new(ProcFs::new())),
+            tokens: TokenCounter::new(self.config.tokens.memo_entries),
+            turns: TurnClock::new(&self.config.turns),
+            counters: Counters::default(),
+            journal: Mutex::new(journal),
+            journaling: self.journal.is_some(),
+            journal_counters,
+            dropped: RwLock::new(None),
+            dirty: AtomicBool::new(false),
+            stop: AtomicBool::new(false),
+            reads_by_range: self.reads_by_range,
+            source,
+            config: self.config,
+        }))
+    }
+}
+
+type DropCounter = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// The world cache. Share it as `Arc<World>`.
+pub struct World {
+    cache: Cache,
+    rules: IgnoreRules,
+    attributor: Mutex<Attributor>,
+    procs: Arc<dyn ProcessSource>,
+    tokens: TokenCounter,
+    turns: TurnClock,
+    counters: Counters,
+    /// Taken by the ingest thread when it starts.
+    journal: Mutex<Option<Journal>>,
+    journaling: bool,
+    journal_counters: Arc<JournalCounters>,
+    dropped: RwLock<Option<DropCounter>>,
+    /// Some entry may need a hash or token count.
+    dirty: AtomicBool,
+    stop: AtomicBool,
+    reads_by_range: bool,
+    source: Arc<SourceRoot>,
+    config: Config,
+}
+
+impl World {
+    /// Starts building a world over the SOURCE directory open as `root`.
+    pub fn builder(root: OwnedFd) -> WorldBuilder {
+        WorldBuilder {
+            root: SourceRoot::new(root),
+            config: Config::default(),
+            procs: None,
+            journal: None,
+            reads_by_range: false,
+        }
+    }
+
+    /// Starts building a world over the SOURCE directory at `dir`.
+    pub fn builder_at(dir: &Path) -> Result<WorldBuilder, WorldError> {
+        let root = SourceRoot::open(dir)?;
+        Ok(WorldBuilder {
+            root,
+            config: Config::default(),
+            procs: None,
+            journal: None,
+            reads_by_range: false,
+        })
+    }
+
+    /// A world with `config`, resolving pids through `/proc`, no journal.
+    pub fn new(root: OwnedFd, config: Config) -> Result<Arc<World>, WorldError> {
+        Self::builder(root).config(config).build()
+    }
+
+    pub fn config(&self) -> &Config {
+        &self.config
+    }
+
+    /// Starts the ingest thread. It runs until the channel disconnects (every sink dropped) or
+    /// [`World::stop_ingest`] is called, draining what is queued either way.
+    pub fn spawn_ingest(
+        self: &Arc<Self>,
+        rx: Receiver<Observation>,
+    ) -> std::io::Result<JoinHandle<()>> {
+        let world = Arc::clone(self);
+        std::thread::Builder::new()
+            .name("worldfs-ingest".into())
+            .spawn(move || ingest::run(&world, &rx))
+    }
+
+    /// Asks the ingest thread to finish (after draining the channel) and flush the journal.
+    pub fn stop_ingest(&self) {
+        self.stop.store(true, Ordering::Release);
+    }
+
+    /// Applies observations synchronously on the calling thread (tests, replays). Not to be
+    /// mixed with a running ingest thread.
+    pub fn ingest(&self, batch: impl IntoIterator<Item = Observation>) {
+        let mut journal = self.journal.lock();
+        let mut attr = self.attributor.lock();
+        let items: Vec<_> = batch
+            .into_iter()
+            .map(|obs| ingest::apply(self, &mut attr, obs))
+            .collect();
+        if let Some(j) = journal.as_mut()
+            && self.journaling
+        {
+            j.send(items);
+        }
+    }
+
+    /// Lets [`World::stats`] report the file system's drop counter, e.g.
+    /// `world.set_drop_counter(move || sink.dropped())`. The closure should not keep the last
+    /// sink alive longer than the mount, or the ingest thread only ends via `stop_ingest`.
+    pub fn set_drop_counter(&self, f: impl Fn() -> u64 + Send + Sync + 'static) {
+        *self.dropped.write() = Some(Box::new(f));
+    }
+
+    /// The current turn.
+    pub fn turn(&self) -> u64 {
+        self.turns.current()
+    }
+
+    /// A harness starts a new turn. Returns the new turn number.
+    pub fn advance_turn(&self) -> u64 {
+        self.turns.advance(SystemTime::now())
+    }
+
+    /// A copy of the entry at `path`.
+    pub fn entry(&self, path: &Path) -> Option<Entry> {
+        self.cache.get(path).map(|e| e.clone())
+    }
+
+    /// A copy of every entry, sorted by path.
+    pub fn entries(&self) -> Vec<(PathBuf, Entry)> {
+        let mut v = self.cache.snapshot();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    }
+
+    /// Pins or unpins `path`; false if the world has no entry for it.
+    pub fn set_pinned(&self, path: &Path, pinned: bool) -> bool {
+        match self.cache.get_mut(path) {
+            Some(mut e) => {
+                e.pinned = pinned;
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// The policy `name` with this world's parameters.
+    pub fn policy(&self, name: &str) -> Option<Box<dyn Policy>> {
+        match name {
+            "worldfs" => Some(Box::new(policy::Worldfs::new(
+                self.config.budget.big_file_tokens,
+            ))),
+            other => policy::by_name(other),
+        }
+    }
+
+    /// Computes missing hashes and token counts (reading SOURCE), then returns every projectable
+    /// entry as a policy candidate.
+    pub fn candidates(&self) -> Vec<Candidate> {
+        self.refresh_stale(None);
+        let turn = self.turns.current();
+        let mut out = Vec::with_capacity(self.cache.len());
+        for (path, e) in self.cache.snapshot() {
+            if let Some(c) = candidate(path, &e, turn) {
+                out.push(c);
+            }
+        }
+        out.sort_by(|a, b| a.path.cmp(&b.path));
+        out
+    }
+
+    /// Chooses what fits in `budget` tokens with `policy`, and records the outcome on the
+    /// entries (evictions feed the thrash guard).
+    pub fn select(&self, budget: u64, policy: &dyn Policy) -> Selection {
+        let cands = self.candidates();
+        let sel = policy.select(&cands, budget);
+        for k in &sel.kept {
+            if let Some(mut e) = self.cache.get_mut(&k.path) {
+                e.in_projection = true;
+            }
+        }
+        for ev in &sel.evicted {
+            if let Some(mut e) = self.cache.get_mut(&ev.path) {
+                if e.in_projection {
+                    e.evictions = e.evictions.saturating_add(1);
+                }
+                e.in_projection = false;
+                e.evicted_unread = true;
+            }
+        }
+        sel
+    }
+
+    /// [`World::select`] with the configured budget and policy.
+    pub fn select_configured(&self) -> Selection {
+        let policy = self
+            .policy(&self.config.budget.policy)
+            .unwrap_or_else(|| Box::new(policy::Worldfs::default()));
+        self.select(self.config.budget.tokens, policy.as_ref())
+    }
+
+    /// Reads `path` from SOURCE now: bytes, hash and token count. Secrets, ignored paths, binary
+    /// and oversized files are refused. Also refreshes the entry's hash and count if it has one.
+    pub fn read_current(&self, path: &Path) -> Result<CurrentContent, ReadError> {
+        let opened = self.source.open_beneath(path)?;
+        let is_dir = matches!(opened, source::Opened::Dir(_));
+        match self.rules.classify(path, is_dir) {
+            PathVerdict::Keep => {}
+            PathVerdict::Withheld => {
+                return Err(ReadError::Withheld {
+                    path: path.to_owned(),
+                });
+            }
+            PathVerdict::Ignored(why) => {
+                return Err(ReadError::Ignored {
+                    path: path.to_owned(),
+                    why: format!("{why:?}"),
+                });
+            }
+        }
+        let content = ingest::load(self, path, opened)?;
+        match content {
+            ingest::Loaded::Content(c) => {
+                ingest::store_counts(self, path, &ingest::Loaded::Content(c.clone()), None);
+                Ok(c)
+            }
+            ingest::Loaded::Ignored { reason, .. } => Err(ReadError::Ignored {
+                path: path.to_owned(),
+                why: format!("{reason:?}"),
+            }),
+        }
+    }
+
+    /// Hashes and counts entries that need it; at most `limit` of them when given. Without a
+    /// limit (a projection about to select) every stale entry is done, even if the ingest
+    /// thread is working on the same ones.
+    pub fn refresh_stale(&self, limit: Option<usize>) -> usize {
+        let dirty = self.dirty.swap(false, Ordering::AcqRel);
+        if !dirty && limit.is_some() {
+            return 0;
+        }
+        let stale = self.cache.stale_paths();
+        let n = limit.map_or(stale.len(), |l| l.min(stale.len()));
+        for p in &stale[..n] {
+            ingest::refresh(self, p);
+        }
+        if n < stale.len() {
+            self.dirty.store(true, Ordering::Release);
+        }
+        n
+    }
+
+    pub fn stats(&self) -> Stats {
+        let mut s = Stats::default();
+        self.counters.fill(&mut s);
+        s.dropped = self.dropped.read().as_ref().map(|f| f());
+        s.entries = self.cache.counts();
+        s.known_tokens = self.cache.known_tokens();
+        s.stale_entries = self.cache.stale_paths().len() as u64;
+        s.turn = self.turns.current();
+        s.token_memo_entries = self.tokens.len() as u64;
+        if self.journaling {
+            s.journal = Some(stats::JournalStats::from_counters(&self.journal_counters));
+        }
+        s
+    }
+}
+
+/// What a policy needs to know about an entry, or `None` if it can never be projected.
+fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
+    let notice_only = match e.state {
+        EntryState::Live => false,
+        EntryState::Deleted | EntryState::Withheld => true,
+        EntryState::Ignored(_) => return None,
+    };
+    let content_tokens = e.tokens.unwrap_or_else(|| {
+        let guess = e.size.unwrap_or(1024) / BYTES_PER_TOKEN_GUESS;
+        u32::try_from(guess).unwrap_or(u32::MAX)
+    });
+    let whole_tokens = if notice_only {
+        NOTICE_TOKENS
+    } else {
+        content_tokens.saturating_add(HEADER_TOKENS)
+    };
+    let ranges = match (&e.extent, e.size) {
+        (Extent::Ranges(set), Some(size)) if !notice_only && !set.covers(size) => {
+            let n = u32::try_from(set.as_slice().len()).unwrap_or(u32::MAX);
+            let t = tokens::estimate_part(content_tokens, size, set.covered())
+                .saturating_add(HEADER_TOKENS)
+                .saturating_add(n.saturating_mul(RANGE_TOKENS));
+            Some((set.as_slice().to_vec(), t))
+        }
+        _ => None,
+    };
+    Some(Candidate {
+        path,
+        kind: e.kind,
+        whole_tokens,
+        ranges,
+        notice_only,
+        age_turns: turn.saturating_sub(e.last_agent_turn),
+        last_seq: e.last_observed.seq,
+        pinned: e.pinned,
+        agent_wrote: e.agent_wrote,
+        reads: e.reads,
+        weak_reads: e.weak_reads,
+        evictions: e.evictions,
+        rereads_after_eviction: e.rereads_after_eviction,
+    })
+}

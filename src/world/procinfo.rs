@@ -1,0 +1,364 @@
+//! Who a pid is: program name (`comm`), command line and ancestry up to the session leader.
+//!
+//! Lookups happen on the ingest thread for every observation, so they must usually cost no
+//! syscall: a resolved process is trusted for [`ProcFs::VERIFY_AFTER`], then re-verified with one
+//! read of `/proc/PID/stat`. Identity is (pid, start time), so a reused pid is noticed; an `exec`
+//! keeps both but changes `comm`, which the verification also notices.
+//!
+//! Processes often exit before their observations are ingested (`cat` lives for a millisecond).
+//! Once resolved, a process is remembered after it exits, so its late observations are still
+//! attributed; a process never seen alive degrades to `None`.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+/// One ancestor in a process's chain.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ancestor {
+    pub pid: u32,
+    pub comm: Arc<str>,
+}
+
+/// What attribution needs to know about a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcInfo {
+    pub pid: u32,
+    /// Clock ticks since boot at which the process started (field 22 of `/proc/PID/stat`).
+    pub start_time: u64,
+    pub ppid: u32,
+    pub session: u32,
+    pub comm: Arc<str>,
+    /// The command line, capped in count and length (see [`ProcFs::MAX_ARGS`]).
+    pub args: Arc<[Box<str>]>,
+    /// Parent first, up to and including the session leader.
+    pub ancestry: Arc<[Ancestor]>,
+}
+
+impl ProcInfo {
+    /// A process record for tests and replays, where `/proc` is not the source of truth.
+    pub fn synthetic(pid: u32, comm: &str, args: &[&str], ancestry: &[(u32, &str)]) -> Self {
+        Self {
+            pid,
+            start_time: 0,
+            ppid: ancestry.first().map_or(0, |a| a.0),
+            session: ancestry.last().map_or(pid, |a| a.0),
+            comm: Arc::from(comm),
+            args: args.iter().map(|a| Box::<str>::from(*a)).collect(),
+            ancestry: ancestry
+                .iter()
+                .map(|(pid, comm)| Ancestor {
+                    pid: *pid,
+                    comm: Arc::from(*comm),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Resolves pids. The real one reads `/proc`; tests and replays supply a table.
+pub trait ProcessSource: Send + Sync {
+    fn lookup(&self, pid: u32) -> Option<Arc<ProcInfo>>;
+}
+
+/// A fixed pid table, for tests and replays.
+#[derive(Debug, Default)]
+pub struct StaticProcesses {
+    table: HashMap<u32, Arc<ProcInfo>>,
+}
+
+impl StaticProcesses {
+    pub fn new(procs: impl IntoIterator<Item = ProcInfo>) -> Self {
+        Self {
+            table: procs.into_iter().map(|p| (p.pid, Arc::new(p))).collect(),
+        }
+    }
+}
+
+impl ProcessSource for StaticProcesses {
+    fn lookup(&self, pid: u32) -> Option<Arc<ProcInfo>> {
+        self.table.get(&pid).cloned()
+    }
+}
+
+/// Fields of `/proc/PID/stat` we use.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Stat {
+    comm: String,
+    ppid: u32,
+    session: u32,
+    start_time: u64,
+}
+
+/// Parses `/proc/PID/stat`. `comm` is in parentheses and may itself contain spaces and
+/// parentheses, so fields are counted from the last `)`.
+fn parse_stat(s: &str) -> Option<Stat> {
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s.get(open + 1..close)?.to_owned();
+    let rest: Vec<&str> = s.get(close + 1..)?.split_ascii_whitespace().collect();
+    // rest[0] is field 3 (state), so field N is rest[N - 3].
+    Some(Stat {
+        comm,
+        ppid: rest.get(1)?.parse().ok()?,
+        session: rest.get(3)?.parse().ok()?,
+        start_time: rest.get(19)?.parse().ok()?,
+    })
+}
+
+struct Cached {
+    info: Arc<ProcInfo>,
+    verified: Instant,
+    /// Whether the process was still alive at the last verification; exited processes are kept
+    /// (their late observations still need a name) but go first when the cache is full.
+    alive: bool,
+}
+
+/// Resolves pids through `/proc`, with a small cache keyed by pid and checked against start time.
+pub struct ProcFs {
+    root: PathBuf,
+    cache: Mutex<HashMap<u32, Cached>>,
+}
+
+impl ProcFs {
+    /// How long a resolved process is trusted without looking at `/proc` again.
+    pub const VERIFY_AFTER: Duration = Duration::from_millis(100);
+    /// Processes remembered at most; beyond it exited ones are forgotten first.
+    pub const CAPACITY: usize = 1024;
+    pub const MAX_ARGS: usize = 16;
+    pub const MAX_ARG_LEN: usize = 256;
+    /// Longest ancestry walked; real chains (terminal, shell, agent, shell, tool) are short.
+    pub const MAX_DEPTH: usize = 24;
+
+    pub fn new() -> Self {
+        Self::with_root("/proc")
+    }
+
+    /// Reads process information under `root` instead of `/proc` (tests use a fake tree).
+    pub fn with_root(root: impl Into<PathBuf>) -> Self {
+        Self {
+            root: root.into(),
+            cache: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn read_stat(&self, pid: u32) -> Option<Stat> {
+        let s = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
+        parse_stat(&s)
+    }
+
+    fn read_comm(&self, pid: u32) -> Option<String> {
+        let s = std::fs::read_to_string(self.root.join(pid.to_string()).join("comm")).ok()?;
+        Some(s.trim_end_matches('\n').to_owned())
+    }
+
+    fn read_args(&self, pid: u32) -> Arc<[Box<str>]> {
+        let Ok(raw) = std::fs::read(self.root.join(pid.to_string()).join("cmdline")) else {
+            return Arc::from(Vec::new());
+        };
+        raw.split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .take(Self::MAX_ARGS)
+            .map(|a| {
+                let a = &a[..a.len().min(Self::MAX_ARG_LEN)];
+                Box::<str>::from(String::from_utf8_lossy(a).as_ref())
+            })
+            .collect()
+    }
+
+    /// Resolves `pid` from scratch (no cache), including its ancestry through the cache.
+    fn resolve(&self, pid: u32, depth: usize) -> Option<Arc<ProcInfo>> {
+        let stat = self.read_stat(pid)?;
+        let comm = self.read_comm(pid).unwrap_or_else(|| stat.comm.clone());
+        let args = self.read_args(pid);
+        // The pid may have been reused between the reads; if so, the process we want is gone.
+        let again = self.read_stat(pid)?;
+        if again.start_time != stat.start_time {
+            return None;
+        }
+        let mut ancestry = Vec::new();
+        let at_top = pid == stat.session || stat.ppid <= 1 || depth >= Self::MAX_DEPTH;
+        if !at_top && let Some(parent) = self.lookup_depth(stat.ppid, depth + 1) {
+            ancestry.push(Ancestor {
+                pid: parent.pid,
+                comm: Arc::clone(&parent.comm),
+            });
+            ancestry.extend(parent.ancestry.iter().cloned());
+        }
+        Some(Arc::new(ProcInfo {
+            pid,
+            start_time: stat.start_time,
+            ppid: stat.ppid,
+            session: stat.session,
+            comm: Arc::from(comm),
+            args,
+            ancestry: Arc::from(ancestry),
+        }))
+    }
+
+    fn lookup_depth(&self, pid: u32, depth: usize) -> Option<Arc<ProcInfo>> {
+        if pid == 0 {
+            return None;
+        }
+        let now = Instant::now();
+        let cached = {
+            let cache = self.cache.lock();
+            cache
+                .get(&pid)
+                .map(|c| (Arc::clone(&c.info), c.verified, c.alive))
+        };
+        if let Some((info, verified, alive)) = &cached {
+            if !alive || now.duration_since(*verified) < Self::VERIFY_AFTER {
+                return Some(Arc::clone(info));
+            }
+            match self.read_stat(pid) {
+                None => {
+                    // Exited: its pending observations still belong to it.
+                    self.remember(pid, Arc::clone(info), now, false);
+                    return Some(Arc::clone(info));
+                }
+                Some(st) if st.start_time == info.start_time && *st.comm == *info.comm => {
+                    self.remember(pid, Arc::clone(info), now, true);
+                    return Some(Arc::clone(info));
+                }
+                Some(_) => {} // reused pid or exec: resolve again
+            }
+        }
+        let info = self.resolve(pid, depth)?;
+        self.remember(pid, Arc::clone(&info), now, true);
+        Some(info)
+    }
+
+    fn remember(&self, pid: u32, info: Arc<ProcInfo>, verified: Instant, alive: bool) {
+        let mut cache = self.cache.lock();
+        if cache.len() >= Self::CAPACITY && !cache.contains_key(&pid) {
+            cache.retain(|_, c| c.alive);
+            if cache.len() >= Self::CAPACITY {
+                cache.clear();
+            }
+        }
+        cache.insert(
+            pid,
+            Cached {
+                info,
+                verified,
+                alive,
+            },
+        );
+    }
+}
+
+impl Default for ProcFs {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ProcessSource for ProcFs {
+    fn lookup(&self, pid: u32) -> Option<Arc<ProcInfo>> {
+        self.lookup_depth(pid, 0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    #[test]
+    fn parses_stat_with_awkward_comm() {
+        let line = "4242 (my (odd) prog) S 100 4242 99 34816 4242 4194304 98 0 0 0 0 0 0 0 20 0 1 0 777 1000 200";
+        let st = parse_stat(line);
+        assert_eq!(
+            st,
+            Some(Stat {
+                comm: "my (odd) prog".into(),
+                ppid: 100,
+                session: 99,
+                start_time: 777
+            })
+        );
+        assert_eq!(parse_stat("garbage"), None);
+        assert_eq!(parse_stat("1 (x) S 0"), None);
+    }
+
+    fn fake_proc(
+        dir: &std::path::Path,
+        pid: u32,
+        comm: &str,
+        ppid: u32,
+        sid: u32,
+        start: u64,
+        args: &[&str],
+    ) {
+        let d = dir.join(pid.to_string());
+        fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        let stat = format!(
+            "{pid} ({comm}) S {ppid} {pid} {sid} 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0"
+        );
+        fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(d.join("comm"), format!("{comm}\n")).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(d.join("cmdline"), args.join("\0") + "\0").unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn resolves_ancestry_up_to_session_leader() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        fake_proc(dir.path(), 10, "bash", 5, 10, 1, &["-bash"]);
+        fake_proc(dir.path(), 20, "claude", 10, 10, 2, &["claude"]);
+        fake_proc(dir.path(), 30, "bash", 20, 10, 3, &["bash", "-c", "cat x"]);
+        fake_proc(dir.path(), 40, "cat", 30, 10, 4, &["cat", "src/main.rs"]);
+        let p = ProcFs::with_root(dir.path());
+        let info = p.lookup(40).unwrap_or_else(|| panic!("not resolved"));
+        assert_eq!(&*info.comm, "cat");
+        assert_eq!(&*info.args, &[Box::from("cat"), Box::from("src/main.rs")]);
+        let chain: Vec<(u32, &str)> = info.ancestry.iter().map(|a| (a.pid, &*a.comm)).collect();
+        assert_eq!(chain, vec![(30, "bash"), (20, "claude"), (10, "bash")]);
+    }
+
+    #[test]
+    fn exited_process_is_none_unless_seen_alive() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = ProcFs::with_root(dir.path());
+        assert!(p.lookup(999).is_none());
+        fake_proc(dir.path(), 50, "cat", 1, 50, 9, &["cat"]);
+        assert!(p.lookup(50).is_some());
+        fs::remove_dir_all(dir.path().join("50")).unwrap_or_else(|e| panic!("{e}"));
+        std::thread::sleep(ProcFs::VERIFY_AFTER * 2);
+        assert_eq!(p.lookup(50).map(|i| i.comm.to_string()), Some("cat".into()));
+    }
+
+    #[test]
+    fn reused_pid_is_resolved_again() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = ProcFs::with_root(dir.path());
+        fake_proc(dir.path(), 60, "cat", 1, 60, 100, &["cat"]);
+        assert_eq!(p.lookup(60).map(|i| i.comm.to_string()), Some("cat".into()));
+        fake_proc(dir.path(), 60, "rg", 1, 60, 200, &["rg", "foo"]);
+        std::thread::sleep(ProcFs::VERIFY_AFTER * 2);
+        let info = p.lookup(60);
+        assert_eq!(info.as_ref().map(|i| i.comm.to_string()), Some("rg".into()));
+        assert_eq!(info.map(|i| i.start_time), Some(200));
+    }
+
+    #[test]
+    fn exec_changes_comm_and_is_noticed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let p = ProcFs::with_root(dir.path());
+        fake_proc(dir.path(), 70, "bash", 1, 70, 5, &["bash"]);
+        assert!(p.lookup(70).is_some());
+        fake_proc(dir.path(), 70, "rg", 1, 70, 5, &["rg", "x"]);
+        std::thread::sleep(ProcFs::VERIFY_AFTER * 2);
+        assert_eq!(p.lookup(70).map(|i| i.comm.to_string()), Some("rg".into()));
+    }
+
+    #[test]
+    fn real_proc_resolves_self() {
+        let p = ProcFs::new();
+        let me = p.lookup(std::process::id());
+        assert!(me.is_some_and(|i| !i.comm.is_empty()));
+    }
+}

@@ -1,0 +1,196 @@
+//! The parts of a file an agent has read, as a sorted set of disjoint byte ranges.
+//!
+//! The mount sees bytes, not lines; turning byte ranges into line ranges is the projection's job,
+//! because it needs the current content anyway and lines move when the file is edited.
+
+use serde::Serialize;
+
+/// A half-open byte range `[start, end)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub struct ByteRange {
+    pub start: u64,
+    pub end: u64,
+}
+
+impl ByteRange {
+    /// The range starting at `offset` spanning `len` bytes, saturating at `u64::MAX`.
+    pub fn at(offset: u64, len: u64) -> Self {
+        Self {
+            start: offset,
+            end: offset.saturating_add(len),
+        }
+    }
+
+    pub fn len(&self) -> u64 {
+        self.end - self.start
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.end <= self.start
+    }
+}
+
+/// Disjoint, sorted, non-adjacent ranges. Adjacent or overlapping inserts are coalesced so that a
+/// sequential reader (4 KiB at a time) costs one range, not thousands.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RangeSet {
+    ranges: Vec<ByteRange>,
+}
+
+impl RangeSet {
+    /// Above this many fragments the set is collapsed into its hull: a reader that scattered more
+    /// reads than this over a file has effectively seen all of the span, and the set stays small.
+    pub const MAX_FRAGMENTS: usize = 32;
+
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.ranges.is_empty()
+    }
+
+    pub fn as_slice(&self) -> &[ByteRange] {
+        &self.ranges
+    }
+
+    /// Total bytes covered.
+    pub fn covered(&self) -> u64 {
+        self.ranges.iter().map(ByteRange::len).sum()
+    }
+
+    pub fn insert(&mut self, r: ByteRange) {
+        if r.is_empty() {
+            return;
+        }
+        // First range that ends at or after r.start can touch r; everything before it is untouched.
+        let first = self.ranges.partition_point(|x| x.end < r.start);
+        let mut merged = r;
+        let mut last = first;
+        while last < self.ranges.len() && self.ranges[last].start <= merged.end {
+            merged.start = merged.start.min(self.ranges[last].start);
+            merged.end = merged.end.max(self.ranges[last].end);
+            last += 1;
+        }
+        self.ranges.splice(first..last, std::iter::once(merged));
+        if self.ranges.len() > Self::MAX_FRAGMENTS {
+            self.collapse();
+        }
+    }
+
+    /// Replaces the set with a single range spanning all of it.
+    fn collapse(&mut self) {
+        if let (Some(first), Some(last)) = (self.ranges.first(), self.ranges.last()) {
+            let hull = ByteRange {
+                start: first.start,
+                end: last.end,
+            };
+            self.ranges = vec![hull];
+        }
+    }
+
+    /// Shifts nothing but drops what lies at or beyond `size` (after a truncate).
+    pub fn truncate(&mut self, size: u64) {
+        self.ranges.retain(|r| r.start < size);
+        if let Some(last) = self.ranges.last_mut() {
+            last.end = last.end.min(size);
+        }
+    }
+
+    /// Whether `[0, size)` is entirely covered.
+    pub fn covers(&self, size: u64) -> bool {
+        size == 0 || matches!(self.ranges.as_slice(), [only] if only.start == 0 && only.end >= size)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn sequential_reads_coalesce() {
+        let mut s = RangeSet::new();
+        for i in 0..100 {
+            s.insert(ByteRange::at(i * 4096, 4096));
+        }
+        assert_eq!(s.as_slice(), &[ByteRange::at(0, 409_600)]);
+        assert!(s.covers(409_600));
+        assert!(!s.covers(409_601));
+    }
+
+    #[test]
+    fn overlapping_and_disjoint() {
+        let mut s = RangeSet::new();
+        s.insert(ByteRange::at(100, 10));
+        s.insert(ByteRange::at(0, 10));
+        s.insert(ByteRange::at(105, 20));
+        s.insert(ByteRange::at(50, 0));
+        assert_eq!(
+            s.as_slice(),
+            &[
+                ByteRange { start: 0, end: 10 },
+                ByteRange {
+                    start: 100,
+                    end: 125
+                }
+            ]
+        );
+        assert_eq!(s.covered(), 35);
+    }
+
+    #[test]
+    fn truncate_drops_tail() {
+        let mut s = RangeSet::new();
+        s.insert(ByteRange::at(0, 10));
+        s.insert(ByteRange::at(20, 10));
+        s.truncate(25);
+        assert_eq!(
+            s.as_slice(),
+            &[
+                ByteRange { start: 0, end: 10 },
+                ByteRange { start: 20, end: 25 }
+            ]
+        );
+        s.truncate(5);
+        assert_eq!(s.as_slice(), &[ByteRange { start: 0, end: 5 }]);
+    }
+
+    #[test]
+    fn too_many_fragments_collapse_to_hull() {
+        let mut s = RangeSet::new();
+        for i in 0..=RangeSet::MAX_FRAGMENTS as u64 {
+            s.insert(ByteRange::at(i * 10, 1));
+        }
+        assert_eq!(s.as_slice().len(), 1);
+        assert_eq!(s.as_slice()[0].start, 0);
+    }
+
+    proptest! {
+        /// With fewer inserts than the fragment cap the set is exactly the union of what was
+        /// inserted; with any number, it stays sorted, disjoint, non-adjacent and covers at
+        /// least everything inserted.
+        #[test]
+        fn merging_matches_a_bitmap(ops in prop::collection::vec((0u64..400, 0u64..40), 0..80)) {
+            let mut s = RangeSet::new();
+            let mut bitmap = vec![false; 512];
+            for (off, len) in &ops {
+                s.insert(ByteRange::at(*off, *len));
+                for b in *off..off + len { bitmap[b as usize] = true; }
+            }
+            let r = s.as_slice();
+            for w in r.windows(2) {
+                prop_assert!(w[0].end < w[1].start, "not disjoint/non-adjacent: {:?}", r);
+            }
+            prop_assert!(r.iter().all(|x| !x.is_empty()));
+            let mut from_set = vec![false; 512];
+            for x in r { for b in x.start..x.end { from_set[b as usize] = true; } }
+            for (i, want) in bitmap.iter().enumerate() {
+                prop_assert!(!want || from_set[i], "byte {} read but not covered", i);
+            }
+            if ops.len() <= RangeSet::MAX_FRAGMENTS {
+                prop_assert_eq!(from_set, bitmap);
+            }
+        }
+    }
+}

@@ -1,0 +1,524 @@
+//! End-to-end tests of the world: realistic observation sequences against a real SOURCE tree,
+//! with a fixed process table standing in for `/proc`.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use super::*;
+use crate::observation::{ExternalChange, Observation, ObservationSink, Op};
+
+const CLAUDE: u32 = 100;
+const BASH: u32 = 101;
+const CAT: u32 = 200;
+const RG: u32 = 300;
+const PYTEST: u32 = 400;
+const SED: u32 = 500;
+const CAT_GLOB: u32 = 600;
+
+fn procs() -> Arc<StaticProcesses> {
+    let chain: &[(u32, &str)] = &[(BASH, "bash"), (CLAUDE, "claude")];
+    Arc::new(StaticProcesses::new([
+        ProcInfo::synthetic(CLAUDE, "claude", &["claude"], &[(1, "zsh")]),
+        ProcInfo::synthetic(BASH, "bash", &["bash", "-c", "..."], &[(CLAUDE, "claude")]),
+        ProcInfo::synthetic(CAT, "cat", &["cat", "src/main.py"], chain),
+        ProcInfo::synthetic(RG, "rg", &["rg", "TODO"], chain),
+        ProcInfo::synthetic(PYTEST, "python3", &["python3", "-m", "pytest"], chain),
+        ProcInfo::synthetic(SED, "sed", &["sed", "-n", "1,20p", "src/util.py"], chain),
+        ProcInfo::synthetic(CAT_GLOB, "cat", &["cat", "src/pkg/*.py"], chain),
+    ]))
+}
+
+fn write(root: &Path, rel: &str, content: &[u8]) {
+    let p = root.join(rel);
+    if let Some(parent) = p.parent() {
+        fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+    }
+    fs::write(p, content).unwrap_or_else(|e| panic!("{e}"));
+}
+
+fn source_tree() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let r = dir.path();
+    write(r, ".gitignore", b"*.log\n");
+    write(r, "README.md", b"# demo\n");
+    write(r, "src/main.py", b"print('hello')\n");
+    write(r, "src/util.py", b"def helper():\n    return 42\n");
+    write(r, "src/old.txt", b"obsolete notes\n");
+    for i in 0..300 {
+        write(
+            r,
+            &format!("src/pkg/mod_{i:03}.py"),
+            format!("X = {i}\n").as_bytes(),
+        );
+    }
+    write(r, ".env", b"API_KEY=hunter2\n");
+    write(r, "target/debug/app", b"\x7fELF\0\0\0");
+    write(r, "app.log", b"log line\n");
+    write(r, "data.bin", b"\x89PNG\0\0\0\0");
+    dir
+}
+
+/// Builds observations with increasing sequence numbers and a controllable clock.
+struct Script {
+    seq: u64,
+    now: SystemTime,
+    out: Vec<Observation>,
+}
+
+impl Script {
+    fn new() -> Self {
+        Self {
+            seq: 0,
+            now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+            out: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, pid: u32, path: &str, op: Op) -> u64 {
+        self.seq += 1;
+        self.now += Duration::from_millis(1);
+        self.out.push(Observation {
+            seq: self.seq,
+            time: self.now,
+            op,
+            path: PathBuf::from(path),
+            pid,
+        });
+        self.seq
+    }
+
+    fn read(&mut self, pid: u32, path: &str) -> u64 {
+        let op = Op::Open {
+            read: true,
+            write: false,
+            truncate: false,
+            created: false,
+        };
+        self.push(pid, path, op)
+    }
+
+    fn pause(&mut self, ms: u64) {
+        self.now += Duration::from_millis(ms);
+    }
+
+    fn take(&mut self) -> Vec<Observation> {
+        std::mem::take(&mut self.out)
+    }
+}
+
+fn world(root: &Path) -> Arc<World> {
+    World::builder_at(root)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .process_source(procs())
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
+fn programs(e: &Entry) -> Vec<&str> {
+    e.programs.iter().collect()
+}
+
+#[test]
+fn agent_like_session_yields_exactly_the_expected_world() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+
+    // The agent lists the root, `cat`s a file, then rewrites it.
+    s.push(CLAUDE, "", Op::ReadDir);
+    s.read(CAT, "src/main.py");
+    let open_w = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: false,
+    };
+    s.push(CLAUDE, "src/main.py", open_w);
+    write(root, "src/main.py", b"print('hello, world')\n");
+    let close_seq = s.push(0, "src/main.py", Op::Close { wrote: true });
+
+    // `rg` walks the whole tree: nothing new, nothing counted.
+    for d in ["", "src", "src/pkg"] {
+        s.push(RG, d, Op::ReadDir);
+    }
+    s.read(RG, "README.md");
+    s.read(RG, "src/main.py");
+    for i in 0..300 {
+        s.read(RG, &format!("src/pkg/mod_{i:03}.py"));
+    }
+
+    // A test run imports 300 modules and the edited file: weak, creates nothing.
+    s.read(PYTEST, "src/main.py");
+    for i in 0..300 {
+        s.read(PYTEST, &format!("src/pkg/mod_{i:03}.py"));
+    }
+
+    // `cat src/pkg/*.py` over 40 files: a reader by name, a scanner by pattern.
+    for i in 0..40 {
+        s.read(CAT_GLOB, &format!("src/pkg/mod_{i:03}.py"));
+    }
+
+    // The model thinks; the next burst is a new turn.
+    s.pause(5000);
+    s.read(SED, "src/util.py");
+    s.read(CAT, ".env");
+    s.read(CAT, "target/debug/app");
+    s.read(CAT, "app.log");
+    s.read(CAT, "data.bin");
+    s.read(CAT, "src/old.txt");
+    w.ingest(s.take());
+
+    // Rename a file, then its directory, then delete one; SOURCE follows along.
+    let rename = |to: &str| Op::Rename {
+        to: PathBuf::from(to),
+        exchange: false,
+    };
+    fs::rename(root.join("src/main.py"), root.join("src/app.py")).unwrap_or_else(|e| panic!("{e}"));
+    s.push(CLAUDE, "src/main.py", rename("src/app.py"));
+    fs::rename(root.join("src"), root.join("lib")).unwrap_or_else(|e| panic!("{e}"));
+    s.push(CLAUDE, "src", rename("lib"));
+    fs::remove_file(root.join("lib/old.txt")).unwrap_or_else(|e| panic!("{e}"));
+    let unlink_seq = s.push(CLAUDE, "lib/old.txt", Op::Unlink);
+
+    // Someone edits the renamed file behind the mount.
+    write(
+        root,
+        "lib/app.py",
+        b"print('edited outside')\nprint('twice')\n",
+    );
+    let ext_seq = s.push(
+        0,
+        "lib/app.py",
+        Op::External {
+            change: ExternalChange::Modified,
+        },
+    );
+    w.ingest(s.take());
+    w.refresh_stale(None);
+
+    let entries = w.entries();
+    let summary: Vec<(String, EntryKind, EntryState)> = entries
+        .iter()
+        .map(|(p, e)| (p.to_string_lossy().into_owned(), e.kind, e.state))
+        .collect();
+    assert_eq!(
+        summary,
+        vec![
+            ("".into(), EntryKind::Dir, EntryState::Live),
+            (".env".into(), EntryKind::File, EntryState::Withheld),
+            (
+                "data.bin".into(),
+                EntryKind::File,
+                EntryState::Ignored(IgnoreReason::Binary)
+            ),
+            ("lib/app.py".into(), EntryKind::File, EntryState::Live),
+            ("lib/old.txt".into(), EntryKind::File, EntryState::Deleted),
+            ("lib/util.py".into(), EntryKind::File, EntryState::Live),
+        ]
+    );
+    let get = |p: &str| {
+        w.entry(Path::new(p))
+            .unwrap_or_else(|| panic!("no entry {p}"))
+    };
+
+    let app = get("lib/app.py");
+    assert_eq!(app.reads, 1, "only the cat counts; rg and pytest do not");
+    assert_eq!(app.weak_reads, 1, "pytest imported it");
+    assert!(app.agent_wrote);
+    assert_eq!(programs(&app), vec!["cat", "claude", "python3"]);
+    assert_eq!(app.extent, Extent::Whole);
+    assert_eq!(app.last_changed.map(|c| c.seq), Some(ext_seq));
+    assert!(!app.needs_rehash);
+    let now = fs::read(root.join("lib/app.py")).unwrap_or_default();
+    assert_eq!(app.hash, Some(tokens::hash(&now)));
+    assert_eq!(app.size, Some(now.len() as u64));
+    assert_eq!(app.first_observed.turn, 0);
+    assert!(close_seq < ext_seq);
+
+    let util = get("lib/util.py");
+    assert_eq!(
+        (util.reads, util.weak_reads, util.agent_wrote),
+        (1, 0, false)
+    );
+    assert_eq!(programs(&util), vec!["sed"]);
+    assert_eq!(util.last_agent_turn, 1, "read after the idle gap");
+
+    let old = get("lib/old.txt");
+    assert_eq!(old.last_changed.map(|c| c.seq), Some(unlink_seq));
+
+    let listing = get("");
+    assert_eq!(
+        programs(&listing),
+        vec!["claude"],
+        "rg's listings do not count"
+    );
+
+    let env = get(".env");
+    assert_eq!(
+        (env.hash, env.tokens),
+        (None, None),
+        "withheld content is never read"
+    );
+
+    let st = w.stats();
+    assert_eq!(
+        st.entries,
+        StateCounts {
+            live: 3,
+            deleted: 1,
+            withheld: 1,
+            ignored: 1
+        }
+    );
+    assert_eq!(
+        st.withdrawn, 32,
+        "the globbing cat's entries were withdrawn"
+    );
+    assert_eq!(st.ignored_accesses, 2, "target/ and the gitignored log");
+    assert_eq!(
+        st.by_class.scan,
+        3 + 2 + 300 + 8,
+        "rg plus the glob cat past its threshold"
+    );
+    assert_eq!(st.by_class.weak, 301);
+    assert_eq!(st.by_class.external, 1);
+    assert_eq!(st.turn, 1);
+
+    // Content always comes from SOURCE, never from the cache.
+    let cur = w
+        .read_current(Path::new("lib/app.py"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(cur.bytes, now);
+    assert!(cur.tokens > 0);
+    assert!(matches!(
+        w.read_current(Path::new(".env")),
+        Err(ReadError::Withheld { .. })
+    ));
+    assert!(matches!(
+        w.read_current(Path::new("data.bin")),
+        Err(ReadError::Ignored { .. })
+    ));
+    assert!(matches!(
+        w.read_current(Path::new("../etc/passwd")),
+        Err(ReadError::Source(SourceError::BadPath { .. }))
+    ));
+    let root_listing = w
+        .read_current(Path::new(""))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(String::from_utf8_lossy(&root_listing.bytes).contains("lib/\n"));
+
+    // A selection under a tight budget keeps what the agent wrote.
+    let policy = w
+        .policy("worldfs")
+        .unwrap_or_else(|| panic!("no worldfs policy"));
+    let sel = w.select(
+        app.tokens.map_or(0, u64::from) + u64::from(HEADER_TOKENS),
+        policy.as_ref(),
+    );
+    assert_eq!(
+        sel.kept.first().map(|k| k.path.as_path()),
+        Some(Path::new("lib/app.py"))
+    );
+    assert!(sel.total_tokens <= sel.budget);
+}
+
+#[test]
+fn rescan_marks_everything_stale_and_removed_directories_delete_children() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    s.read(CAT, "src/main.py");
+    s.read(CAT, "src/util.py");
+    s.read(CAT, "README.md");
+    w.ingest(s.take());
+    w.refresh_stale(None);
+    assert_eq!(w.stats().stale_entries, 0);
+    s.push(
+        0,
+        "",
+        Op::External {
+            change: ExternalChange::Rescan,
+        },
+    );
+    w.ingest(s.take());
+    assert_eq!(w.stats().stale_entries, 3);
+    fs::remove_dir_all(root.join("src")).unwrap_or_else(|e| panic!("{e}"));
+    s.push(
+        0,
+        "src",
+        Op::External {
+            change: ExternalChange::Removed,
+        },
+    );
+    w.ingest(s.take());
+    let st = w.stats();
+    assert_eq!((st.entries.live, st.entries.deleted), (1, 2));
+}
+
+#[test]
+fn atomic_save_and_secret_renames() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    s.read(CAT, "README.md");
+    s.read(CAT, "src/util.py");
+    // An editor-style save: write README.md.tmp, rename it over README.md.
+    let create = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: true,
+    };
+    s.push(CLAUDE, "README.md.tmp", create);
+    s.push(
+        CLAUDE,
+        "README.md.tmp",
+        Op::Rename {
+            to: "README.md".into(),
+            exchange: false,
+        },
+    );
+    // Renaming a file to a secret's name withholds it.
+    s.push(
+        CLAUDE,
+        "src/util.py",
+        Op::Rename {
+            to: "src/.env.local".into(),
+            exchange: false,
+        },
+    );
+    w.ingest(s.take());
+    let readme = w
+        .entry(Path::new("README.md"))
+        .unwrap_or_else(|| panic!("no README"));
+    assert_eq!((readme.reads, readme.agent_wrote), (1, true));
+    assert!(w.entry(Path::new("README.md.tmp")).is_none());
+    let secret = w.entry(Path::new("src/.env.local")).map(|e| e.state);
+    assert_eq!(secret, Some(EntryState::Withheld));
+}
+
+#[test]
+fn ranges_in_daemon_io_mode() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = World::builder_at(root)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .process_source(procs())
+        .reads_by_range(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut s = Script::new();
+    s.read(CAT, "src/util.py");
+    s.push(CAT, "src/util.py", Op::Read { offset: 0, len: 10 });
+    s.push(CAT, "src/util.py", Op::Read { offset: 10, len: 4 });
+    w.ingest(s.take());
+    let e = w
+        .entry(Path::new("src/util.py"))
+        .unwrap_or_else(|| panic!("no entry"));
+    let mut want = RangeSet::new();
+    want.insert(ByteRange::at(0, 14));
+    assert_eq!(e.extent, Extent::Ranges(want));
+    assert_eq!(e.reads, 1, "one open, however many read calls");
+}
+
+#[test]
+fn ingest_thread_consumes_a_sink_and_journals() {
+    let dir = source_tree();
+    let root = dir.path();
+    let jdir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let jpath = jdir.path().join("journal.jsonl");
+    let w = World::builder_at(root)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .process_source(procs())
+        .journal(&jpath)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let (sink, rx) = ObservationSink::bounded(1024);
+    let handle = w.spawn_ingest(rx).unwrap_or_else(|e| panic!("{e}"));
+    let sink2 = sink.clone();
+    w.set_drop_counter(move || sink2.dropped());
+    let open = || Op::Open {
+        read: true,
+        write: false,
+        truncate: false,
+        created: false,
+    };
+    sink.emit(open(), CAT, || Some(PathBuf::from("src/main.py")));
+    sink.emit(Op::ReadDir, CLAUDE, || Some(PathBuf::from("src")));
+    sink.emit(open(), RG, || Some(PathBuf::from("README.md")));
+    drop(sink);
+    // The drop-counter closure holds a sink clone, so the channel stays open: stop explicitly.
+    w.stop_ingest();
+    handle
+        .join()
+        .unwrap_or_else(|_| panic!("ingest thread panicked"));
+    let st = w.stats();
+    assert_eq!(st.observations, 3);
+    assert_eq!(st.dropped, Some(0));
+    assert_eq!(st.by_class.agent, 2);
+    assert!(w.entry(Path::new("src/main.py")).is_some());
+    assert!(w.entry(Path::new("README.md")).is_none());
+    let journal = fs::read_to_string(&jpath).unwrap_or_default();
+    assert_eq!(journal.lines().count(), 3);
+    assert!(journal.contains("\"class\":\"scan\"") && journal.contains("\"comm\":\"rg\""));
+}
+
+#[test]
+fn ingest_thread_ends_when_every_sink_is_gone() {
+    let dir = source_tree();
+    let w = world(dir.path());
+    let (sink, rx) = ObservationSink::bounded(16);
+    let handle = w.spawn_ingest(rx).unwrap_or_else(|e| panic!("{e}"));
+    sink.emit(Op::ReadDir, CLAUDE, || Some(PathBuf::new()));
+    drop(sink);
+    handle
+        .join()
+        .unwrap_or_else(|_| panic!("ingest thread panicked"));
+    assert_eq!(w.stats().observations, 1);
+}
+
+#[test]
+fn thrash_guard_learns_from_evictions() {
+    let dir = source_tree();
+    let root = dir.path();
+    write(root, "big.txt", "word ".repeat(4000).as_bytes());
+    let w = world(root);
+    let policy = w.policy("worldfs").unwrap_or_else(|| panic!("no policy"));
+    let mut s = Script::new();
+    s.read(CAT, "big.txt");
+    s.read(CAT, "src/main.py");
+    w.ingest(s.take());
+    let big_cost = w
+        .candidates()
+        .iter()
+        .find(|c| c.path == Path::new("big.txt"))
+        .map_or(0, |c| u64::from(c.whole_tokens));
+    assert!(big_cost > 1000);
+    // Everything fits: both kept.
+    let sel = w.select(100_000, policy.as_ref());
+    assert_eq!(sel.evicted.len(), 0);
+    // The budget shrinks: big.txt goes, the eviction is recorded.
+    let sel = w.select(200, policy.as_ref());
+    assert!(sel.evicted.iter().any(|e| e.path == Path::new("big.txt")));
+    let e = w
+        .entry(Path::new("big.txt"))
+        .unwrap_or_else(|| panic!("gone"));
+    assert_eq!((e.evictions, e.evicted_unread), (1, true));
+    // The agent reads it again: that is thrash, and it is protected from now on.
+    s.read(CAT, "big.txt");
+    w.ingest(s.take());
+    let e = w
+        .entry(Path::new("big.txt"))
+        .unwrap_or_else(|| panic!("gone"));
+    assert_eq!(e.rereads_after_eviction, 1);
+    let sel = w.select(big_cost + 10, policy.as_ref());
+    assert_eq!(
+        sel.kept.first().map(|k| k.path.as_path()),
+        Some(Path::new("big.txt"))
+    );
+}
