@@ -13,6 +13,7 @@ pub mod attribution;
 pub mod cache;
 pub mod config;
 pub mod entry;
+pub mod harness;
 pub mod ignore_rules;
 mod ingest;
 pub mod journal;
@@ -165,6 +166,7 @@ impl WorldBuilder {
             reads_by_range: self.reads_by_range,
             source,
             config: self.config,
+            harness: harness::Harness::default(),
         }))
     }
 }
@@ -191,6 +193,7 @@ pub struct World {
     reads_by_range: bool,
     source: Arc<SourceRoot>,
     config: Config,
+    harness: harness::Harness,
 }
 
 impl World {
@@ -282,6 +285,11 @@ impl World {
     }
 
     /// A copy of every entry, sorted by path.
+    /// Session state the harness provides (goal, framing, state, last step, command outputs).
+    pub fn harness(&self) -> &harness::Harness {
+        &self.harness
+    }
+
     pub fn entries(&self) -> Vec<(PathBuf, Entry)> {
         let mut v = self.cache.snapshot();
         v.sort_by(|a, b| a.0.cmp(&b.0));
