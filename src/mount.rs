@@ -11,6 +11,7 @@ use anyhow::{Context, bail};
 use fuser::{Config, MountOption, Session, SessionACL};
 use tracing::{info, warn};
 
+use crate::fs::self_changes::SelfChanges;
 use crate::fs::{FsOptions, InodeStore, IoMode, Passthrough, sys, watcher::Watcher};
 use crate::mountinfo;
 use crate::observation::ObservationSink;
@@ -157,7 +158,8 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         (ObservationSink::disabled(), None)
     };
 
-    let fs = Passthrough::new(store.clone(), opts, sink.clone());
+    let self_changes = Arc::new(SelfChanges::default());
+    let fs = Passthrough::new(store.clone(), opts, sink.clone(), self_changes.clone());
     let op_stats = fs.stats();
     let mut config = Config::default();
     config.mount_options = vec![
@@ -195,7 +197,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     };
     let notifier = session.notifier();
     if let Some(w) = watcher {
-        w.run(store.clone(), notifier, sink.clone())
+        w.run(store.clone(), notifier, sink.clone(), self_changes)
             .context("spawning the watcher thread")?;
     }
 

@@ -14,6 +14,7 @@ pub mod handles;
 pub mod inode_store;
 pub mod op_stats;
 pub mod passthrough;
+pub mod self_changes;
 pub mod sys;
 pub mod watcher;
 

@@ -23,6 +23,7 @@ use super::credentials::AsCaller;
 use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
 use super::op_stats::{OpStats, bump};
+use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode};
 use crate::observation::{ObservationSink, Op};
@@ -37,6 +38,8 @@ pub struct Passthrough {
     /// Decided at INIT: the kernel supports passthrough and the options allow it.
     passthrough: AtomicBool,
     stats: Arc<OpStats>,
+    /// Namespace changes made through the mount, for the watcher to recognise.
+    self_changes: Arc<SelfChanges>,
 }
 
 type Res<T> = Result<T, Errno>;
@@ -113,7 +116,12 @@ fn access_mode(flags: i32) -> (bool, bool) {
 }
 
 impl Passthrough {
-    pub fn new(store: Arc<InodeStore>, opts: FsOptions, observe: ObservationSink) -> Self {
+    pub fn new(
+        store: Arc<InodeStore>,
+        opts: FsOptions,
+        observe: ObservationSink,
+        self_changes: Arc<SelfChanges>,
+    ) -> Self {
         Self {
             store,
             files: HandleTable::default(),
@@ -122,6 +130,7 @@ impl Passthrough {
             observe,
             passthrough: AtomicBool::new(false),
             stats: Arc::new(OpStats::default()),
+            self_changes,
         }
     }
 
@@ -141,6 +150,11 @@ impl Passthrough {
     fn emit_child(&self, op: Op, pid: u32, parent: u64, name: &OsStr) {
         self.observe
             .emit(op, pid, || self.store.child_path(parent, name));
+    }
+
+    fn note_name(&self, parent: &Inode, name: &OsStr, change: NameChange) {
+        self.self_changes
+            .record(parent.dev, parent.ino, name, change);
     }
 
     fn stat_inode(&self, inode: &Inode) -> io::Result<libc::stat> {
@@ -183,6 +197,7 @@ impl Passthrough {
             let _as = AsCaller::switch(req.uid(), req.gid())?;
             make(pfd.as_fd(), &cname)?;
         }
+        self.note_name(&parent, name, NameChange::Created);
         self.store.lookup(&parent, &cname)
     }
 
@@ -350,6 +365,9 @@ impl Passthrough {
             )
             .map_err(errno)?
         };
+        // The kernel sends CREATE only for names it believes absent; if it raced with an external
+        // create, the unmatched ledger entry simply expires.
+        self.note_name(&parent_inode, name, NameChange::Created);
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
         let (read, write) = access_mode(flags);
         let backing = self.backing_for(&inode, &fd, |fd| reply.open_backing(fd));
@@ -398,6 +416,10 @@ impl Passthrough {
         })
         .map_err(errno)?;
         let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        if !exchange {
+            self.note_name(&p, name, NameChange::Removed);
+            self.note_name(&np, newname, NameChange::Created);
+        }
         // Keep reported paths right: the moved inode is now known under its new name.
         for (dirfd, dir, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
             .into_iter()
@@ -705,6 +727,7 @@ impl Filesystem for Passthrough {
                     libc::AT_SYMLINK_FOLLOW,
                 )
             })?;
+            self.note_name(&np, newname, NameChange::Created);
             let r = self.store.lookup(&np, &cname)?;
             Ok((r, target_path))
         })();
@@ -1256,7 +1279,9 @@ impl Passthrough {
             let p = self.store.get(parent.0)?;
             let c = cstr(name)?;
             let pfd = self.store.path_fd(&p)?;
-            cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })
+            cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })?;
+            self.note_name(&p, name, NameChange::Removed);
+            Ok(())
         })();
         match result {
             Ok(_) => {

@@ -20,6 +20,7 @@ use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
 use super::inode_store::{InodeStore, ROOT_ID};
+use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
 
@@ -55,6 +56,7 @@ impl Watcher {
         store: Arc<InodeStore>,
         notifier: Notifier,
         observe: ObservationSink,
+        self_changes: Arc<SelfChanges>,
     ) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("worldfs-watch".into())
@@ -63,6 +65,7 @@ impl Watcher {
                     store,
                     notifier,
                     observe,
+                    self_changes,
                 };
                 let Watcher {
                     _watcher,
@@ -86,6 +89,7 @@ struct Invalidator {
     store: Arc<InodeStore>,
     notifier: Notifier,
     observe: ObservationSink,
+    self_changes: Arc<SelfChanges>,
 }
 
 impl Invalidator {
@@ -112,9 +116,40 @@ impl Invalidator {
                 (EventKind::Modify(ModifyKind::Name(_)), false) => ExternalChange::Removed,
                 _ => change,
             };
-            self.path(rel);
+            let namespace = match ev.kind {
+                EventKind::Create(_)
+                | EventKind::Remove(_)
+                | EventKind::Modify(ModifyKind::Name(_)) => match change {
+                    ExternalChange::Created => Some(NameChange::Created),
+                    ExternalChange::Removed => Some(NameChange::Removed),
+                    _ => None,
+                },
+                _ => None,
+            };
+            if let Some(nc) = namespace
+                && self.is_own(rel, nc)
+            {
+                continue;
+            }
+            if namespace.is_some() {
+                self.name(rel);
+            } else {
+                self.content(rel);
+            }
             self.observe
                 .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
+        }
+    }
+
+    /// Whether this name change is the echo of an operation made through the mount.
+    fn is_own(&self, rel: &Path, change: NameChange) -> bool {
+        let Some(name) = rel.file_name() else {
+            return false;
+        };
+        let parent = rel.parent().unwrap_or(Path::new(""));
+        match self.stat(parent) {
+            Some(st) => self.self_changes.take(st.st_dev, st.st_ino, name, change),
+            None => false,
         }
     }
 
@@ -130,13 +165,19 @@ impl Invalidator {
         sys::fstatat(self.store.root_fd().as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
     }
 
-    /// Drops the kernel's cached attributes and pages of `rel`, and its name in its parent.
-    fn path(&self, rel: &Path) {
+    /// Drops the kernel's cached attributes and pages of `rel` (its content or metadata changed).
+    fn content(&self, rel: &Path) {
         if let Some(st) = self.stat(rel)
             && let Some(id) = self.store.known(st.st_dev, st.st_ino)
         {
             self.inval_inode(id);
         }
+    }
+
+    /// Drops what the kernel caches about the name `rel`: the inode now behind it, the name in
+    /// its parent, and the parent's listing and attributes.
+    fn name(&self, rel: &Path) {
+        self.content(rel);
         let Some(name) = rel.file_name() else { return };
         let parent_rel = rel.parent().unwrap_or(Path::new(""));
         let parent = if parent_rel.as_os_str().is_empty() {

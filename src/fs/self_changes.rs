@@ -1,0 +1,82 @@
+//! Names the mount itself just created or removed, so the watcher can tell its own echo from a
+//! change made behind the mount.
+//!
+//! Every operation through the mount also shows up as an inotify event on SOURCE. Invalidating
+//! for those drops dentries and directory attributes the kernel has just made correct, and costs
+//! a LOOKUP or GETATTR round trip per name afterwards (rm -rf and bulk creates pay it 5,000 times).
+//!
+//! Only namespace events are matched (created, removed): inotify never merges two of them for
+//! one name, because the opposite event must come in between, so counting them is exact. Data
+//! and attribute events (modify, attrib, close-write) can be merged with an external writer's and
+//! are always invalidated. An entry not matched within `TTL` is dropped, so a lost event can never
+//! hide a later external change for longer than that.
+
+use std::collections::HashMap;
+use std::ffi::OsStr;
+use std::os::unix::ffi::OsStrExt;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+const TTL: Duration = Duration::from_millis(500);
+const MAX_ENTRIES: usize = 65_536;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum NameChange {
+    Created,
+    Removed,
+}
+
+type Key = (u64, u64, Box<[u8]>, NameChange);
+
+#[derive(Default)]
+pub struct SelfChanges {
+    pending: Mutex<HashMap<Key, (u32, Instant)>>,
+}
+
+impl SelfChanges {
+    /// Notes that the mount changed `name` in the directory (dev, ino) of the backing tree.
+    pub fn record(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) {
+        let now = Instant::now();
+        let mut p = self.pending.lock();
+        if p.len() >= MAX_ENTRIES {
+            p.retain(|_, (_, t)| now.duration_since(*t) < TTL);
+        }
+        let e = p
+            .entry((dev, dir_ino, name.as_bytes().into(), change))
+            .or_insert((0, now));
+        e.0 += 1;
+        e.1 = now;
+    }
+
+    /// True (and forgets one occurrence) if the watcher's event is the mount's own change.
+    pub fn take(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) -> bool {
+        let key = (dev, dir_ino, name.as_bytes().into(), change);
+        let mut p = self.pending.lock();
+        let Some((count, at)) = p.get_mut(&key) else {
+            return false;
+        };
+        let fresh = at.elapsed() < TTL;
+        *count -= 1;
+        if *count == 0 {
+            p.remove(&key);
+        }
+        fresh
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn matches_each_recorded_change_once() {
+        let s = SelfChanges::default();
+        let n = OsStr::new("a");
+        s.record(1, 2, n, NameChange::Created);
+        assert!(!s.take(1, 2, n, NameChange::Removed));
+        assert!(s.take(1, 2, n, NameChange::Created));
+        assert!(!s.take(1, 2, n, NameChange::Created), "consumed once only");
+        assert!(!s.take(1, 3, n, NameChange::Created), "other directory");
+    }
+}
