@@ -8,4 +8,5 @@ pub mod fs;
 pub mod mount;
 pub mod mountinfo;
 pub mod observation;
+pub mod runtime;
 pub mod world;

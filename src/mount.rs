@@ -227,6 +227,9 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         })
         .context("spawning the signal thread")?;
 
+    let _pid_file = crate::runtime::PidFile::create(&plan.target)
+        .map_err(|e| warn!("cannot record the daemon pid: {e}"))
+        .ok();
     if plan.source == plan.target {
         eprintln!(
             "worldfs: mounted {} in place (shells already inside it: `cd .` to enter the mount)",
@@ -355,8 +358,36 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
     }) else {
         bail!("{} is not a worldfs mount point", abs.display());
     };
-    detach(&m.mount_point).with_context(|| format!("unmounting {}", m.mount_point.display()))?;
-    eprintln!("worldfs: unmounted {}", m.mount_point.display());
+    let target = m.mount_point.clone();
+    let c = cpath(&target).context("mount point path")?;
+    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+        eprintln!("worldfs: unmounted {}", target.display());
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::EBUSY) {
+        return Err(e).with_context(|| format!("unmounting {}", target.display()));
+    }
+    if crate::runtime::live_daemon(&target).is_none() {
+        // The daemon is gone: requests stuck on the connection (and any thread of the dead
+        // daemon waiting on them) only end when it is aborted. MNT_FORCE aborts a FUSE
+        // connection before unmounting.
+        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE) } == 0 {
+            eprintln!(
+                "worldfs: aborted and unmounted {} (its daemon was gone)",
+                target.display()
+            );
+            return Ok(());
+        }
+    }
+    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
+        return Err(std::io::Error::last_os_error())
+            .with_context(|| format!("unmounting {}", target.display()));
+    }
+    eprintln!(
+        "worldfs: {} was busy; detached (it disappears when the last open file closes)",
+        target.display()
+    );
     Ok(())
 }
 

@@ -40,6 +40,9 @@ enum Backing {
 
 pub struct Inode {
     pub nodeid: u64,
+    /// Bumped each time the node id is reused for a different backing inode, so the kernel
+    /// drops what it cached for the old one.
+    pub generation: u64,
     pub dev: u64,
     pub ino: u64,
     /// `S_IFMT` bits of the backing inode.
@@ -54,6 +57,45 @@ pub struct Inode {
 }
 
 impl Inode {
+    /// Whether `backing` names the same backing inode as this one. File handles carry the
+    /// inode's generation, so a reused inode number shows up as a different handle.
+    fn same_backing(&self, backing: &Backing, dev: u64, kind: u32) -> bool {
+        if self.dev != dev || self.kind != kind {
+            return false;
+        }
+        match (&self.backing, backing) {
+            (Backing::Handle(a), Backing::Handle(b)) => a == b,
+            // Without handles, (dev, ino, type) is all there is to compare.
+            _ => true,
+        }
+    }
+
+    /// A fresh inode with the same identity and backing (descriptors are re-opened lazily).
+    fn clone_identity(other: &Inode) -> Inode {
+        Inode {
+            nodeid: other.nodeid,
+            generation: other.generation,
+            dev: other.dev,
+            ino: other.ino,
+            kind: other.kind,
+            backing: match &other.backing {
+                Backing::Root => Backing::Root,
+                Backing::Handle(h) => Backing::Handle(h.clone()),
+                Backing::Fd(fd) => match fd.try_clone() {
+                    Ok(fd) => Backing::Fd(fd),
+                    // Out of descriptors: keep a handle-less root-relative marker impossible;
+                    // fall back to sharing by duplicating lazily is not possible either, so
+                    // reuse the root (operations will fail with ESTALE-like errors).
+                    Err(_) => Backing::Root,
+                },
+            },
+            nlookup: AtomicU64::new(0),
+            name: Mutex::new(other.name.lock().clone()),
+            dir_fd: Mutex::new(None),
+            backing_id: Mutex::new(Weak::new()),
+        }
+    }
+
     pub fn is_dir(&self) -> bool {
         self.kind == libc::S_IFDIR
     }
@@ -99,6 +141,7 @@ impl InodeStore {
             .ok();
         let root = Arc::new(Inode {
             nodeid: ROOT_ID,
+            generation: 0,
             dev: st.st_dev,
             ino: st.st_ino,
             kind: st.st_mode & libc::S_IFMT,
@@ -206,17 +249,18 @@ impl InodeStore {
         let nodeid = self.nodeid_for(st.st_dev, st.st_ino);
         let kind = st.st_mode & libc::S_IFMT;
         let name_os = OsStr::from_bytes(name.to_bytes());
-        if let Some(existing) = self.map.get(&nodeid)
-            && existing.kind == kind
-            && existing.dev == st.st_dev
+        let backing = self.backing_for(pfd.as_fd(), name)?;
+        let existing = self.map.get(&nodeid).map(|e| e.clone());
+        if let Some(existing) = existing
+            && existing.same_backing(&backing, st.st_dev, kind)
         {
             existing.nlookup.fetch_add(1, Ordering::Relaxed);
             *existing.name.lock() = Some((parent.nodeid, name_os.to_owned()));
-            return Ok((existing.clone(), st));
+            return Ok((existing, st));
         }
-        let backing = self.backing_for(pfd.as_fd(), name)?;
         let inode = Arc::new(Inode {
             nodeid,
+            generation: 0,
             dev: st.st_dev,
             ino: st.st_ino,
             kind,
@@ -227,19 +271,30 @@ impl InodeStore {
             backing_id: Mutex::new(Weak::new()),
         });
         // Two threads may race to insert the same inode; the first one wins and both count.
+        let mut replaced = None;
         let entry = self
             .map
             .entry(nodeid)
             .and_modify(|cur| {
-                if cur.kind != kind || cur.dev != st.st_dev {
-                    // The backing inode number was reused for a different file.
-                    self.drop_cached_fd(cur);
-                    *cur = inode.clone();
+                if !cur.same_backing(&inode.backing, st.st_dev, kind) {
+                    // ext4 reused the inode number of a deleted file: the old handle is stale.
+                    // The kernel's references to this node id carry over to the new inode.
+                    let mut fresh = Inode::clone_identity(&inode);
+                    fresh.generation = cur.generation + 1;
+                    fresh
+                        .nlookup
+                        .store(cur.nlookup.load(Ordering::Acquire), Ordering::Release);
+                    replaced = Some(std::mem::replace(cur, Arc::new(fresh)));
                 }
             })
             .or_insert(inode);
         entry.nlookup.fetch_add(1, Ordering::Relaxed);
-        Ok((entry.clone(), st))
+        let result = entry.clone();
+        drop(entry);
+        if let Some(old) = replaced {
+            self.drop_cached_fd(&old);
+        }
+        Ok((result, st))
     }
 
     fn backing_for(&self, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Backing> {

@@ -62,6 +62,7 @@ struct Opened {
     op: Op,
     /// Set for CREATE, whose reply carries the new entry.
     attr: Option<FileAttr>,
+    generation: u64,
 }
 
 fn errno(e: io::Error) -> Errno {
@@ -176,7 +177,7 @@ impl Passthrough {
                 &self.opts.attr_ttl,
                 &self.opts.entry_ttl,
                 &to_attr(inode.nodeid, &st),
-                Generation(0),
+                Generation(inode.generation),
             ),
             Err(e) => reply.error(errno(e)),
         }
@@ -233,8 +234,10 @@ impl Passthrough {
         }
     }
 
-    /// A path for the l*xattr calls that reaches exactly this inode; the descriptor it names
-    /// must be kept alive while the path is used.
+    /// A path for the xattr calls that reaches exactly this inode: `/proc/self/fd/N` of its
+    /// O_PATH descriptor. The calls must follow that magic link (the `l*` variants would act on
+    /// the link itself); following it lands on the inode, even a symlink, and goes no further.
+    /// The descriptor must be kept alive while the path is used.
     fn xattr_path(&self, inode: &Inode) -> io::Result<(InodeFd, std::ffi::CString)> {
         let fd = self.store.path_fd(inode)?;
         let path = sys::proc_fd_path(fd.as_fd().as_raw_fd());
@@ -340,6 +343,7 @@ impl Passthrough {
             nodeid: inode.nodeid,
             op,
             attr: None,
+            generation: inode.generation,
         })
     }
 
@@ -388,6 +392,7 @@ impl Passthrough {
                 created: true,
             },
             attr: Some(to_attr(inode.nodeid, &st)),
+            generation: inode.generation,
         })
     }
 
@@ -949,7 +954,7 @@ impl Filesystem for Passthrough {
                         name,
                         &opts.entry_ttl,
                         &to_attr(inode.nodeid, &st),
-                        Generation(0),
+                        Generation(inode.generation),
                     );
                     if full {
                         // Not sent, so the kernel will not count this lookup.
@@ -1045,7 +1050,7 @@ impl Filesystem for Passthrough {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
             cvt(unsafe {
-                libc::lsetxattr(
+                libc::setxattr(
                     path.as_ptr(),
                     n.as_ptr(),
                     value.as_ptr().cast(),
@@ -1071,7 +1076,7 @@ impl Filesystem for Passthrough {
             let n = cstr(name).map_err(errno)?;
             let mut buf = vec![0u8; size as usize];
             let r = unsafe {
-                libc::lgetxattr(
+                libc::getxattr(
                     path.as_ptr(),
                     n.as_ptr(),
                     buf.as_mut_ptr().cast(),
@@ -1080,7 +1085,7 @@ impl Filesystem for Passthrough {
             };
             sys::xattr_result(r, buf).map_err(errno)
         });
-        reply_xattr(reply, size, result);
+        reply_xattr(reply, result);
     }
 
     fn listxattr(&self, _req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -1088,10 +1093,10 @@ impl Filesystem for Passthrough {
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let mut buf = vec![0u8; size as usize];
-            let r = unsafe { libc::llistxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
+            let r = unsafe { libc::listxattr(path.as_ptr(), buf.as_mut_ptr().cast(), buf.len()) };
             sys::xattr_result(r, buf).map_err(errno)
         });
-        reply_xattr(reply, size, result);
+        reply_xattr(reply, result);
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -1099,7 +1104,7 @@ impl Filesystem for Passthrough {
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
-            cvt(unsafe { libc::lremovexattr(path.as_ptr(), n.as_ptr()) }).map_err(errno)
+            cvt(unsafe { libc::removexattr(path.as_ptr(), n.as_ptr()) }).map_err(errno)
         });
         match result {
             Ok(_) => {
@@ -1142,6 +1147,7 @@ impl Filesystem for Passthrough {
                 backing,
                 nodeid,
                 op,
+                generation,
             }) => {
                 let fh = FileHandle(fh);
                 let ttl = &self.opts.entry_ttl;
@@ -1149,14 +1155,18 @@ impl Filesystem for Passthrough {
                     Some(id) => reply.created_passthrough(
                         ttl,
                         &attr,
-                        Generation(0),
+                        Generation(generation),
                         fh,
                         FopenFlags::empty(),
                         id,
                     ),
-                    None => {
-                        reply.created(ttl, &attr, Generation(0), fh, FopenFlags::FOPEN_KEEP_CACHE)
-                    }
+                    None => reply.created(
+                        ttl,
+                        &attr,
+                        Generation(generation),
+                        fh,
+                        FopenFlags::FOPEN_KEEP_CACHE,
+                    ),
                 }
                 (op, nodeid)
             }
@@ -1217,6 +1227,22 @@ impl Filesystem for Passthrough {
             Ok(off) => reply.offset(off),
             Err(e) => reply.error(errno(e)),
         }
+    }
+
+    fn ioctl(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _flags: fuser::IoctlFlags,
+        _cmd: u32,
+        _in_data: &[u8],
+        _out_size: u32,
+        reply: fuser::ReplyIoctl,
+    ) {
+        // Only unrestricted ioctls would reach here, and regular files have none worth passing
+        // on; ENOTTY is what isatty() and friends get from a plain file too.
+        reply.error(Errno::ENOTTY);
     }
 
     fn copy_file_range(
@@ -1314,10 +1340,10 @@ fn dot_attr() -> FileAttr {
     }
 }
 
-fn reply_xattr(reply: ReplyXattr, size: u32, result: Res<Vec<u8>>) {
+fn reply_xattr(reply: ReplyXattr, result: Res<sys::XattrValue>) {
     match result {
-        Ok(data) if size == 0 => reply.size(data.len() as u32),
-        Ok(data) => reply.data(&data),
+        Ok(sys::XattrValue::Size(n)) => reply.size(n as u32),
+        Ok(sys::XattrValue::Data(data)) => reply.data(&data),
         Err(e) => reply.error(e),
     }
 }

@@ -183,12 +183,21 @@ pub fn raise_nofile_limit() {
     }
 }
 
-/// Buffer-size protocol shared by getxattr/listxattr: size 0 asks for the length only.
-pub fn xattr_result(ret: libc::ssize_t, buf: Vec<u8>) -> io::Result<Vec<u8>> {
+/// What a getxattr/listxattr call returned: with an empty buffer (a size query) only the
+/// length is known; otherwise the bytes themselves.
+pub enum XattrValue {
+    Size(usize),
+    Data(Vec<u8>),
+}
+
+/// Applies the buffer-size protocol shared by getxattr/listxattr: size 0 asks for the length.
+pub fn xattr_result(ret: libc::ssize_t, mut buf: Vec<u8>) -> io::Result<XattrValue> {
     let n = cvt_size(ret)?;
-    let mut buf = buf;
+    if buf.is_empty() {
+        return Ok(XattrValue::Size(n));
+    }
     buf.truncate(n);
-    Ok(buf)
+    Ok(XattrValue::Data(buf))
 }
 
 #[cfg(test)]

@@ -1,0 +1,59 @@
+# worldfs: build, demo, tests, lint, benchmarks. Every target is a thin wrapper; the work is
+# in scripts/ (each script has --help or a header comment).
+#
+#   make build          cargo build --release (target/release/worldfs)
+#   make run            mount the example workspace (examples/workspace) in place and show it
+#   make test           cargo test --all-targets + pjdfstest + fsx; last line "N passed, N failed"
+#   make lint           cargo fmt --check + cargo clippy --all-targets -D warnings
+#   make bench          all three benchmarks below, appended to BENCHMARKS.md
+#   make bench-fs       fsbench native vs mount on a 10k-file git tree (BENCH_RUNS=5)
+#   make bench-latency  external-change visibility latency (100 trials)
+#   make bench-rss      daemon RSS on a 100k-file tree after find and git status
+#   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
+#   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
+#   make clean          cargo clean and remove bench-work/
+
+SHELL := /bin/bash
+CARGO ?= cargo
+
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss pjdfstest fsx clean
+
+build:
+	$(CARGO) build --release
+
+run: build
+	WFS_NO_BUILD=1 scripts/run-example.sh
+
+test:
+	scripts/test.sh
+
+# both checks run even if the first fails; the target fails if either did
+lint:
+	@rc=0; set -x; \
+	$(CARGO) fmt --all -- --check || rc=1; \
+	$(CARGO) clippy --all-targets -- -D warnings || rc=1; \
+	exit $$rc
+
+bench: build
+	scripts/bench.sh all
+
+bench-fs: build
+	scripts/bench.sh fs
+
+bench-latency: build
+	scripts/bench.sh latency
+
+bench-rss: build
+	scripts/bench.sh rss
+
+pjdfstest:
+	scripts/pjdfstest.sh $(PJD_ARGS)
+
+fsx:
+	scripts/fsx.sh $(FSX_ARGS)
+
+clean:
+	@if grep -q " $(CURDIR)/bench-work" /proc/self/mountinfo; then \
+	  echo "make clean: something is still mounted under bench-work/; not removing it" >&2; exit 1; fi
+	$(CARGO) clean
+	rm -rf bench-work

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test.sh (`make test`): every test suite, in order, even when an earlier one fails:
+#   1. cargo test --all-targets --no-fail-fast  (unit and integration tests; every binary runs)
+#   2. scripts/pjdfstest.sh          (pjdfstest 0.2.2 against a live mount)
+#   3. scripts/fsx.sh                (fsx 0.3.2: 1 process, then 2 at once; 100k ops each)
+# Prints a summary per suite and, as its last line, the totals of individual tests
+# ("N passed, N failed": cargo tests + pjdfstest cases + fsx processes).
+# Exit status: non-zero if any suite failed.
+#   SUITES="cargo pjdfstest fsx"  run only these
+#   CARGO_TEST_ARGS="..."         extra arguments for cargo test (after --all-targets)
+#   CARGO_TEST_TIMEOUT=900        seconds the test binaries may run (after building)
+set -uo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+cd "$ROOT" || exit 2
+export PATH="$HOME/.cargo/bin:$PATH"
+SUITES=${SUITES:-cargo pjdfstest fsx}
+RES=$(mktemp -d)
+trap 'rm -rf "$RES"' EXIT
+
+TOTAL_P=0 TOTAL_F=0 SUMMARY=() STATUS=0
+record() {  # NAME RC PASSED FAILED DETAIL SECONDS
+  local verdict=ok
+  if [ "$2" != 0 ] || [ "$4" != 0 ]; then verdict=FAILED; STATUS=1; fi
+  # a suite that failed without counting any failed test still counts as one failure
+  local f=$4; [ "$verdict" = ok ] || [ "$f" != 0 ] || f=1
+  TOTAL_P=$((TOTAL_P + $3)) TOTAL_F=$((TOTAL_F + f))
+  SUMMARY+=("$(printf '%-10s %-6s %6s passed %4s failed  %5ss  %s' "$1" "$verdict" "$3" "$f" "$6" "$5")")
+}
+banner() { printf '\n======== %s ========\n' "$*"; }
+
+for suite in $SUITES; do
+  t0=$SECONDS
+  case "$suite" in
+    cargo)
+      banner "cargo test --all-targets --no-fail-fast ${CARGO_TEST_ARGS:-}"
+      rc=0
+      # build first (no time limit), then run under a time limit: a hung test must not hang CI
+      # shellcheck disable=SC2086  # CARGO_TEST_ARGS is a word list
+      cargo test --all-targets --no-fail-fast --no-run ${CARGO_TEST_ARGS:-} 2>&1 | tee "$RES/cargo.log" || rc=$?
+      if [ "$rc" = 0 ]; then
+        # shellcheck disable=SC2086
+        timeout -k 30 "${CARGO_TEST_TIMEOUT:-900}" cargo test --all-targets --no-fail-fast ${CARGO_TEST_ARGS:-} 2>&1 | tee "$RES/cargo.log" || rc=$?
+        [ "$rc" != 124 ] || echo "test.sh: cargo test timed out after ${CARGO_TEST_TIMEOUT:-900}s (a hung test?)"
+      fi
+      # count the per-test lines (not the per-binary totals: a binary that hangs or crashes
+      # never prints its total)
+      p=$(grep -cE '^test .* \.\.\. ok$' "$RES/cargo.log" || true)
+      f=$(grep -cE '^test .* \.\.\. FAILED$' "$RES/cargo.log" || true)
+      n=$(grep -c '^test result: ' "$RES/cargo.log" || true)
+      record cargo "$rc" "$p" "$f" "$n test binaries finished" $((SECONDS - t0)) ;;
+    pjdfstest)
+      banner "scripts/pjdfstest.sh"
+      rc=0; WFS_RESULT_FILE=$RES/pjd scripts/pjdfstest.sh || rc=$?
+      read -r p f s < "$RES/pjd" 2> /dev/null || { p=0 f=0 s=0; }
+      record pjdfstest "$rc" "$p" "$f" "$s skipped" $((SECONDS - t0)) ;;
+    fsx)
+      banner "scripts/fsx.sh"
+      rc=0; WFS_RESULT_FILE=$RES/fsx scripts/fsx.sh || rc=$?
+      read -r p f _ < "$RES/fsx" 2> /dev/null || { p=0 f=0; }
+      record fsx "$rc" "$p" "$f" "fsx processes" $((SECONDS - t0)) ;;
+    *) echo "test.sh: unknown suite $suite" >&2; exit 2 ;;
+  esac
+done
+
+banner "summary"
+printf '%s\n' "${SUMMARY[@]}"
+[ "$STATUS" = 0 ] && echo "all suites passed" || echo "SOME SUITES FAILED"
+echo "$TOTAL_P passed, $TOTAL_F failed"
+exit "$STATUS"

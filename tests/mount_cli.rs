@@ -1,0 +1,591 @@
+//! The `worldfs` command line: bad input fails cleanly, signals unmount cleanly, in-place
+//! mounts keep their data, `worldfs unmount` handles live and dead daemons.
+
+mod common;
+
+use common::{Mode, Mount, Scratch, bin, mounts_at, run_with_timeout, worldfs, worldfs_mounts_at};
+use std::ffi::OsStr;
+use std::os::unix::fs::MetadataExt;
+use std::path::Path;
+use std::process::{Command, Output};
+use std::time::Duration;
+
+/// A bad invocation must fail fast: a daemon that is still running after this long has
+/// probably mounted something.
+const ERROR_TIMEOUT: Duration = Duration::from_secs(10);
+
+fn os(s: &impl AsRef<OsStr>) -> &OsStr {
+    s.as_ref()
+}
+
+/// Runs `worldfs ARGS` expecting a prompt failure.
+fn fails(args: &[&OsStr]) -> Output {
+    run_with_timeout(Command::new(bin()).args(args), ERROR_TIMEOUT)
+}
+
+/// Non-zero exit and exactly one non-empty stderr line starting `worldfs: error:` that
+/// mentions one of `mentions` (a path or a word naming the problem).
+fn assert_error(what: &str, out: &Output, mentions: &[&str]) {
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(
+        !out.status.success(),
+        "{what}: exit status {} (expected failure); stderr:\n{stderr}",
+        out.status
+    );
+    assert_eq!(
+        lines.len(),
+        1,
+        "{what}: expected a one-line error on stderr, got {} lines:\n{stderr}",
+        lines.len()
+    );
+    assert!(
+        lines[0].starts_with("worldfs: error:"),
+        "{what}: the error line does not start with `worldfs: error:`: {:?}",
+        lines[0]
+    );
+    let lower = lines[0].to_lowercase();
+    assert!(
+        mentions.iter().any(|m| lower.contains(&m.to_lowercase())),
+        "{what}: the error {:?} names none of {mentions:?}",
+        lines[0]
+    );
+}
+
+fn assert_nothing_mounted(what: &str, paths: &[&Path]) {
+    for p in paths {
+        let ms = mounts_at(p);
+        assert!(
+            ms.is_empty(),
+            "{what}: something is mounted at {}: {ms:?}",
+            p.display()
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// bad input
+
+#[test]
+fn help_mentions_every_option() {
+    let top = worldfs(&[os(&"--help")]);
+    assert!(top.status.success(), "worldfs --help: {}", top.status);
+    let top = String::from_utf8_lossy(&top.stdout).to_string();
+    for word in ["mount", "unmount"] {
+        assert!(
+            top.contains(word),
+            "`worldfs --help` does not mention {word}:\n{top}"
+        );
+    }
+
+    let mount = worldfs(&[os(&"mount"), os(&"--help")]);
+    assert!(
+        mount.status.success(),
+        "worldfs mount --help: {}",
+        mount.status
+    );
+    let mount = String::from_utf8_lossy(&mount.stdout).to_string();
+    for word in [
+        "SOURCE",
+        "MOUNTPOINT",
+        "--no-observe",
+        "--io",
+        "passthrough",
+        "daemon",
+        "-v",
+        "SIGINT",
+        "SIGTERM",
+    ] {
+        assert!(
+            mount.contains(word),
+            "`worldfs mount --help` does not mention {word}:\n{mount}"
+        );
+    }
+
+    let un = worldfs(&[os(&"unmount"), os(&"--help")]);
+    assert!(un.status.success(), "worldfs unmount --help: {}", un.status);
+    let un = String::from_utf8_lossy(&un.stdout).to_string();
+    assert!(
+        un.contains("PATH"),
+        "`worldfs unmount --help` does not mention PATH:\n{un}"
+    );
+}
+
+#[test]
+fn error_nonexistent_source() {
+    let s = Scratch::new();
+    let mnt = s.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let src = s.join("does-not-exist");
+    let out = fails(&[os(&"mount"), os(&src), os(&mnt)]);
+    assert_error(
+        "nonexistent SOURCE",
+        &out,
+        &[src.to_str().unwrap(), "does-not-exist"],
+    );
+    assert_nothing_mounted("nonexistent SOURCE", &[&mnt, &src]);
+
+    // in place too
+    let out = fails(&[os(&"mount"), os(&src)]);
+    assert_error(
+        "nonexistent SOURCE in place",
+        &out,
+        &[src.to_str().unwrap(), "does-not-exist"],
+    );
+}
+
+#[test]
+fn error_source_is_a_file() {
+    let s = Scratch::new();
+    let mnt = s.join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let file = s.join("a-file");
+    std::fs::write(&file, b"not a directory").unwrap();
+    let out = fails(&[os(&"mount"), os(&file), os(&mnt)]);
+    assert_error(
+        "SOURCE is a file",
+        &out,
+        &[file.to_str().unwrap(), "not a directory"],
+    );
+    let out = fails(&[os(&"mount"), os(&file)]);
+    assert_error(
+        "SOURCE is a file, in place",
+        &out,
+        &[file.to_str().unwrap(), "not a directory"],
+    );
+    assert_nothing_mounted("SOURCE is a file", &[&mnt, &file]);
+    assert_eq!(std::fs::read(&file).unwrap(), b"not a directory");
+}
+
+#[test]
+fn error_mountpoint_inside_source() {
+    let s = Scratch::new();
+    let src = s.join("src");
+    let inner = src.join("sub/mnt");
+    std::fs::create_dir_all(&inner).unwrap();
+    let out = fails(&[os(&"mount"), os(&src), os(&inner)]);
+    assert_error(
+        "MOUNTPOINT inside SOURCE",
+        &out,
+        &[inner.to_str().unwrap(), "inside"],
+    );
+    assert_nothing_mounted("MOUNTPOINT inside SOURCE", &[&src, &inner]);
+}
+
+#[test]
+fn error_nonexistent_mountpoint() {
+    let s = Scratch::new();
+    let src = s.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let mnt = s.join("no-such-mountpoint");
+    let out = fails(&[os(&"mount"), os(&src), os(&mnt)]);
+    assert_error(
+        "nonexistent MOUNTPOINT",
+        &out,
+        &[mnt.to_str().unwrap(), "no-such-mountpoint"],
+    );
+    assert_nothing_mounted("nonexistent MOUNTPOINT", &[&src]);
+}
+
+#[test]
+fn error_mountpoint_already_mounted_by_worldfs() {
+    let m = Mount::start(Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("first"), b"1").unwrap();
+    });
+    let other = m.scratch.join("other-src");
+    std::fs::create_dir(&other).unwrap();
+    let out = fails(&[os(&"mount"), os(&other), os(&m.root)]);
+    assert_error(
+        "MOUNTPOINT already a worldfs mount",
+        &out,
+        &[m.root.to_str().unwrap(), "already"],
+    );
+    assert_eq!(
+        worldfs_mounts_at(&m.root),
+        1,
+        "exactly the first mount must remain at {}",
+        m.root.display()
+    );
+    assert_eq!(
+        std::fs::read(m.path("first")).unwrap(),
+        b"1",
+        "the first mount must keep working"
+    );
+}
+
+#[test]
+fn error_in_place_over_an_in_place_mount() {
+    let m = Mount::start(Mode::InPlace, &[], |src| {
+        std::fs::write(src.join("first"), b"1").unwrap();
+    });
+    let out = fails(&[os(&"mount"), os(&m.source)]);
+    assert_error(
+        "in place over a worldfs mount",
+        &out,
+        &[m.source.to_str().unwrap(), "already"],
+    );
+    // mirroring a path that is itself a worldfs mount is refused as well
+    let mnt2 = m.scratch.join("mnt2");
+    std::fs::create_dir(&mnt2).unwrap();
+    let out = fails(&[os(&"mount"), os(&m.source), os(&mnt2)]);
+    assert_error(
+        "SOURCE is a worldfs mount",
+        &out,
+        &[m.source.to_str().unwrap(), "already"],
+    );
+    assert_nothing_mounted("SOURCE is a worldfs mount", &[&mnt2]);
+    assert_eq!(worldfs_mounts_at(&m.source), 1);
+    assert_eq!(std::fs::read(m.path("first")).unwrap(), b"1");
+}
+
+#[test]
+fn error_missing_dev_fuse() {
+    common::require_fuse();
+    let s = Scratch::new();
+    let src = s.join("src");
+    let mnt = s.join("mnt");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    // A private mount namespace whose /dev is an empty tmpfs: no /dev/fuse in there.
+    let out = run_with_timeout(
+        Command::new("unshare")
+            .args(["--mount", "--propagation", "private", "sh", "-c"])
+            .arg("mount -t tmpfs none /dev || exit 99; exec \"$0\" mount \"$1\" \"$2\"")
+            .arg(bin())
+            .arg(&src)
+            .arg(&mnt),
+        ERROR_TIMEOUT,
+    );
+    assert_ne!(
+        out.status.code(),
+        Some(99),
+        "test setup: could not hide /dev in a private mount namespace: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_error("missing /dev/fuse", &out, &["/dev/fuse", "fuse"]);
+    assert_nothing_mounted("missing /dev/fuse", &[&mnt, &src]);
+}
+
+#[test]
+fn error_bad_io_value() {
+    let s = Scratch::new();
+    let src = s.join("src");
+    let mnt = s.join("mnt");
+    std::fs::create_dir(&src).unwrap();
+    std::fs::create_dir(&mnt).unwrap();
+    let out = fails(&[os(&"mount"), os(&src), os(&mnt), os(&"--io"), os(&"bogus")]);
+    assert!(
+        !out.status.success(),
+        "--io bogus must be refused, got {}",
+        out.status
+    );
+    assert_nothing_mounted("--io bogus", &[&mnt]);
+}
+
+// ---------------------------------------------------------------------------------------------
+// mounting, signals, unmount
+
+#[test]
+fn in_place_mount_keeps_writes_in_source() {
+    let m = Mount::start(Mode::InPlace, &[], |src| {
+        std::fs::write(src.join("existing"), b"before").unwrap();
+        std::fs::create_dir(src.join("dir")).unwrap();
+    });
+    // the ready line may follow the mountinfo entry by a moment
+    assert!(
+        common::wait_until(common::MOUNT_TIMEOUT, || m
+            .log()
+            .lines()
+            .any(|l| l.starts_with("worldfs: mounted")))
+        .is_some(),
+        "no `worldfs: mounted` line on stderr:\n{}",
+        m.log()
+    );
+    // the existing tree shows at the same path
+    assert_eq!(std::fs::read(m.path("existing")).unwrap(), b"before");
+    // the path really is the mount now (not the bare directory)
+    let st_root = std::fs::metadata(&m.root).unwrap();
+    let st_parent = std::fs::metadata(m.root.parent().unwrap()).unwrap();
+    assert_ne!(
+        st_root.dev(),
+        st_parent.dev(),
+        "SOURCE's path is not covered by the mount"
+    );
+
+    std::fs::write(m.path("new-file"), b"written while mounted").unwrap();
+    std::fs::write(m.path("dir/nested"), b"nested").unwrap();
+    std::fs::write(m.path("existing"), b"after").unwrap();
+    std::fs::remove_dir(m.path("dir")).unwrap_err(); // not empty
+    std::fs::create_dir(m.path("made")).unwrap();
+
+    m.signal(libc::SIGTERM);
+    let st = m.wait_exit(common::EXIT_TIMEOUT);
+    assert!(
+        st.is_some(),
+        "daemon still running {:?} after SIGTERM\n{}",
+        common::EXIT_TIMEOUT,
+        m.log()
+    );
+    assert!(st.unwrap().success(), "exit status {:?}\n{}", st, m.log());
+    assert_eq!(
+        worldfs_mounts_at(&m.source),
+        0,
+        "still mounted after SIGTERM"
+    );
+
+    // the bare directory now
+    assert_eq!(
+        std::fs::read(m.source.join("new-file")).unwrap(),
+        b"written while mounted"
+    );
+    assert_eq!(
+        std::fs::read(m.source.join("dir/nested")).unwrap(),
+        b"nested"
+    );
+    assert_eq!(std::fs::read(m.source.join("existing")).unwrap(), b"after");
+    assert!(m.source.join("made").is_dir());
+}
+
+fn signal_exits_cleanly(sig: i32, mode: Mode) {
+    let m = Mount::start(mode, &[], |src| {
+        std::fs::write(src.join("f"), b"x").unwrap();
+    });
+    // some traffic first, so every part of the daemon has started
+    assert_eq!(std::fs::read(m.path("f")).unwrap(), b"x");
+    std::fs::write(m.path("g"), b"y").unwrap();
+    let _ = std::fs::read_dir(&m.root).unwrap().count();
+
+    m.signal(sig);
+    let st = m.wait_exit(common::EXIT_TIMEOUT);
+    let name = if sig == libc::SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    assert!(
+        st.is_some(),
+        "{name} ({mode:?}): daemon still running after {:?} (mounted: {})\n{}",
+        common::EXIT_TIMEOUT,
+        m.is_mounted(),
+        m.log()
+    );
+    let st = st.unwrap();
+    assert!(
+        st.success(),
+        "{name} ({mode:?}): exit status {st}\n{}",
+        m.log()
+    );
+    assert!(
+        !m.is_mounted(),
+        "{name} ({mode:?}): still mounted after a clean exit"
+    );
+}
+
+#[test]
+fn sigterm_unmounts_and_exits_zero() {
+    signal_exits_cleanly(libc::SIGTERM, Mode::Mirror);
+}
+
+#[test]
+fn sigint_unmounts_and_exits_zero() {
+    signal_exits_cleanly(libc::SIGINT, Mode::Mirror);
+}
+
+#[test]
+fn sigterm_in_place_unmounts_and_exits_zero() {
+    signal_exits_cleanly(libc::SIGTERM, Mode::InPlace);
+}
+
+/// A shell sitting inside the mount and an open file must not keep SIGTERM from unmounting:
+/// the mount leaves mountinfo at once (a lazy detach is fine), the open file keeps working,
+/// and the daemon exits 0 once the last user lets go.
+#[test]
+fn sigterm_with_busy_mount() {
+    let m = Mount::mirror();
+    std::fs::write(m.path("held"), b"open").unwrap();
+    let held = std::fs::File::open(m.path("held")).unwrap();
+    let mut sh = Command::new("sh")
+        .arg("-c")
+        .arg("read line")
+        .current_dir(&m.root)
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    m.signal(libc::SIGTERM);
+    let gone = common::wait_until(common::EXIT_TIMEOUT, || !m.is_mounted());
+    let mut buf = [0u8; 4];
+    let read_held = std::os::unix::fs::FileExt::read_at(&held, &mut buf, 0).map(|_| buf);
+    // let go of the mount
+    drop(held);
+    drop(sh.stdin.take());
+    let _ = sh.wait();
+    let st = m.wait_exit(common::EXIT_TIMEOUT);
+    assert!(
+        gone.is_some(),
+        "still in mountinfo {:?} after SIGTERM with a busy mount\n{}",
+        common::EXIT_TIMEOUT,
+        m.log()
+    );
+    assert_eq!(
+        read_held.as_ref().ok(),
+        Some(b"open"),
+        "a file open through the mount stopped working after SIGTERM: {read_held:?}"
+    );
+    assert!(
+        st.is_some(),
+        "daemon still running {:?} after SIGTERM and after its last user let go\n{}",
+        common::EXIT_TIMEOUT,
+        m.log()
+    );
+    assert!(
+        st.unwrap().success(),
+        "exit status {:?} after SIGTERM with a busy mount\n{}",
+        st,
+        m.log()
+    );
+}
+
+#[test]
+fn unmount_with_live_daemon() {
+    let m = Mount::mirror();
+    std::fs::write(m.path("f"), b"x").unwrap();
+    let out = worldfs(&[os(&"unmount"), os(&m.root)]);
+    assert!(
+        out.status.success(),
+        "worldfs unmount (live daemon): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!m.is_mounted(), "still mounted after `worldfs unmount`");
+    let st = m.wait_exit(common::EXIT_TIMEOUT);
+    assert!(
+        st.is_some(),
+        "the daemon keeps running after its mount was unmounted\n{}",
+        m.log()
+    );
+    assert_eq!(std::fs::read(m.backing("f")).unwrap(), b"x");
+}
+
+fn unmount_dead_daemon(mode: Mode) {
+    let m = Mount::start(mode, &[], |src| {
+        std::fs::write(src.join("kept"), b"kept").unwrap();
+    });
+    std::fs::write(m.path("written"), b"through the mount").unwrap();
+    m.kill9();
+    assert!(m.is_mounted(), "a SIGKILLed daemon leaves its mount behind");
+    let e = std::fs::metadata(&m.root).map(|_| ()).unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::ENOTCONN),
+        "stat of a dead mount: {e}"
+    );
+
+    let out = worldfs(&[os(&"unmount"), os(&m.root)]);
+    assert!(
+        out.status.success(),
+        "worldfs unmount (dead daemon, {mode:?}): {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!m.is_mounted(), "still mounted after `worldfs unmount`");
+    // the files are at SOURCE's path again (in place: the very same path)
+    assert_eq!(std::fs::read(m.source.join("kept")).unwrap(), b"kept");
+    assert_eq!(
+        std::fs::read(m.source.join("written")).unwrap(),
+        b"through the mount"
+    );
+    if mode == Mode::Mirror {
+        assert!(
+            std::fs::read_dir(&m.root).unwrap().next().is_none(),
+            "the mount point should be the empty directory again"
+        );
+    }
+}
+
+#[test]
+fn unmount_dead_daemon_mirror() {
+    unmount_dead_daemon(Mode::Mirror);
+}
+
+#[test]
+fn unmount_dead_daemon_in_place() {
+    unmount_dead_daemon(Mode::InPlace);
+}
+
+#[test]
+fn unmount_refuses_what_is_not_worldfs() {
+    let s = Scratch::new();
+    let plain = s.join("plain");
+    std::fs::create_dir(&plain).unwrap();
+    let out = fails(&[os(&"unmount"), os(&plain)]);
+    assert_error(
+        "unmount of a plain directory",
+        &out,
+        &[plain.to_str().unwrap(), "not"],
+    );
+    let out = fails(&[os(&"unmount"), os(&s.join("missing"))]);
+    assert_error(
+        "unmount of a missing path",
+        &out,
+        &["missing", "not", "exist"],
+    );
+
+    // a tmpfs is not ours to unmount
+    let t = s.join("tmpfs");
+    std::fs::create_dir(&t).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "worldfs-test-tmpfs"])
+        .arg(&t)
+        .status()
+        .unwrap();
+    assert!(st.success(), "test setup: mount tmpfs");
+    struct Umount<'a>(&'a Path);
+    impl Drop for Umount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _guard = Umount(&t);
+    let out = fails(&[os(&"unmount"), os(&t)]);
+    let still = mounts_at(&t);
+    assert_error(
+        "unmount of a tmpfs",
+        &out,
+        &[t.to_str().unwrap(), "not", "worldfs"],
+    );
+    assert!(
+        still.iter().any(|m| m.fstype == "tmpfs"),
+        "`worldfs unmount` removed a tmpfs that is not a worldfs mount"
+    );
+}
+
+#[test]
+fn options_no_observe_verbose_and_io_modes_mount() {
+    for args in [
+        &["--no-observe"][..],
+        &["-v"][..],
+        &["--io", "daemon"][..],
+        &["--io", "passthrough", "--no-observe", "-v"][..],
+    ] {
+        let m = Mount::mirror_with(args);
+        std::fs::write(m.path("f"), b"hello").unwrap();
+        assert_eq!(
+            std::fs::read(m.path("f")).unwrap(),
+            b"hello",
+            "{args:?}: read back"
+        );
+        assert_eq!(
+            std::fs::read(m.backing("f")).unwrap(),
+            b"hello",
+            "{args:?}: in SOURCE"
+        );
+        m.signal(libc::SIGTERM);
+        let st = m.wait_exit(common::EXIT_TIMEOUT);
+        assert!(
+            matches!(st, Some(s) if s.success()),
+            "{args:?}: exit after SIGTERM: {st:?}\n{}",
+            m.log()
+        );
+    }
+}

@@ -1,0 +1,263 @@
+//! The daemon killed with SIGKILL in the middle of a stream of writes: every write that
+//! returned to its caller is in SOURCE, `worldfs unmount` cleans the dead mount, and nothing
+//! else under SOURCE changed.
+
+mod common;
+
+use common::{Mode, Mount, snapshot_diff, tree_snapshot, wait_until, worldfs};
+use std::ffi::OsStr;
+use std::fs;
+use std::io::Write;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc;
+use std::time::Duration;
+
+const CHUNK: usize = 64 * 1024;
+
+/// The byte at offset `i` of the stream: position-dependent, so a misplaced or lost chunk
+/// shows.
+fn stream_byte(i: u64) -> u8 {
+    (i.wrapping_mul(2_654_435_761) >> 13) as u8 ^ (i / CHUNK as u64) as u8
+}
+
+fn small_content(k: u64) -> Vec<u8> {
+    format!("small file {k}\n")
+        .repeat(1 + (k % 7) as usize)
+        .into_bytes()
+}
+
+fn prepare(src: &Path) {
+    fs::create_dir_all(src.join("project/src")).unwrap();
+    fs::create_dir_all(src.join("project/.git/objects")).unwrap();
+    fs::write(src.join("project/Cargo.toml"), b"[package]\nname = \"x\"\n").unwrap();
+    fs::write(
+        src.join("project/src/main.rs"),
+        b"fn main() {}\n".repeat(100),
+    )
+    .unwrap();
+    fs::write(src.join("project/.git/HEAD"), b"ref: refs/heads/main\n").unwrap();
+    fs::write(src.join("project/.git/objects/blob"), vec![7u8; 100_000]).unwrap();
+    std::os::unix::fs::symlink("src/main.rs", src.join("project/link")).unwrap();
+    fs::write(src.join("untouched"), b"never written by the test").unwrap();
+    fs::create_dir(src.join("created")).unwrap();
+}
+
+/// Paths the writers touch: everything else must be byte-for-byte (and metadata) unchanged.
+fn written_by_test(rel: &Path) -> bool {
+    rel == Path::new("stream.bin") || rel.starts_with("created")
+}
+
+fn crash_during_writes(mode: Mode, args: &[&str]) {
+    // the tree as it was before mounting
+    let mut before = None;
+    let m = Mount::start(mode, args, |src| {
+        prepare(src);
+        before = Some(tree_snapshot(src, &written_by_test));
+    });
+    let before = before.unwrap();
+    assert!(!before.is_empty());
+
+    let stop = Arc::new(AtomicBool::new(false));
+    // stop the writers however this test ends (declared after `m`, so it runs first)
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::SeqCst);
+        }
+    }
+    let _stop_guard = StopOnDrop(stop.clone());
+    let acked_bytes = Arc::new(AtomicU64::new(0));
+    let acked_files = Arc::new(AtomicU64::new(0));
+    let (done_tx, done_rx) = mpsc::channel::<&'static str>();
+    let done_tx3 = done_tx.clone();
+
+    // writer 1: one large file, sequential writes
+    let stream_path = m.path("stream.bin");
+    let (s, a, tx) = (stop.clone(), acked_bytes.clone(), done_tx.clone());
+    std::thread::spawn(move || {
+        let mut f = match fs::OpenOptions::new()
+            .create(true)
+            .truncate(true)
+            .write(true)
+            .mode(0o644)
+            .open(&stream_path)
+        {
+            Ok(f) => f,
+            Err(e) => {
+                eprintln!("stream writer: open failed: {e}");
+                let _ = tx.send("stream");
+                return;
+            }
+        };
+        let mut off = 0u64;
+        let mut buf = vec![0u8; CHUNK];
+        while !s.load(Ordering::SeqCst) {
+            for (i, b) in buf.iter_mut().enumerate() {
+                *b = stream_byte(off + i as u64);
+            }
+            match f.write(&buf) {
+                Ok(n) => {
+                    off += n as u64;
+                    a.store(off, Ordering::SeqCst);
+                }
+                Err(_) => break,
+            }
+        }
+        drop(f);
+        let _ = tx.send("stream");
+    });
+
+    // writer 2: many small files, each acknowledged once close returned
+    let created = m.path("created");
+    let (s, a, tx) = (stop.clone(), acked_files.clone(), done_tx);
+    std::thread::spawn(move || {
+        let mut k = 0u64;
+        while !s.load(Ordering::SeqCst) {
+            let r = (|| -> std::io::Result<()> {
+                let mut f = fs::File::create(created.join(format!("f{k:05}")))?;
+                f.write_all(&small_content(k))?;
+                drop(f);
+                Ok(())
+            })();
+            if r.is_err() {
+                break;
+            }
+            k += 1;
+            a.store(k, Ordering::SeqCst);
+        }
+        let _ = tx.send("files");
+    });
+
+    // writer 3: someone else (an editor, git) changes the same directory behind the mount at
+    // the same time, so the daemon is busy invalidating the kernel's caches when it dies
+    // SAFETY: dup of a descriptor the Mount keeps open; the thread owns the copy.
+    let backing_own = unsafe { OwnedFd::from_raw_fd(libc::dup(m.backing_fd())) };
+    let (s, tx) = (stop.clone(), done_tx3);
+    std::thread::spawn(move || {
+        let backing = backing_own.as_raw_fd();
+        let mut k = 0u64;
+        while !s.load(Ordering::SeqCst) {
+            let name = std::ffi::CString::new(format!("created/ext{k:05}")).unwrap();
+            // SAFETY: valid dirfd (owned by this thread) and path.
+            let fd = unsafe {
+                libc::openat(
+                    backing,
+                    name.as_ptr(),
+                    libc::O_CREAT | libc::O_WRONLY | libc::O_CLOEXEC,
+                    0o644,
+                )
+            };
+            if fd < 0 {
+                break;
+            }
+            // SAFETY: fd is ours.
+            unsafe {
+                libc::write(fd, b"external".as_ptr().cast(), 8);
+                libc::close(fd);
+            }
+            if k % 3 == 2 {
+                let old = std::ffi::CString::new(format!("created/ext{:05}", k - 1)).unwrap();
+                // SAFETY: valid dirfd and path.
+                unsafe { libc::unlinkat(backing, old.as_ptr(), 0) };
+            }
+            k += 1;
+        }
+        let _ = tx.send("external");
+    });
+
+    // let the streams run, then kill the daemon while they are writing
+    let enough = wait_until(Duration::from_secs(20), || {
+        acked_bytes.load(Ordering::SeqCst) >= 8 << 20 && acked_files.load(Ordering::SeqCst) >= 50
+    });
+    let at_kill = (
+        acked_bytes.load(Ordering::SeqCst),
+        acked_files.load(Ordering::SeqCst),
+    );
+    m.kill9();
+    // writes may keep succeeding after the kill (kernel passthrough does not need the
+    // daemon); whatever was acknowledged until the writers stop is checked
+    stop.store(true, Ordering::SeqCst);
+    for _ in 0..3 {
+        let who = done_rx.recv_timeout(Duration::from_secs(20));
+        if who.is_err() {
+            m.abort_connection();
+            panic!("a writer is stuck in the dead mount 20 s after the daemon was killed");
+        }
+    }
+    assert!(
+        enough.is_some(),
+        "the writers never got going through the mount: {at_kill:?} acknowledged\n{}",
+        m.log()
+    );
+    let bytes = acked_bytes.load(Ordering::SeqCst);
+    let files = acked_files.load(Ordering::SeqCst);
+    println!(
+        "crash {mode:?} {args:?}: killed at {} bytes / {} files acknowledged; final {bytes} bytes / {files} files",
+        at_kill.0, at_kill.1
+    );
+
+    // clean the dead mount
+    assert!(m.is_mounted(), "the dead mount should still be there");
+    let out = worldfs(&[OsStr::new("unmount"), m.root.as_os_str()]);
+    assert!(
+        out.status.success(),
+        "worldfs unmount of the dead mount: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(!m.is_mounted(), "still mounted after `worldfs unmount`");
+
+    // every acknowledged byte is in SOURCE
+    let data = fs::read(m.source.join("stream.bin")).expect("stream.bin in SOURCE");
+    assert!(
+        data.len() as u64 >= bytes,
+        "stream.bin in SOURCE has {} bytes but {bytes} were acknowledged",
+        data.len()
+    );
+    if let Some(bad) = (0..bytes).find(|&i| data[i as usize] != stream_byte(i)) {
+        panic!(
+            "stream.bin in SOURCE differs from what was written at byte {bad} (of {bytes} acknowledged)"
+        );
+    }
+    // every acknowledged small file is complete
+    for k in 0..files {
+        let p = m.source.join(format!("created/f{k:05}"));
+        match fs::read(&p) {
+            Ok(c) if c == small_content(k) => {}
+            Ok(c) => panic!(
+                "{} has {} bytes, expected {} (acknowledged before the kill)",
+                p.display(),
+                c.len(),
+                small_content(k).len()
+            ),
+            Err(e) => panic!("{} acknowledged but missing in SOURCE: {e}", p.display()),
+        }
+    }
+    // nothing else changed
+    let after = tree_snapshot(&m.source, &written_by_test);
+    let diff = snapshot_diff(&before, &after);
+    assert!(
+        diff.is_empty(),
+        "SOURCE changed outside what the test wrote:\n{}",
+        diff.join("\n")
+    );
+}
+
+#[test]
+fn sigkill_mid_write_passthrough() {
+    crash_during_writes(Mode::Mirror, &["--io", "passthrough"]);
+}
+
+#[test]
+fn sigkill_mid_write_daemon_io() {
+    crash_during_writes(Mode::Mirror, &["--io", "daemon"]);
+}
+
+#[test]
+fn sigkill_mid_write_in_place() {
+    crash_during_writes(Mode::InPlace, &[]);
+}

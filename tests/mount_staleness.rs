@@ -1,0 +1,366 @@
+//! Never stale: changes made to SOURCE behind a mirror mount (an editor, git) become visible
+//! through the mount.
+//!
+//! Every test first primes the kernel's caches through the mount (lookup, stat, read, readdir,
+//! and negative lookups of names that do not exist yet), then changes SOURCE directly, then
+//! polls through the mount until the change shows (cap: 5 s). Timing is never asserted; the
+//! observed latency is printed (`cargo test -- --nocapture` shows it; the target is 100 ms).
+//! Each test runs once with `--io passthrough` and once with `--io daemon`, whose page cache
+//! behaves differently.
+
+mod common;
+
+use common::{Mode, Mount, wait_until};
+use std::fs;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+const CAP: Duration = Duration::from_secs(5);
+const MODES: [&[&str]; 2] = [&["--io", "passthrough"], &["--io", "daemon"]];
+
+/// Polls `cond` through the mount; prints the latency, fails after [`CAP`].
+fn visible(m: &Mount, what: &str, mut cond: impl FnMut() -> bool) {
+    match wait_until(CAP, &mut cond) {
+        Some(d) => println!("staleness {:?}: {what}: visible after {d:?}", m.args),
+        None => panic!(
+            "{:?}: {what}: still not visible through the mount after {CAP:?}\n--- daemon output ---\n{}",
+            m.args,
+            m.log()
+        ),
+    }
+}
+
+fn read(p: &Path) -> Option<Vec<u8>> {
+    fs::read(p).ok()
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// Touches `rel` through the mount every way a tool would, so that whatever the kernel
+/// caches for it is cached.
+fn prime(m: &Mount, rel: &str) {
+    let p = m.path(rel);
+    let _ = fs::symlink_metadata(&p);
+    let _ = fs::metadata(&p);
+    if p.is_file() {
+        let _ = fs::read(&p);
+        let _ = fs::read(&p);
+    }
+    if let Some(parent) = p.parent() {
+        let _ = names(parent);
+    }
+}
+
+fn mirror(args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
+    Mount::start(Mode::Mirror, args, prepare)
+}
+
+#[test]
+fn new_file_appears() {
+    for args in MODES {
+        let m = mirror(args, |src| fs::create_dir(src.join("d")).unwrap());
+        prime(&m, "d");
+        prime(&m, "d/new.txt"); // a negative lookup
+        prime(&m, "top.txt");
+        fs::write(m.backing("d/new.txt"), b"fresh").unwrap();
+        fs::write(m.backing("top.txt"), b"top").unwrap();
+        visible(&m, "new file: read", || {
+            read(&m.path("d/new.txt")).as_deref() == Some(b"fresh")
+        });
+        visible(&m, "new file: readdir", || {
+            names(&m.path("d")) == ["new.txt"]
+        });
+        visible(&m, "new file at the root: read", || {
+            read(&m.path("top.txt")).as_deref() == Some(b"top")
+        });
+    }
+}
+
+#[test]
+fn in_place_rewrite_same_size() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("f.rs"), b"fn main() { v1(); }\n").unwrap()
+        });
+        prime(&m, "f.rs");
+        let before = fs::metadata(m.path("f.rs")).unwrap();
+        {
+            let f = fs::OpenOptions::new()
+                .write(true)
+                .open(m.backing("f.rs"))
+                .unwrap();
+            f.write_all_at(b"fn main() { v2(); }\n", 0).unwrap();
+        }
+        visible(&m, "same-size in-place rewrite: content", || {
+            read(&m.path("f.rs")).as_deref() == Some(b"fn main() { v2(); }\n")
+        });
+        let src = fs::metadata(m.backing("f.rs")).unwrap();
+        visible(&m, "same-size in-place rewrite: mtime", || {
+            fs::metadata(m.path("f.rs"))
+                .map(|s| (s.mtime(), s.mtime_nsec()) == (src.mtime(), src.mtime_nsec()))
+                .unwrap_or(false)
+        });
+        assert_eq!(before.ino(), src.ino(), "same inode (test sanity)");
+    }
+}
+
+#[test]
+fn rewrite_with_truncate_longer() {
+    for args in MODES {
+        let m = mirror(args, |src| fs::write(src.join("f"), b"short").unwrap());
+        prime(&m, "f");
+        let long = b"a much longer replacement written with O_TRUNC".repeat(100);
+        fs::write(m.backing("f"), &long).unwrap();
+        visible(&m, "O_TRUNC rewrite: content", || {
+            read(&m.path("f")).as_deref() == Some(&long[..])
+        });
+        visible(&m, "O_TRUNC rewrite: size", || {
+            fs::metadata(m.path("f")).map(|s| s.len()).ok() == Some(long.len() as u64)
+        });
+    }
+}
+
+#[test]
+fn append_shows() {
+    for args in MODES {
+        let m = mirror(args, |src| fs::write(src.join("log"), b"line 1\n").unwrap());
+        prime(&m, "log");
+        fs::OpenOptions::new()
+            .append(true)
+            .open(m.backing("log"))
+            .unwrap()
+            .write_all(b"line 2\n")
+            .unwrap();
+        visible(&m, "append: content", || {
+            read(&m.path("log")).as_deref() == Some(b"line 1\nline 2\n")
+        });
+        visible(&m, "append: size", || {
+            fs::metadata(m.path("log")).map(|s| s.len()).ok() == Some(14)
+        });
+    }
+}
+
+#[test]
+fn truncate_shows() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("f"), b"0123456789abcdef").unwrap()
+        });
+        prime(&m, "f");
+        fs::OpenOptions::new()
+            .write(true)
+            .open(m.backing("f"))
+            .unwrap()
+            .set_len(3)
+            .unwrap();
+        visible(&m, "truncate: size", || {
+            fs::metadata(m.path("f")).map(|s| s.len()).ok() == Some(3)
+        });
+        visible(&m, "truncate: content", || {
+            read(&m.path("f")).as_deref() == Some(b"012")
+        });
+    }
+}
+
+#[test]
+fn atomic_save_rename_over() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("doc.md"), b"# old\n").unwrap()
+        });
+        prime(&m, "doc.md");
+        prime(&m, ".doc.md.swp");
+        fs::write(m.backing(".doc.md.swp"), b"# new and longer\n").unwrap();
+        fs::rename(m.backing(".doc.md.swp"), m.backing("doc.md")).unwrap();
+        let ino = fs::metadata(m.backing("doc.md")).unwrap().ino();
+        visible(&m, "atomic save: content", || {
+            read(&m.path("doc.md")).as_deref() == Some(b"# new and longer\n")
+        });
+        visible(&m, "atomic save: st_ino of the new file", || {
+            fs::metadata(m.path("doc.md")).map(|s| s.ino()).ok() == Some(ino)
+        });
+        visible(&m, "atomic save: temp name gone", || {
+            names(&m.root) == ["doc.md"]
+        });
+    }
+}
+
+#[test]
+fn delete_shows() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("gone"), b"x").unwrap();
+            fs::write(src.join("stays"), b"y").unwrap();
+        });
+        prime(&m, "gone");
+        fs::remove_file(m.backing("gone")).unwrap();
+        visible(&m, "delete: lookup fails", || {
+            fs::symlink_metadata(m.path("gone"))
+                .err()
+                .and_then(|e| e.raw_os_error())
+                == Some(libc::ENOENT)
+        });
+        visible(&m, "delete: readdir", || names(&m.root) == ["stays"]);
+    }
+}
+
+#[test]
+fn mkdir_and_files_inside_new_dir() {
+    for args in MODES {
+        let m = mirror(args, |_| {});
+        prime(&m, "newdir");
+        fs::create_dir(m.backing("newdir")).unwrap();
+        visible(&m, "mkdir: is a directory", || m.path("newdir").is_dir());
+        // a directory created behind the mount is watched too
+        prime(&m, "newdir/inner");
+        fs::create_dir(m.backing("newdir/sub")).unwrap();
+        fs::write(m.backing("newdir/inner"), b"inside").unwrap();
+        fs::write(m.backing("newdir/sub/deeper"), b"deeper").unwrap();
+        visible(&m, "file in a new directory", || {
+            read(&m.path("newdir/inner")).as_deref() == Some(b"inside")
+        });
+        visible(&m, "file two levels into new directories", || {
+            read(&m.path("newdir/sub/deeper")).as_deref() == Some(b"deeper")
+        });
+        // and a change to it once it has been read
+        prime(&m, "newdir/sub/deeper");
+        fs::write(m.backing("newdir/sub/deeper"), b"changed").unwrap();
+        visible(&m, "change in a new directory", || {
+            read(&m.path("newdir/sub/deeper")).as_deref() == Some(b"changed")
+        });
+        fs::remove_dir_all(m.backing("newdir")).unwrap();
+        visible(&m, "rm -rf behind the mount", || !m.path("newdir").exists());
+    }
+}
+
+#[test]
+fn chmod_shows() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("script"), b"#!/bin/sh\n").unwrap()
+        });
+        prime(&m, "script");
+        fs::set_permissions(m.backing("script"), fs::Permissions::from_mode(0o750)).unwrap();
+        visible(&m, "chmod", || {
+            fs::metadata(m.path("script"))
+                .map(|s| s.mode() & 0o7777)
+                .ok()
+                == Some(0o750)
+        });
+    }
+}
+
+#[test]
+fn directory_rename_shows() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::create_dir_all(src.join("a/b")).unwrap();
+            fs::write(src.join("a/b/x"), b"x").unwrap();
+        });
+        prime(&m, "a/b/x");
+        prime(&m, "c");
+        fs::rename(m.backing("a"), m.backing("c")).unwrap();
+        visible(&m, "directory rename: new path", || {
+            read(&m.path("c/b/x")).as_deref() == Some(b"x")
+        });
+        visible(&m, "directory rename: old path gone", || {
+            !m.path("a").exists() && !m.path("a/b/x").exists()
+        });
+        // and a change below the moved directory
+        fs::write(m.backing("c/b/x"), b"after the move").unwrap();
+        visible(&m, "change below a moved directory", || {
+            read(&m.path("c/b/x")).as_deref() == Some(b"after the move")
+        });
+    }
+}
+
+/// git checkout: a file read and stat'd through the mount (page cache and attr cache warm) is
+/// replaced behind it; the next stat and read through the mount must give the new file.
+#[test]
+fn git_like_replace_after_read_and_stat() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::create_dir(src.join("src")).unwrap();
+            fs::write(src.join("src/lib.rs"), b"pub fn a() {}\n".repeat(50)).unwrap();
+        });
+        for _ in 0..3 {
+            prime(&m, "src/lib.rs");
+        }
+        // same length, different bytes, as git writes it: new file, then rename over
+        let new = b"pub fn b() {}\n".repeat(50);
+        fs::write(m.backing("src/.lib.rs.lock"), &new).unwrap();
+        fs::rename(m.backing("src/.lib.rs.lock"), m.backing("src/lib.rs")).unwrap();
+        let src = fs::symlink_metadata(m.backing("src/lib.rs")).unwrap();
+        visible(&m, "git replace: stat (ino, size, mtime)", || {
+            fs::symlink_metadata(m.path("src/lib.rs"))
+                .map(|s| {
+                    (s.ino(), s.size(), s.mtime(), s.mtime_nsec())
+                        == (src.ino(), src.size(), src.mtime(), src.mtime_nsec())
+                })
+                .unwrap_or(false)
+        });
+        visible(&m, "git replace: content", || {
+            read(&m.path("src/lib.rs")).as_deref() == Some(&new[..])
+        });
+        // in place as well (same inode), e.g. a formatter rewriting the file
+        prime(&m, "src/lib.rs");
+        let newer = b"pub fn c() {}\n".repeat(50);
+        fs::write(m.backing("src/lib.rs"), &newer).unwrap();
+        visible(&m, "git-like in-place rewrite after read: content", || {
+            read(&m.path("src/lib.rs")).as_deref() == Some(&newer[..])
+        });
+    }
+}
+
+/// A descriptor opened through the mount sees a rewrite of the same inode behind the mount
+/// (what a native descriptor sees).
+#[test]
+fn open_descriptor_sees_rewrite_behind() {
+    for args in MODES {
+        let m = mirror(args, |src| fs::write(src.join("f"), b"AAAAAAAA").unwrap());
+        let mut f = fs::File::open(m.path("f")).unwrap();
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf).unwrap();
+        assert_eq!(buf, b"AAAAAAAA");
+        fs::OpenOptions::new()
+            .write(true)
+            .open(m.backing("f"))
+            .unwrap()
+            .write_all_at(b"BBBB", 2)
+            .unwrap();
+        visible(&m, "open descriptor: pread after a rewrite behind", || {
+            let mut b = vec![0u8; 16];
+            let n = f.read_at(&mut b, 0).unwrap_or(0);
+            &b[..n] == b"AABBBBAA"
+        });
+        // and it sees an append
+        fs::OpenOptions::new()
+            .append(true)
+            .open(m.backing("f"))
+            .unwrap()
+            .write_all(b"CC")
+            .unwrap();
+        visible(
+            &m,
+            "open descriptor: read to end after an append behind",
+            || {
+                let mut b = Vec::new();
+                f.seek(SeekFrom::Start(0)).is_ok()
+                    && f.read_to_end(&mut b).is_ok()
+                    && b == b"AABBBBAACC"
+            },
+        );
+    }
+}
