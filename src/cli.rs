@@ -59,10 +59,70 @@ pub enum Command {
         /// Append every observation to this JSONL file (rotated by size; for audit only).
         #[arg(long, value_name = "FILE")]
         journal: Option<PathBuf>,
+        /// Serve the socket here instead of the default
+        /// ($XDG_RUNTIME_DIR/worldfs/<name>.sock, or /tmp/worldfs-$UID/<name>.sock).
+        #[arg(long, value_name = "PATH")]
+        socket: Option<PathBuf>,
     },
+    /// Internal: watches a daemon and aborts its connection if it dies (started by `mount`).
+    #[command(name = "__watchdog", hide = true)]
+    Watchdog { pid: u32, dev: u64, target: PathBuf },
     /// Unmount a worldfs mount, also one whose daemon died.
     Unmount {
         /// The mount point (SOURCE for an in-place mount).
         path: PathBuf,
     },
+    /// Call a socket method and print its result as JSON (a raw JSON-RPC client).
+    ///
+    /// Example: `worldfs ctl projection.get '{"format":"text","budget":4000}'`. The methods are
+    /// listed by `worldfs ctl initialize` and documented in docs/protocol.md.
+    Ctl {
+        #[command(flatten)]
+        target: SocketArg,
+        /// Method name, e.g. `stats`.
+        method: String,
+        /// Params as a JSON object; `-` reads them from stdin.
+        params: Option<String>,
+    },
+    /// Print the current projection of the world.
+    Projection {
+        #[command(flatten)]
+        target: SocketArg,
+        /// anthropic, openai_chat, openai_responses, text or json.
+        #[arg(long, default_value = "text")]
+        format: String,
+        /// Token budget; the daemon's configured budget when absent.
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Name of the synthesized read tool (e.g. `Read`).
+        #[arg(long)]
+        tool_name: Option<String>,
+        /// Selection policy; the configured one when absent.
+        #[arg(long)]
+        policy: Option<String>,
+    },
+    /// Human summary of a mount: socket, entries, tokens, drops.
+    Status {
+        #[command(flatten)]
+        target: SocketArg,
+    },
+    /// Set the agent's goal (shown first in every projection); without TEXT, print it.
+    Goal {
+        #[command(flatten)]
+        target: SocketArg,
+        /// The goal, in words.
+        text: Option<String>,
+        /// Remove the goal.
+        #[arg(long, conflicts_with = "text")]
+        clear: bool,
+    },
+}
+
+/// Which daemon a client command talks to.
+#[derive(Debug, Clone, clap::Args)]
+pub struct SocketArg {
+    /// The daemon's socket; by default, the socket of the worldfs mount that contains the
+    /// current directory.
+    #[arg(long, value_name = "PATH", env = "WORLDFS_SOCKET")]
+    pub socket: Option<PathBuf>,
 }

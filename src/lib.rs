@@ -4,9 +4,13 @@
 //! -> bounded channel -> world cache -> projection -> socket.
 
 pub mod cli;
+pub mod cli_client;
 pub mod fs;
 pub mod mount;
 pub mod mountinfo;
 pub mod observation;
+pub mod projection;
 pub mod runtime;
+pub mod socket;
+pub mod watchdog;
 pub mod world;

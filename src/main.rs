@@ -31,6 +31,7 @@ fn main() -> ExitCode {
             no_watch,
             config,
             journal,
+            socket,
         } => {
             if !(cache_timeout.is_finite() && cache_timeout >= 0.0) {
                 eprintln!("worldfs: error: --cache-timeout must be a non-negative number");
@@ -46,9 +47,16 @@ fn main() -> ExitCode {
                 watch: !no_watch,
                 config,
                 journal,
+                socket,
             })
         }
         Command::Unmount { path } => mount::unmount(&path),
+        Command::Watchdog { pid, dev, target } => worldfs::watchdog::run(pid, dev, &target),
+        // Socket clients (issue 4): their exit codes say whether the daemon answered.
+        Command::Ctl { .. }
+        | Command::Projection { .. }
+        | Command::Status { .. }
+        | Command::Goal { .. } => return worldfs::cli_client::run(cli.command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

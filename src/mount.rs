@@ -31,6 +31,8 @@ pub struct MountConfig {
     pub config: Option<PathBuf>,
     /// Append-only JSONL journal of observations.
     pub journal: Option<PathBuf>,
+    /// Socket path; the default is derived from the mount point.
+    pub socket: Option<PathBuf>,
 }
 
 /// Where and what to mount, after validation.
@@ -161,6 +163,14 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let self_changes = Arc::new(SelfChanges::default());
     let fs = Passthrough::new(store.clone(), opts, sink.clone(), self_changes.clone());
     let op_stats = fs.stats();
+
+    // Started before mounting, so a live daemon already serving this mount's socket (or an
+    // unusable socket directory) aborts with nothing mounted. Kept until the mount is gone.
+    // Without observation (--no-observe) there is no world, so nothing to serve.
+    let server = match &world {
+        Some(world) => Some(start_socket(&cfg, &plan, world, &op_stats, &sink)?),
+        None => None,
+    };
     let mut config = Config::default();
     config.mount_options = vec![
         MountOption::FSName(plan.source.to_string_lossy().into_owned()),
@@ -227,6 +237,9 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         })
         .context("spawning the signal thread")?;
 
+    let mut watchdog = crate::watchdog::spawn(&plan.target)
+        .map_err(|e| warn!("cannot start the watchdog process: {e}"))
+        .ok();
     let _pid_file = crate::runtime::PidFile::create(&plan.target)
         .map_err(|e| warn!("cannot record the daemon pid: {e}"))
         .ok();
@@ -242,6 +255,10 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             plan.target.display()
         );
     }
+    // Printed only once mounted, so a failed mount stays a one-line error.
+    if let Some(server) = &server {
+        eprintln!("worldfs: socket {}", server.path().display());
+    }
     let result = session.run();
     // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
     unmounter_final(&plan.target);
@@ -250,9 +267,45 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         // so the channel itself never closes.
         world.stop_ingest();
     }
+    // Stop serving and remove the socket file once the mount is gone.
+    drop(server);
+    if let Some(w) = &mut watchdog {
+        // Unmounted cleanly: nothing for it to do.
+        let _ = w.kill();
+        let _ = w.wait();
+    }
     result.context("serving the mount")?;
     eprintln!("worldfs: unmounted {}", plan.target.display());
     Ok(())
+}
+
+/// Starts the socket server for `world`; `run` prints its path once mounted.
+fn start_socket(
+    cfg: &MountConfig,
+    plan: &Plan,
+    world: &Arc<World>,
+    op_stats: &Arc<crate::fs::op_stats::OpStats>,
+    sink: &ObservationSink,
+) -> anyhow::Result<crate::socket::Server> {
+    use crate::socket::{Server, ServerOptions, default_socket_path};
+    let (path, private_dir) = match &cfg.socket {
+        Some(p) => (p.clone(), false),
+        None => (
+            default_socket_path(&plan.target).context("choosing the socket path")?,
+            true,
+        ),
+    };
+    let mut opts = ServerOptions::new(&path);
+    opts.private_dir = private_dir;
+    opts.source = Some(plan.source.clone());
+    opts.mount_point = Some(plan.target.clone());
+    opts.op_stats = Some(Arc::clone(op_stats));
+    opts.renderer = Arc::new(crate::socket::Projections {
+        mount_point: Some(plan.target.clone()),
+    });
+    let counter = sink.clone();
+    opts.emitted = Some(Arc::new(move || counter.emitted()));
+    Server::start(Arc::clone(world), opts).context("starting the socket")
 }
 
 /// How the signal thread ends the mount.

@@ -59,12 +59,17 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
                 batch.push(o);
                 batch.extend(rx.try_iter().take(BATCH - 1));
                 let mut attr = world.attributor.lock();
+                let mut recent = Vec::with_capacity(batch.len());
                 for obs in batch.drain(..) {
                     let item = apply(world, &mut attr, obs);
                     if journal.is_some() {
-                        pending.push(item);
+                        pending.push(item.clone());
                     }
+                    recent.push(Arc::new(item));
                 }
+                drop(attr);
+                // After applying: a reader that sees a record also sees its effect.
+                world.recent.push_batch(recent);
             }
             None => idle(world, rx),
         }

@@ -20,6 +20,7 @@ pub mod journal;
 pub mod policy;
 pub mod procinfo;
 pub mod ranges;
+pub mod recent;
 #[cfg(test)]
 mod scenario_tests;
 pub mod source;
@@ -167,6 +168,7 @@ impl WorldBuilder {
             source,
             config: self.config,
             harness: harness::Harness::default(),
+            recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
         }))
     }
 }
@@ -194,6 +196,8 @@ pub struct World {
     source: Arc<SourceRoot>,
     config: Config,
     harness: harness::Harness,
+    /// Recent observations for the socket (changes since, subscriptions, command validity).
+    recent: recent::Recent,
 }
 
 impl World {
@@ -255,10 +259,50 @@ impl World {
             .into_iter()
             .map(|obs| ingest::apply(self, &mut attr, obs))
             .collect();
+        drop(attr);
+        self.recent
+            .push_batch(items.iter().cloned().map(Arc::new).collect());
         if let Some(j) = journal.as_mut()
             && self.journaling
         {
             j.send(items);
+        }
+    }
+
+    /// The ring of recent observations (socket: changes since a sequence number,
+    /// subscriptions, command-output validity).
+    pub fn recent(&self) -> &recent::Recent {
+        &self.recent
+    }
+
+    /// Removes the entry at `path` (the harness asked the world to forget it); a later agent
+    /// access creates it afresh. False if there was none.
+    pub fn forget(&self, path: &Path) -> bool {
+        self.cache.remove(path).is_some()
+    }
+
+    /// The blake3 hash of `path`'s current content in SOURCE (for a directory: of its listing,
+    /// as [`World::read_current`] renders it), whatever the ignore rules say and whatever its
+    /// size: command outputs are keyed by the exact content of the files the command read, and
+    /// only the hash leaves this function. Never follows a symlink or leaves the root.
+    pub fn content_hash(&self, path: &Path) -> Result<[u8; 32], SourceError> {
+        match self.source.open_beneath(path)? {
+            source::Opened::File { file, .. } => {
+                let mut h = blake3::Hasher::new();
+                h.update_reader(file).map_err(|e| SourceError::Read {
+                    path: path.to_owned(),
+                    source: e,
+                })?;
+                Ok(*h.finalize().as_bytes())
+            }
+            source::Opened::Dir(fd) => {
+                let mut h = blake3::Hasher::new();
+                for n in SourceRoot::list(fd, path)? {
+                    h.update(n.as_encoded_bytes());
+                    h.update(b"\n");
+                }
+                Ok(*h.finalize().as_bytes())
+            }
         }
     }
 
@@ -335,7 +379,22 @@ impl World {
     /// Chooses what fits in `budget` tokens with `policy`, and records the outcome on the
     /// entries (evictions feed the thrash guard).
     pub fn select(&self, budget: u64, policy: &dyn Policy) -> Selection {
-        let cands = self.candidates();
+        self.select_with(budget, policy, &mut |_| {})
+    }
+
+    /// [`World::select`] after `adjust` has seen (and possibly changed) every candidate. A
+    /// projection adds its real per-entry overhead (tool call envelope, ids, line numbers) to the
+    /// costs, so the policy packs what will actually fit instead of what the bare content costs.
+    pub fn select_with(
+        &self,
+        budget: u64,
+        policy: &dyn Policy,
+        adjust: &mut dyn FnMut(&mut Candidate),
+    ) -> Selection {
+        let mut cands = self.candidates();
+        for c in &mut cands {
+            adjust(c);
+        }
         let sel = policy.select(&cands, budget);
         for k in &sel.kept {
             if let Some(mut e) = self.cache.get_mut(&k.path) {

@@ -1,0 +1,266 @@
+//! The client subcommands: `worldfs ctl`, `projection`, `status` and `goal`.
+//!
+//! Each finds the daemon's socket from `--socket` (or `WORLDFS_SOCKET`), else from the worldfs
+//! mount containing the current directory, named the way the daemon names it. Exit codes: 0 on
+//! success, 1 when the daemon cannot be reached or answers with an error, 2 for bad usage.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::{Value, json};
+
+use crate::cli::{Command, SocketArg};
+use crate::mountinfo;
+use crate::socket::{Client, ClientError, paths};
+
+/// Long enough for a projection of a big world; short enough that a hung daemon is noticed.
+const TIMEOUT: Duration = Duration::from_secs(30);
+
+/// Runs a client subcommand.
+pub fn run(cmd: Command) -> ExitCode {
+    let result = match cmd {
+        Command::Ctl {
+            target,
+            method,
+            params,
+        } => ctl(&target, &method, params.as_deref()),
+        Command::Projection {
+            target,
+            format,
+            budget,
+            tool_name,
+            policy,
+        } => projection(&target, &format, budget, tool_name, policy),
+        Command::Status { target } => status(&target),
+        Command::Goal {
+            target,
+            text,
+            clear,
+        } => goal(&target, text, clear),
+        Command::Mount { .. } | Command::Unmount { .. } | Command::Watchdog { .. } => {
+            Err(Failure::Usage("not a client subcommand".into()))
+        }
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Usage(m)) => {
+            eprintln!("worldfs: {m}");
+            ExitCode::from(2)
+        }
+        Err(Failure::Failed(e)) => {
+            eprintln!("worldfs: error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+enum Failure {
+    Usage(String),
+    Failed(anyhow::Error),
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Self {
+        Failure::Failed(e)
+    }
+}
+
+impl From<ClientError> for Failure {
+    fn from(e: ClientError) -> Self {
+        Failure::Failed(e.into())
+    }
+}
+
+/// The socket to talk to: explicit, or the one of the mount containing the current directory.
+pub fn resolve_socket(arg: &SocketArg) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &arg.socket {
+        return Ok(p.clone());
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let Some(m) = mountinfo::worldfs_mount_covering(&cwd).context("reading mountinfo")? else {
+        bail!(
+            "{} is not inside a worldfs mount; pass --socket PATH (printed by `worldfs mount`)",
+            cwd.display()
+        );
+    };
+    socket_for_mount(&m.mount_point)
+}
+
+/// The socket of the daemon serving `mount_point`: the first candidate path that exists.
+pub fn socket_for_mount(mount_point: &Path) -> anyhow::Result<PathBuf> {
+    let candidates = paths::candidate_paths(mount_point);
+    if let Some(p) = candidates.iter().find(|p| p.exists()) {
+        return Ok(p.clone());
+    }
+    bail!(
+        "no socket for the mount at {} (looked for {}); if it was started with --socket, pass \
+         the same --socket here",
+        mount_point.display(),
+        candidates
+            .iter()
+            .map(|p| p.display().to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    )
+}
+
+fn connect(arg: &SocketArg) -> Result<Client, Failure> {
+    let path = resolve_socket(arg)?;
+    Ok(Client::connect(&path, TIMEOUT)?)
+}
+
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
+    );
+}
+
+fn ctl(arg: &SocketArg, method: &str, params: Option<&str>) -> Result<(), Failure> {
+    let params = match params {
+        None => json!({}),
+        Some("-") => {
+            let mut s = String::new();
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading params from stdin")?;
+            parse_params(&s)?
+        }
+        Some(s) => parse_params(s)?,
+    };
+    let mut c = connect(arg)?;
+    let r = c.call(method, params)?;
+    print_json(&r);
+    Ok(())
+}
+
+fn parse_params(s: &str) -> Result<Value, Failure> {
+    let v: Value = serde_json::from_str(s)
+        .map_err(|e| Failure::Usage(format!("params are not valid JSON: {e}")))?;
+    if !v.is_object() {
+        return Err(Failure::Usage(
+            "params must be a JSON object, e.g. '{\"budget\": 8000}'".into(),
+        ));
+    }
+    Ok(v)
+}
+
+fn projection(
+    arg: &SocketArg,
+    format: &str,
+    budget: Option<u64>,
+    tool_name: Option<String>,
+    policy: Option<String>,
+) -> Result<(), Failure> {
+    let mut params = json!({ "format": format });
+    if let Some(b) = budget {
+        params["budget"] = json!(b);
+    }
+    if let Some(t) = tool_name {
+        params["tool_name"] = json!(t);
+    }
+    if let Some(p) = policy {
+        params["policy"] = json!(p);
+    }
+    let mut c = connect(arg)?;
+    let r = c.call("projection.get", params)?;
+    // Markdown is meant to be read (or pasted into a prompt) as is.
+    match (format, r.get("text").and_then(Value::as_str)) {
+        ("text", Some(t)) => print!("{t}"),
+        _ => print_json(&r),
+    }
+    Ok(())
+}
+
+fn goal(arg: &SocketArg, text: Option<String>, clear: bool) -> Result<(), Failure> {
+    let mut c = connect(arg)?;
+    let r = if clear {
+        c.call("goal.set", json!({ "goal": null }))?
+    } else if let Some(t) = text {
+        c.call("goal.set", json!({ "goal": t }))?
+    } else {
+        c.call("goal.get", json!({}))?
+    };
+    match r.get("goal").and_then(Value::as_str) {
+        Some(g) => println!("{g}"),
+        None => println!("(no goal set)"),
+    }
+    Ok(())
+}
+
+fn num(v: &Value, ptr: &str) -> String {
+    match v.pointer(ptr) {
+        Some(Value::Number(n)) => n.to_string(),
+        Some(Value::Null) | None => "-".into(),
+        Some(other) => other.to_string(),
+    }
+}
+
+fn status(arg: &SocketArg) -> Result<(), Failure> {
+    let path = resolve_socket(arg)?;
+    let stats = Client::connect(&path, TIMEOUT).and_then(|mut c| c.call("stats", json!({})));
+    let s = match stats {
+        Ok(s) => s,
+        Err(e) => {
+            println!("socket:   {} (not answering)", path.display());
+            return Err(Failure::Failed(e.into()));
+        }
+    };
+    let text = |ptr: &str| {
+        s.pointer(ptr)
+            .and_then(Value::as_str)
+            .unwrap_or("-")
+            .to_string()
+    };
+    let mount = text("/root/mount_point");
+    let source = text("/root/source");
+    if mount == source {
+        println!("mount:    {mount} (in place)");
+    } else {
+        println!("mount:    {source} at {mount}");
+    }
+    println!("socket:   {}", path.display());
+    println!(
+        "entries:  {} live, {} deleted, {} withheld, {} ignored ({} tokens of live content known)",
+        num(&s, "/entries/live"),
+        num(&s, "/entries/deleted"),
+        num(&s, "/entries/withheld"),
+        num(&s, "/entries/ignored"),
+        num(&s, "/known_tokens"),
+    );
+    let ratio = s
+        .pointer("/tokens/ratio")
+        .and_then(Value::as_f64)
+        .map(|r| format!(" ({:.1}% of a growing history)", r * 100.0))
+        .unwrap_or_default();
+    println!(
+        "tokens:   last projection {}, {} projections sent {} tokens; a growing history ({} now) \
+         would have sent {}{ratio}",
+        num(&s, "/tokens/last_projection_tokens"),
+        num(&s, "/tokens/projections"),
+        num(&s, "/tokens/projection_tokens_sent_total"),
+        num(&s, "/tokens/history_tokens"),
+        num(&s, "/tokens/history_tokens_sent_total"),
+    );
+    println!(
+        "drops:    observations {}, to subscribers {}, journal {}, command outputs invalidated {}",
+        num(&s, "/drops/observations"),
+        num(&s, "/drops/subscription_observations"),
+        num(&s, "/drops/journal"),
+        num(&s, "/drops/commands_invalidated"),
+    );
+    println!(
+        "activity: turn {}, last seq {}, {} connections open, {} requests, projection.get p50 {} µs \
+         p99 {} µs",
+        num(&s, "/world/turn"),
+        num(&s, "/observations/last_seq"),
+        num(&s, "/connections/open"),
+        num(&s, "/connections/requests"),
+        num(&s, "/latency/projection.get/p50_us"),
+        num(&s, "/latency/projection.get/p99_us"),
+    );
+    Ok(())
+}

@@ -1,0 +1,157 @@
+//! The `anthropic` format: `{system, messages, tools}` for `POST /v1/messages`.
+//!
+//! Messages: the goal as user text; one assistant `tool_use` / user `tool_result` pair per entry,
+//! oldest change first, so an unchanged world renders a byte-identical prefix; the structured
+//! state and still-valid command outputs as user text (merged after the last results, which
+//! stay first in their message); the last real step verbatim; and it always ends on a user
+//! message. `cache_control` breakpoints go, in this priority, at the end of the stable part
+//! (entries unchanged since before this turn), at the very end, at the end of the entries (next
+//! turn's stable end, so it is read back then), and at the end of the part stable since the
+//! previous turn (what the previous request wrote); at most `max_breakpoints`.
+
+use serde_json::{Map, Value, json};
+
+use super::gather::{Input, MINIMAL_USER_TEXT};
+use super::request::Format;
+use super::tools;
+
+/// A message under construction; consecutive same-role messages are merged as they are pushed,
+/// as the API would merge them.
+struct Msg {
+    role: &'static str,
+    content: Vec<Value>,
+}
+
+/// Position of a content block: (message, block).
+type Loc = (usize, usize);
+
+fn push(msgs: &mut Vec<Msg>, role: &'static str, blocks: Vec<Value>) -> Loc {
+    match msgs.last_mut() {
+        Some(last) if last.role == role => last.content.extend(blocks),
+        _ => msgs.push(Msg {
+            role,
+            content: blocks,
+        }),
+    }
+    let m = msgs.len() - 1;
+    (m, msgs[m].content.len().saturating_sub(1))
+}
+
+fn text(t: &str) -> Value {
+    json!({"type": "text", "text": t})
+}
+
+fn tool_use(id: &str, name: &str, input: &Map<String, Value>) -> Value {
+    json!({"type": "tool_use", "id": id, "name": name, "input": input})
+}
+
+fn tool_result(id: &str, content: &str, is_error: bool) -> Value {
+    let mut v = json!({"type": "tool_result", "tool_use_id": id, "content": content});
+    if is_error && let Value::Object(m) = &mut v {
+        m.insert("is_error".into(), Value::Bool(true));
+    }
+    v
+}
+
+pub fn render(input: &Input) -> Value {
+    let mut msgs: Vec<Msg> = Vec::new();
+    let goal_loc = push(&mut msgs, "user", vec![text(&input.goal.text)]);
+    let mut entry_locs: Vec<(u64, Loc)> = Vec::with_capacity(input.entries.len());
+    for e in &input.entries {
+        let uses = e
+            .calls
+            .iter()
+            .map(|c| tool_use(&c.id, &input.read_tool.name, &c.input))
+            .collect();
+        push(&mut msgs, "assistant", uses);
+        let results = e
+            .calls
+            .iter()
+            .map(|c| tool_result(&c.id, &c.result, c.is_error))
+            .collect();
+        let loc = push(&mut msgs, "user", results);
+        entry_locs.push((e.order_turn, loc));
+    }
+    if let Some(s) = &input.state {
+        push(&mut msgs, "user", vec![text(&s.text)]);
+    }
+    for c in &input.commands {
+        push(&mut msgs, "user", vec![text(&c.text)]);
+    }
+    if let Some(s) = &input.step {
+        let assistant = match &s.raw_anthropic {
+            Some(raw) => raw.clone(),
+            None => {
+                let mut blocks = Vec::new();
+                if let Some(t) = &s.assistant_text {
+                    blocks.push(text(t));
+                }
+                blocks.push(tool_use(&s.id, &s.name, &s.input));
+                blocks
+            }
+        };
+        push(&mut msgs, "assistant", assistant);
+        push(
+            &mut msgs,
+            "user",
+            vec![tool_result(&s.id, &s.result, s.is_error)],
+        );
+    }
+    // Unreachable with the parts above (each ends on a user message), but the rule must hold
+    // whatever is added later.
+    if msgs.last().is_none_or(|m| m.role != "user") {
+        push(&mut msgs, "user", vec![text(MINIMAL_USER_TEXT)]);
+    }
+
+    let last = msgs.len() - 1;
+    let end = (last, msgs[last].content.len().saturating_sub(1));
+    let stable = |before: u64| {
+        entry_locs
+            .iter()
+            .rev()
+            .find(|(turn, _)| *turn < before)
+            .map(|(_, loc)| *loc)
+    };
+    let mut wanted: Vec<Loc> = Vec::new();
+    wanted.push(stable(input.turn).unwrap_or(goal_loc));
+    wanted.push(end);
+    if let Some((_, loc)) = entry_locs.last() {
+        wanted.push(*loc);
+    }
+    if input.turn > 0
+        && let Some(loc) = stable(input.turn - 1)
+    {
+        wanted.push(loc);
+    }
+    let mut placed: Vec<Loc> = Vec::new();
+    for loc in wanted {
+        if placed.len() >= usize::from(input.max_breakpoints) {
+            break;
+        }
+        if !placed.contains(&loc) {
+            placed.push(loc);
+        }
+    }
+    for (m, b) in placed {
+        if let Some(Value::Object(block)) = msgs.get_mut(m).and_then(|x| x.content.get_mut(b)) {
+            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+        }
+    }
+
+    let messages: Vec<Value> = msgs
+        .into_iter()
+        .map(|m| json!({"role": m.role, "content": m.content}))
+        .collect();
+    let mut body = Map::new();
+    if let Some(f) = &input.framing {
+        body.insert("system".into(), json!([text(&f.text)]));
+    }
+    body.insert("messages".into(), Value::Array(messages));
+    let defs = if input.has_calls() {
+        input.tools()
+    } else {
+        Vec::new()
+    };
+    body.insert("tools".into(), tools::render(&defs, Format::Anthropic));
+    Value::Object(body)
+}

@@ -1,0 +1,1085 @@
+//! From the world and the harness state to a format-neutral [`Input`]: which entries are shown
+//! (the world's policy chooses), their current content read from SOURCE now, the synthesized
+//! calls that show it, and the exact token cost of every part in the requested format.
+//!
+//! Nothing here is cached across projections except token counts keyed by content hash: the
+//! content itself is read at render time ([`World::read_current`]), so a projection is never
+//! stale.
+
+use std::path::{Path, PathBuf};
+
+use serde_json::{Map, Value, json};
+
+use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
+use crate::world::{
+    ByteRange, Candidate, CurrentContent, Entry, EntryKind, EntryState, EvictReason, Extent, Form,
+    Policy, ReadError, SourceError, World,
+};
+
+use super::budget::{
+    self, BLOCK_OVERHEAD, CALL_OVERHEAD, JSON_ENTRY_OVERHEAD, JSON_FIELD_OVERHEAD,
+    MESSAGE_OVERHEAD, TEXT_PIECE_OVERHEAD,
+};
+use super::ids;
+use super::request::{Format, LineNumbers, ProjectionRequest};
+use super::text;
+use super::tools::{self, ToolDef};
+use super::{
+    CommandDropReason, DropReason, Dropped, DroppedCommand, Part, ProjectionError, Skipped,
+};
+
+/// Claude Code's `Read` returns at most this many lines unless given a limit: a whole-file
+/// call over it states its `limit` so the call and its result agree.
+const READ_DEFAULT_LINES: u64 = 2000;
+/// Sent as the only user text when nothing else fits (messages must not be empty).
+pub const MINIMAL_USER_TEXT: &str = "Continue.";
+/// First user message when the harness has not set a goal: the messages must start with a
+/// user turn, and a fixed text keeps the prefix stable.
+pub const NO_GOAL_TEXT: &str = "No goal has been set for this session yet. The files below are \
+shown as they are now.";
+const EMPTY_FILE_TEXT: &str = "(the file exists but is empty)";
+
+/// A text part (framing, structured state) and its cost.
+#[derive(Debug, Clone)]
+pub struct TextPart {
+    pub text: String,
+    pub cost: u64,
+}
+
+/// The first user message.
+#[derive(Debug, Clone)]
+pub struct GoalPart {
+    pub text: String,
+    pub cost: u64,
+    /// False when `text` is a placeholder (no goal set, or the goal did not fit).
+    pub is_goal: bool,
+}
+
+/// One synthesized read call and its result.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub id: String,
+    pub input: Map<String, Value>,
+    /// 1-based first line and count, for a read of part of a file.
+    pub lines: Option<(u64, u64)>,
+    pub result: String,
+    pub is_error: bool,
+}
+
+/// What an entry's calls show.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Shown {
+    Content,
+    Deleted,
+    Withheld,
+}
+
+/// Raw lines of an entry, for the json format.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Segment {
+    pub first_line: u64,
+    pub line_count: u64,
+    pub text: String,
+}
+
+/// One world entry as projected.
+#[derive(Debug, Clone)]
+pub struct EntryPart {
+    pub path: PathBuf,
+    pub display: String,
+    pub kind: EntryKind,
+    pub shown: Shown,
+    pub hash: Option<[u8; 32]>,
+    /// Sequence and turn of the last change of what is shown: the projection's order.
+    pub order_seq: u64,
+    pub order_turn: u64,
+    pub pinned: bool,
+    pub agent_wrote: bool,
+    /// Shown whole (not only the ranges read).
+    pub whole: bool,
+    pub total_lines: u64,
+    pub calls: Vec<Call>,
+    /// Filled for the json format only.
+    pub segments: Vec<Segment>,
+    pub cost: u64,
+}
+
+/// A cached command output still valid.
+#[derive(Debug, Clone)]
+pub struct CommandPart {
+    pub command: String,
+    pub cwd: String,
+    pub exit_code: Option<i32>,
+    pub output: String,
+    pub seq: u64,
+    /// How the message formats show it (a user text block).
+    pub text: String,
+    pub cost: u64,
+}
+
+/// The last real step, replayed verbatim.
+#[derive(Debug, Clone)]
+pub struct StepPart {
+    pub id: String,
+    pub name: String,
+    pub input: Map<String, Value>,
+    pub result: String,
+    pub is_error: bool,
+    pub assistant_text: Option<String>,
+    /// The provider's own assistant content (anthropic only), when it is valid as is.
+    pub raw_anthropic: Option<Vec<Value>>,
+    pub cost: u64,
+}
+
+/// What the projection reports besides its body.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    pub evicted: Vec<Dropped>,
+    pub withheld: Vec<String>,
+    pub stale_dropped_commands: Vec<DroppedCommand>,
+    pub skipped: Vec<Skipped>,
+}
+
+/// Everything a format renderer needs.
+#[derive(Debug, Clone)]
+pub struct Input {
+    pub format: Format,
+    pub turn: u64,
+    pub policy: &'static str,
+    pub framing: Option<TextPart>,
+    pub goal: GoalPart,
+    pub entries: Vec<EntryPart>,
+    pub state: Option<TextPart>,
+    pub commands: Vec<CommandPart>,
+    pub step: Option<StepPart>,
+    pub read_tool: ToolDef,
+    pub max_breakpoints: u8,
+    pub report: Report,
+    /// Rendered framing fields, for the json format.
+    pub framing_fields: Option<Framing>,
+    pub state_fields: Option<StructuredState>,
+}
+
+impl Input {
+    /// Whether the body contains tool calls (and so must define tools).
+    pub fn has_calls(&self) -> bool {
+        self.step.is_some() || self.entries.iter().any(|e| !e.calls.is_empty())
+    }
+
+    /// The tools the body's calls use, read tool first.
+    pub fn tools(&self) -> Vec<ToolDef> {
+        let mut v = Vec::new();
+        if self.entries.iter().any(|e| !e.calls.is_empty()) {
+            v.push(self.read_tool.clone());
+        }
+        if let Some(s) = &self.step {
+            let name = match &s.raw_anthropic {
+                Some(raw) if self.format == Format::Anthropic => raw_tool_name(raw),
+                _ => Some(s.name.clone()),
+            };
+            if let Some(name) = name
+                && !v.iter().any(|t| t.name == name)
+            {
+                if name == self.read_tool.name {
+                    v.push(self.read_tool.clone());
+                } else {
+                    v.push(tools::step_tool(&name));
+                }
+            }
+        }
+        v
+    }
+
+    pub fn tools_cost(&self, format: Format) -> u64 {
+        let rendered = tools::render(&self.tools(), format).to_string();
+        budget::count_str(&rendered).unwrap_or(rendered.len() as u64)
+    }
+
+    /// The placeholder first message when the goal does not fit.
+    pub fn minimal_goal(&self, format: Format) -> Result<GoalPart, ProjectionError> {
+        if !format.is_messages() {
+            return Ok(GoalPart {
+                text: String::new(),
+                cost: 0,
+                is_goal: false,
+            });
+        }
+        Ok(GoalPart {
+            text: MINIMAL_USER_TEXT.into(),
+            cost: user_text_cost(MINIMAL_USER_TEXT)?,
+            is_goal: false,
+        })
+    }
+}
+
+fn user_text_cost(text: &str) -> Result<u64, ProjectionError> {
+    Ok(MESSAGE_OVERHEAD + BLOCK_OVERHEAD + budget::count_str(text)?)
+}
+
+fn text_piece_cost(piece: &str) -> Result<u64, ProjectionError> {
+    if piece.is_empty() {
+        return Ok(0);
+    }
+    Ok(budget::count_str(piece)? + TEXT_PIECE_OVERHEAD)
+}
+
+/// The name of the tool_use block in a raw assistant content.
+fn raw_tool_name(raw: &[Value]) -> Option<String> {
+    raw.iter()
+        .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .and_then(|b| b.get("name"))
+        .and_then(Value::as_str)
+        .map(str::to_owned)
+}
+
+/// How a path is shown to the model.
+pub fn display_path(root: Option<&Path>, rel: &Path) -> String {
+    match root {
+        Some(r) if rel.as_os_str().is_empty() => r.to_string_lossy().into_owned(),
+        Some(r) => r.join(rel).to_string_lossy().into_owned(),
+        None if rel.as_os_str().is_empty() => ".".into(),
+        None => rel.to_string_lossy().into_owned(),
+    }
+}
+
+/// Gathers the projection input: harness state, the policy's selection and current content.
+pub fn gather(
+    world: &World,
+    req: &ProjectionRequest,
+    policy: &dyn Policy,
+    budget: u64,
+) -> Result<Input, ProjectionError> {
+    let format = req.format;
+    let h = world.harness();
+    let goal_text = h.goal.read().clone();
+    let framing = h.framing.read().clone();
+    let state = h.state.read().clone();
+    let step = h.last_step.read().clone();
+    let commands = h.commands.read().clone();
+
+    let mut report = Report::default();
+    let goal = goal_part(goal_text.as_deref(), format)?;
+    let framing_part = framing_part(&framing, format)?;
+    let state_part = state_part(&state, format)?;
+    let step_part = match &step {
+        Some(s) => Some(step_part(s, format)?),
+        None => None,
+    };
+    let command_parts = command_parts(world, &commands, format, &mut report)?;
+    let read_tool = tools::read_tool(req);
+
+    let mut input = Input {
+        format,
+        turn: world.turn(),
+        policy: policy.name(),
+        framing: framing_part,
+        goal,
+        entries: Vec::new(),
+        state: state_part,
+        commands: command_parts,
+        step: step_part,
+        read_tool,
+        max_breakpoints: req.max_breakpoints,
+        report,
+        framing_fields: (framing != Framing::default()).then_some(framing),
+        state_fields: (!state.is_empty()).then_some(state),
+    };
+
+    // What the entries may use: the budget minus everything else, with the tool definitions
+    // counted as if there were calls (there will be, if any entry is kept).
+    let fixed = {
+        let mut probe = input.clone();
+        probe.entries.clear();
+        let mut t = budget::total(&probe, format);
+        if format.is_messages() && !probe.has_calls() {
+            let rendered = tools::render(std::slice::from_ref(&probe.read_tool), format);
+            t = t.saturating_add(budget::count_str(&rendered.to_string())?);
+        }
+        t
+    };
+    let entries_budget = budget.saturating_sub(fixed);
+
+    let root = req.absolute_paths.as_deref();
+    let mut withheld_paths: Vec<PathBuf> = Vec::new();
+    let mut omitted: Vec<PathBuf> = Vec::new();
+    let mut adjust = |c: &mut Candidate| {
+        if c.notice_only {
+            match world.entry(&c.path).map(|e| e.state) {
+                Some(EntryState::Withheld) => withheld_paths.push(c.path.clone()),
+                Some(EntryState::Deleted) if !req.include_deleted => {
+                    // Free, so the policy keeps it and we can leave it out without it being
+                    // reported as evicted.
+                    c.whole_tokens = 0;
+                    omitted.push(c.path.clone());
+                    return;
+                }
+                _ => {}
+            }
+        }
+        // The agent's own edits are shown whole: it needs them to keep editing.
+        if c.agent_wrote {
+            c.ranges = None;
+        }
+        let path_tokens = estimate_path_tokens(root, &c.path);
+        let per_call = estimate_call_overhead(format, path_tokens);
+        let content = |t: u32| {
+            // Line-number gutters add about a quarter to code (one or two tokens a line).
+            if matches!(req.line_numbers, LineNumbers::None) || format == Format::Json {
+                0
+            } else {
+                u64::from(t) / 4
+            }
+        };
+        let whole = u64::from(c.whole_tokens)
+            .saturating_add(per_call)
+            .saturating_add(content(c.whole_tokens));
+        c.whole_tokens = u32::try_from(whole).unwrap_or(u32::MAX);
+        if let Some((ranges, t)) = &mut c.ranges {
+            let n = ranges.len() as u64;
+            let cost = u64::from(*t)
+                .saturating_add(per_call.saturating_mul(n))
+                .saturating_add(content(*t));
+            *t = u32::try_from(cost).unwrap_or(u32::MAX);
+            // A partly read file is shown as what was read, whatever form the policy picks
+            // ([`shown_form`]), so both forms cost that.
+            c.whole_tokens = *t;
+        }
+    };
+    let selection = world.select_with(entries_budget, policy, &mut adjust);
+
+    for ev in &selection.evicted {
+        let reason = match ev.reason {
+            EvictReason::OverBudget => DropReason::OverBudget,
+            EvictReason::Aged { .. } => DropReason::Aged,
+        };
+        input.report.evicted.push(Dropped {
+            part: Part::Entry,
+            path: Some(display_path(root, &ev.path)),
+            reason,
+            tokens: u64::from(ev.tokens),
+        });
+    }
+    for p in &withheld_paths {
+        input.report.withheld.push(display_path(root, p));
+    }
+
+    let mut entries = Vec::with_capacity(selection.kept.len());
+    for k in &selection.kept {
+        if omitted.contains(&k.path) {
+            continue;
+        }
+        let Some(meta) = world.entry(&k.path) else {
+            continue;
+        };
+        match entry_part(world, req, &k.path, &meta, &k.form)? {
+            Rendered::Part(p) => {
+                if p.shown == Shown::Withheld && !withheld_paths.contains(&k.path) {
+                    input.report.withheld.push(p.display.clone());
+                }
+                if p.shown == Shown::Deleted && !req.include_deleted {
+                    continue;
+                }
+                entries.push(p);
+            }
+            Rendered::Skip(reason) => input.report.skipped.push(Skipped {
+                path: display_path(root, &k.path),
+                reason,
+            }),
+        }
+    }
+    entries.sort_by(|a, b| (a.order_seq, &a.path).cmp(&(b.order_seq, &b.path)));
+    dedupe_ids(&mut entries, input.step.as_ref());
+    input.entries = entries;
+    input.report.withheld.sort();
+    input.report.withheld.dedup();
+    Ok(input)
+}
+
+/// A conservative guess of a path's tokens without tokenizing it (paths tokenize at about
+/// three bytes a token).
+fn estimate_path_tokens(root: Option<&Path>, rel: &Path) -> u64 {
+    let bytes = root.map_or(0, |r| r.as_os_str().len() + 1) + rel.as_os_str().len();
+    (bytes as u64).div_ceil(3) + 1
+}
+
+/// The per-call envelope a policy should add to an entry's content cost.
+fn estimate_call_overhead(format: Format, path_tokens: u64) -> u64 {
+    match format {
+        // Two ids (about 10 tokens each), name, input JSON with the path.
+        Format::Anthropic | Format::OpenaiChat | Format::OpenaiResponses => {
+            MESSAGE_OVERHEAD * 2 + CALL_OVERHEAD + 20 + 8 + path_tokens
+        }
+        Format::Text => TEXT_PIECE_OVERHEAD + 12 + path_tokens,
+        Format::Json => JSON_ENTRY_OVERHEAD + path_tokens,
+    }
+}
+
+/// Two different entries hashing to the same 64-bit id is astronomically unlikely, but ids
+/// must be unique in a request: suffix later duplicates deterministically.
+fn dedupe_ids(entries: &mut [EntryPart], step: Option<&StepPart>) {
+    let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
+    if let Some(s) = step {
+        seen.insert(s.id.clone());
+    }
+    for e in entries.iter_mut() {
+        for c in &mut e.calls {
+            let mut n = 1;
+            while !seen.insert(c.id.clone()) {
+                n += 1;
+                let base: String = c.id.chars().take(ids::MAX_ID_LEN - 4).collect();
+                c.id = format!("{base}_{n}");
+            }
+        }
+    }
+}
+
+fn goal_part(goal: Option<&str>, format: Format) -> Result<GoalPart, ProjectionError> {
+    let real = goal.filter(|g| !g.trim().is_empty());
+    let (text, is_goal) = match real {
+        Some(g) => (g.to_owned(), true),
+        None if format.is_messages() => (NO_GOAL_TEXT.to_owned(), false),
+        None => (String::new(), false),
+    };
+    let cost = match format {
+        _ if text.is_empty() => 0,
+        Format::Text => text_piece_cost(&text::goal_piece(&text))?,
+        Format::Json => JSON_FIELD_OVERHEAD + budget::count_str(&text)?,
+        _ => user_text_cost(&text)?,
+    };
+    Ok(GoalPart {
+        text,
+        cost,
+        is_goal,
+    })
+}
+
+/// The framing as system text: one `Key: value` line per field set, settings as sorted JSON.
+pub fn framing_text(f: &Framing) -> Option<String> {
+    let mut lines = Vec::new();
+    let fields = [
+        ("Workspace", &f.workspace),
+        ("Shell", &f.shell),
+        ("Date", &f.date),
+        ("Timezone", &f.timezone),
+        ("Model", &f.model),
+    ];
+    for (k, v) in fields {
+        if let Some(v) = v.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            lines.push(format!("{k}: {v}"));
+        }
+    }
+    if !f.settings.is_empty() {
+        lines.push(format!("Settings: {}", Value::Object(f.settings.clone())));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+fn framing_part(f: &Framing, format: Format) -> Result<Option<TextPart>, ProjectionError> {
+    let Some(text) = framing_text(f) else {
+        return Ok(None);
+    };
+    let cost = match format {
+        Format::Text => text_piece_cost(&text::framing_piece(&text))?,
+        Format::Json => JSON_FIELD_OVERHEAD + budget::count_str(&text)?,
+        _ => MESSAGE_OVERHEAD + budget::count_str(&text)?,
+    };
+    Ok(Some(TextPart { text, cost }))
+}
+
+/// Structured state as a short labelled list; `None` when there is nothing to say.
+pub fn state_text(s: &StructuredState) -> Option<String> {
+    let mut out = String::new();
+    if let Some(i) = s.intent.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
+        out.push_str(&format!("Intent: {i}\n"));
+    }
+    let lists = [
+        ("Decisions", &s.decisions),
+        ("Constraints", &s.constraints),
+        ("Open loops", &s.open_loops),
+        ("Ruled out", &s.ruled_out),
+    ];
+    for (label, items) in lists {
+        let items: Vec<&str> = items
+            .iter()
+            .map(|x| x.trim())
+            .filter(|x| !x.is_empty())
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        out.push_str(label);
+        out.push_str(":\n");
+        for x in items {
+            out.push_str("- ");
+            out.push_str(x);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Current state of the work (kept by the harness):\n{}",
+        out.trim_end()
+    ))
+}
+
+fn state_part(s: &StructuredState, format: Format) -> Result<Option<TextPart>, ProjectionError> {
+    let Some(text) = state_text(s) else {
+        return Ok(None);
+    };
+    let cost = match format {
+        Format::Text => text_piece_cost(&text::state_piece(&text))?,
+        Format::Json => JSON_FIELD_OVERHEAD + budget::count_str(&text)?,
+        _ => user_text_cost(&text)?,
+    };
+    Ok(Some(TextPart { text, cost }))
+}
+
+/// A raw assistant content usable verbatim: an array of typed blocks with exactly one tool_use,
+/// carrying the step's (valid) id and a valid name, and no empty text.
+fn usable_raw(raw: &Value, id: &str) -> Option<Vec<Value>> {
+    let blocks = raw.as_array()?;
+    let mut uses = 0;
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str)? {
+            "tool_use" => {
+                uses += 1;
+                let ok = b.get("id").and_then(Value::as_str) == Some(id)
+                    && b.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(ids::valid_tool_name)
+                    && b.get("input").is_some_and(Value::is_object);
+                if !ok {
+                    return None;
+                }
+            }
+            "text" => {
+                let t = b.get("text").and_then(Value::as_str)?;
+                if t.trim().is_empty() {
+                    return None;
+                }
+            }
+            "tool_result" => return None,
+            _ => {}
+        }
+    }
+    (uses == 1).then(|| blocks.clone())
+}
+
+fn step_part(s: &Step, format: Format) -> Result<StepPart, ProjectionError> {
+    let id = ids::step_id(&s.tool_use_id);
+    let name = ids::tool_name(&s.tool_name);
+    // Tool inputs must be JSON objects; anything else is wrapped rather than dropped.
+    let input = match &s.input {
+        Value::Object(m) => m.clone(),
+        other => {
+            let mut m = Map::new();
+            m.insert("input".into(), other.clone());
+            m
+        }
+    };
+    let assistant_text = s.assistant_text.clone().filter(|t| !t.trim().is_empty());
+    let raw_anthropic = match (&s.raw_assistant_content, format) {
+        (Some(raw), Format::Anthropic) if id == s.tool_use_id => usable_raw(raw, &id),
+        _ => None,
+    };
+    let input_json = Value::Object(input.clone()).to_string();
+    let cost = match format {
+        Format::Text => {
+            text_piece_cost(&text::step_piece(&name, &input_json, &s.result, s.is_error))?
+        }
+        Format::Json => {
+            JSON_ENTRY_OVERHEAD
+                + budget::count_str(&id)?
+                + budget::count_str(&name)?
+                + budget::count_str(&input_json)?
+                + budget::count_str(&s.result)?
+                + match &assistant_text {
+                    Some(t) => budget::count_str(t)?,
+                    None => 0,
+                }
+        }
+        _ => {
+            let mut c = 2 * MESSAGE_OVERHEAD
+                + CALL_OVERHEAD
+                + 2 * budget::count_str(&id)?
+                + budget::count_str(&name)?
+                + budget::count_str(&input_json)?
+                + budget::count_str(&s.result)?;
+            if let Some(t) = &assistant_text {
+                c += BLOCK_OVERHEAD + budget::count_str(t)?;
+            }
+            if let Some(raw) = &raw_anthropic {
+                // Thinking blocks and signatures count too: take the serialized size.
+                c += BLOCK_OVERHEAD * raw.len() as u64
+                    + budget::count_str(&Value::Array(raw.clone()).to_string())?;
+            }
+            c
+        }
+    };
+    Ok(StepPart {
+        id,
+        name,
+        input,
+        result: s.result.clone(),
+        is_error: s.is_error,
+        assistant_text,
+        raw_anthropic,
+        cost,
+    })
+}
+
+/// The text a command output is shown as in the message formats.
+fn command_text(c: &CommandOutput) -> String {
+    let cwd = if c.cwd.is_empty() || c.cwd == "." {
+        String::new()
+    } else {
+        format!(" (in {})", c.cwd)
+    };
+    let code = match c.exit_code {
+        Some(n) => format!("exit code {n}"),
+        None => "exit code unknown".into(),
+    };
+    let output = if c.output.trim().is_empty() {
+        "(no output)"
+    } else {
+        c.output.as_str()
+    };
+    format!(
+        "Output of `{}`{cwd}, {code}. Still current: the files it read are unchanged.\n{output}",
+        c.command
+    )
+}
+
+/// Command outputs whose inputs are unchanged now (re-read from SOURCE), oldest first.
+fn command_parts(
+    world: &World,
+    commands: &[CommandOutput],
+    format: Format,
+    report: &mut Report,
+) -> Result<Vec<CommandPart>, ProjectionError> {
+    let mut out = Vec::new();
+    'cmds: for c in commands {
+        for (path, recorded) in &c.inputs {
+            let reason = match world.read_current(path) {
+                Ok(cur) if ids::hash_hex(&cur.hash).eq_ignore_ascii_case(recorded) => continue,
+                Ok(_) => CommandDropReason::InputChanged,
+                // Its output may quote the secret: never shown.
+                Err(ReadError::Withheld { .. }) => CommandDropReason::InputWithheld,
+                Err(_) => CommandDropReason::InputUnreadable,
+            };
+            report.stale_dropped_commands.push(DroppedCommand {
+                command: c.command.clone(),
+                cwd: c.cwd.clone(),
+                path: path.to_string_lossy().into_owned(),
+                reason,
+            });
+            continue 'cmds;
+        }
+        let text = command_text(c);
+        let cost = match format {
+            Format::Text => text_piece_cost(&text::command_piece(&text))?,
+            Format::Json => {
+                JSON_ENTRY_OVERHEAD + budget::count_str(&c.command)? + budget::count_str(&c.output)?
+            }
+            _ => user_text_cost(&text)?,
+        };
+        out.push(CommandPart {
+            command: c.command.clone(),
+            cwd: c.cwd.clone(),
+            exit_code: c.exit_code,
+            output: c.output.clone(),
+            seq: c.seq,
+            text,
+            cost,
+        });
+    }
+    out.sort_by_key(|c| c.seq);
+    Ok(out)
+}
+
+enum Rendered {
+    Part(EntryPart),
+    Skip(String),
+}
+
+/// Start offsets of the lines of `bytes` (a final newline does not start a line).
+fn line_starts(bytes: &[u8]) -> Vec<usize> {
+    let mut v = Vec::new();
+    if bytes.is_empty() {
+        return v;
+    }
+    v.push(0);
+    for (i, b) in bytes.iter().enumerate() {
+        if *b == b'\n' && i + 1 < bytes.len() {
+            v.push(i + 1);
+        }
+    }
+    v
+}
+
+/// Bytes of line `i` (0-based) without its newline.
+fn line<'a>(bytes: &'a [u8], starts: &[usize], i: usize) -> &'a [u8] {
+    let start = starts[i];
+    let end = starts.get(i + 1).map_or(bytes.len(), |n| n - 1);
+    let l = &bytes[start..end.max(start)];
+    l.strip_suffix(b"\n").unwrap_or(l)
+}
+
+/// Lines `first..first+count` (0-based) with the gutter of `style`.
+fn numbered(
+    bytes: &[u8],
+    starts: &[usize],
+    first: usize,
+    count: usize,
+    style: LineNumbers,
+) -> String {
+    let mut out = String::with_capacity(bytes.len() / starts.len().max(1) * count + count * 8);
+    for i in first..first + count {
+        if i > first {
+            out.push('\n');
+        }
+        let text = String::from_utf8_lossy(line(bytes, starts, i));
+        match style {
+            LineNumbers::Tab => {
+                out.push_str(&(i + 1).to_string());
+                out.push('\t');
+            }
+            LineNumbers::Arrow => {
+                out.push_str(&format!("{:>6}\u{2192}", i + 1));
+            }
+            LineNumbers::None => {}
+        }
+        out.push_str(&text);
+    }
+    out
+}
+
+/// Line ranges (0-based first, count) covering the byte ranges, merged, within the content.
+fn line_ranges(ranges: &[ByteRange], starts: &[usize], len: usize) -> Vec<(usize, usize)> {
+    let mut out: Vec<(usize, usize)> = Vec::new();
+    for r in ranges {
+        let Ok(start) = usize::try_from(r.start) else {
+            continue;
+        };
+        if start >= len || r.is_empty() {
+            continue;
+        }
+        let end = usize::try_from(r.end).unwrap_or(usize::MAX).min(len);
+        let first = starts.partition_point(|&s| s <= start).saturating_sub(1);
+        let last = starts.partition_point(|&s| s < end).saturating_sub(1);
+        out.push((first, last));
+    }
+    out.sort_unstable();
+    let mut merged: Vec<(usize, usize)> = Vec::new();
+    for (f, l) in out {
+        match merged.last_mut() {
+            Some(m) if f <= m.1 + 1 => m.1 = m.1.max(l),
+            _ => merged.push((f, l)),
+        }
+    }
+    merged.into_iter().map(|(f, l)| (f, l - f + 1)).collect()
+}
+
+/// Memo key of a rendered result: it is determined by the content, the lines and the gutter.
+fn result_key(
+    hash: &[u8; 32],
+    lines: Option<(usize, usize)>,
+    style: LineNumbers,
+    tag: &[u8],
+) -> [u8; 32] {
+    let mut h = blake3::Hasher::new();
+    h.update(tag);
+    h.update(hash);
+    h.update(&[style as u8]);
+    if let Some((f, n)) = lines {
+        h.update(&(f as u64).to_le_bytes());
+        h.update(&(n as u64).to_le_bytes());
+    }
+    *h.finalize().as_bytes()
+}
+
+/// Which stamp orders an entry: its last change; for a file shown as ranges, also its last
+/// read (a new range changes what is shown without changing the file).
+fn order_of(meta: &Entry, form: &Form) -> (u64, u64) {
+    let mut s = meta.last_changed.unwrap_or(meta.first_observed);
+    if matches!(form, Form::Ranges(_)) && meta.last_observed.seq > s.seq {
+        s = meta.last_observed;
+    }
+    (s.seq, s.turn)
+}
+
+/// The form actually shown: a file the agent read only in part is shown as those parts (the
+/// model saw nothing else of it), unless the agent wrote it (then whole: it needs all of its
+/// own edit). Policies may prefer the whole of a small file; this overrides them.
+fn shown_form(meta: &Entry, form: &Form) -> Form {
+    match (form, &meta.extent) {
+        (Form::Whole, Extent::Ranges(set))
+            if !meta.agent_wrote && meta.size.is_none_or(|size| !set.covers(size)) =>
+        {
+            Form::Ranges(set.as_slice().to_vec())
+        }
+        (Form::Ranges(_), _) if meta.agent_wrote => Form::Whole,
+        _ => form.clone(),
+    }
+}
+
+fn entry_part(
+    world: &World,
+    req: &ProjectionRequest,
+    path: &Path,
+    meta: &Entry,
+    form: &Form,
+) -> Result<Rendered, ProjectionError> {
+    let display = display_path(req.absolute_paths.as_deref(), path);
+    let form = &shown_form(meta, form);
+    let (order_seq, order_turn) = order_of(meta, form);
+    let mut part = EntryPart {
+        path: path.to_owned(),
+        display,
+        kind: meta.kind,
+        shown: Shown::Content,
+        hash: None,
+        order_seq,
+        order_turn,
+        pinned: meta.pinned,
+        agent_wrote: meta.agent_wrote,
+        whole: true,
+        total_lines: 0,
+        calls: Vec::new(),
+        segments: Vec::new(),
+        cost: 0,
+    };
+    let current = match (form, meta.state) {
+        (Form::Notice, EntryState::Withheld) => Err(Shown::Withheld),
+        (Form::Notice, _) => Err(Shown::Deleted),
+        _ => match world.read_current(path) {
+            Ok(c) => Ok(c),
+            Err(ReadError::Withheld { .. }) => Err(Shown::Withheld),
+            Err(ReadError::Source(SourceError::Open { source, .. }))
+                if source.kind() == std::io::ErrorKind::NotFound =>
+            {
+                Err(Shown::Deleted)
+            }
+            Err(e) => return Ok(Rendered::Skip(e.to_string())),
+        },
+    };
+    match current {
+        Ok(c) => content_calls(req, &mut part, &c, form)?,
+        Err(shown) => notice_call(req, &mut part, shown),
+    }
+    part.cost = entry_cost(req, &part)?;
+    Ok(Rendered::Part(part))
+}
+
+fn input_for(
+    req: &ProjectionRequest,
+    display: &str,
+    lines: Option<(u64, u64)>,
+) -> Map<String, Value> {
+    let mut m = Map::new();
+    m.insert(req.path_param.clone(), Value::String(display.to_owned()));
+    if let Some((offset, limit)) = lines {
+        m.insert("offset".into(), json!(offset));
+        m.insert("limit".into(), json!(limit));
+    }
+    m
+}
+
+fn notice_call(req: &ProjectionRequest, part: &mut EntryPart, shown: Shown) {
+    part.shown = shown;
+    let (tag, result, is_error) = match shown {
+        Shown::Deleted => (
+            "deleted",
+            format!("File does not exist: {} (it was deleted).", part.display),
+            true,
+        ),
+        _ => (
+            "withheld",
+            format!(
+                "{} exists, but its content is withheld by policy (it looks like a secret).",
+                part.display
+            ),
+            false,
+        ),
+    };
+    let id = ids::call_id(&part.path, &[0; 32], tag);
+    part.calls.push(Call {
+        id,
+        input: input_for(req, &part.display, None),
+        lines: None,
+        result,
+        is_error,
+    });
+}
+
+fn content_calls(
+    req: &ProjectionRequest,
+    part: &mut EntryPart,
+    c: &CurrentContent,
+    form: &Form,
+) -> Result<(), ProjectionError> {
+    part.hash = Some(c.hash);
+    part.kind = c.kind;
+    let bytes = &c.bytes;
+    if c.kind == EntryKind::Dir {
+        // A listing has no lines to number; shown as it is.
+        let listing = String::from_utf8_lossy(bytes).trim_end().to_owned();
+        part.total_lines = listing.lines().count() as u64;
+        part.calls.push(Call {
+            id: ids::call_id(&part.path, &c.hash, ""),
+            input: input_for(req, &part.display, None),
+            lines: None,
+            result: if listing.is_empty() {
+                "(empty directory)".into()
+            } else {
+                listing.clone()
+            },
+            is_error: false,
+        });
+        if req.format == Format::Json {
+            part.segments.push(Segment {
+                first_line: 1,
+                line_count: part.total_lines,
+                text: listing,
+            });
+        }
+        return Ok(());
+    }
+    let starts = line_starts(bytes);
+    let n = starts.len();
+    part.total_lines = n as u64;
+    let ranges = match form {
+        Form::Ranges(r) if !part.agent_wrote => {
+            let lr = line_ranges(r, &starts, bytes.len());
+            // Lines read before the file shrank are gone: show it whole rather than nothing.
+            (!lr.is_empty() && lr != [(0, n)]).then_some(lr)
+        }
+        _ => None,
+    };
+    let spans: Vec<(usize, usize)> = match &ranges {
+        Some(lr) => lr.clone(),
+        None => vec![(0, n)],
+    };
+    part.whole = ranges.is_none();
+    for (first, count) in spans {
+        let lines_arg = match &ranges {
+            Some(_) => Some((first as u64 + 1, count as u64)),
+            None if n as u64 > READ_DEFAULT_LINES => Some((1, n as u64)),
+            None => None,
+        };
+        let tag = match &ranges {
+            Some(_) => format!("L{}+{}", first + 1, count),
+            None => String::new(),
+        };
+        let result = if n == 0 {
+            EMPTY_FILE_TEXT.to_owned()
+        } else {
+            numbered(bytes, &starts, first, count, req.line_numbers)
+        };
+        part.calls.push(Call {
+            id: ids::call_id(&part.path, &c.hash, &tag),
+            input: input_for(req, &part.display, lines_arg),
+            lines: ranges.as_ref().map(|_| (first as u64 + 1, count as u64)),
+            result,
+            is_error: false,
+        });
+        if req.format == Format::Json && n > 0 {
+            let start = starts[first];
+            let end = starts.get(first + count).copied().unwrap_or(bytes.len());
+            part.segments.push(Segment {
+                first_line: first as u64 + 1,
+                line_count: count as u64,
+                text: String::from_utf8_lossy(&bytes[start..end]).into_owned(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Exact tokens of an entry's strings plus the format's envelope.
+fn entry_cost(req: &ProjectionRequest, part: &EntryPart) -> Result<u64, ProjectionError> {
+    let result_tokens = |call: &Call| -> Result<u64, ProjectionError> {
+        Ok(match part.hash {
+            Some(h) if part.shown == Shown::Content => {
+                let lines = call.lines.map(|(f, n)| (f as usize, n as usize));
+                let key = result_key(&h, lines, req.line_numbers, b"result");
+                budget::count_keyed(&key, &call.result)?
+            }
+            _ => budget::count_str(&call.result)?,
+        })
+    };
+    Ok(match req.format {
+        Format::Anthropic | Format::OpenaiChat | Format::OpenaiResponses => {
+            let mut c = 2 * MESSAGE_OVERHEAD;
+            for call in &part.calls {
+                let input = Value::Object(call.input.clone()).to_string();
+                c += CALL_OVERHEAD
+                    + 2 * budget::count_str(&call.id)?
+                    + budget::count_str(&req.tool_name)?
+                    + budget::count_str(&input)?
+                    + result_tokens(call)?;
+            }
+            c
+        }
+        Format::Text => {
+            let mut c = 0;
+            for (i, call) in part.calls.iter().enumerate() {
+                let (head, tail) = text::entry_frame(part, i);
+                c += budget::count_str(&head)? + budget::count_str(&tail)? + result_tokens(call)?;
+                c += TEXT_PIECE_OVERHEAD;
+            }
+            c
+        }
+        Format::Json => {
+            let mut c = JSON_ENTRY_OVERHEAD + budget::count_str(&part.display)?;
+            match part.hash {
+                Some(h) => {
+                    for s in &part.segments {
+                        let lines = Some((s.first_line as usize, s.line_count as usize));
+                        let key = result_key(&h, lines, LineNumbers::None, b"raw");
+                        c += budget::count_keyed(&key, &s.text)? + JSON_FIELD_OVERHEAD;
+                    }
+                }
+                None => {
+                    for call in &part.calls {
+                        c += budget::count_str(&call.result)?;
+                    }
+                }
+            }
+            c
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lines_and_ranges() {
+        let b = b"a\nbb\nccc\n";
+        let s = line_starts(b);
+        assert_eq!(s, vec![0, 2, 5]);
+        assert_eq!(
+            numbered(b, &s, 0, 3, LineNumbers::Tab),
+            "1\ta\n2\tbb\n3\tccc"
+        );
+        assert_eq!(
+            numbered(b, &s, 1, 1, LineNumbers::Arrow),
+            "     2\u{2192}bb"
+        );
+        // Byte 3 is in line 2, bytes 5..7 in line 3: adjacent lines merge.
+        let r = [ByteRange::at(3, 1), ByteRange::at(5, 2)];
+        assert_eq!(line_ranges(&r, &s, b.len()), vec![(1, 2)]);
+        let r = [ByteRange::at(0, 1), ByteRange::at(6, 100)];
+        assert_eq!(line_ranges(&r, &s, b.len()), vec![(0, 1), (2, 1)]);
+        assert!(line_ranges(&[ByteRange::at(100, 5)], &s, b.len()).is_empty());
+        let no_nl = b"x\ny";
+        let s = line_starts(no_nl);
+        assert_eq!(numbered(no_nl, &s, 0, 2, LineNumbers::None), "x\ny");
+        assert!(line_starts(b"").is_empty());
+    }
+}

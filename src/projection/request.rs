@@ -1,0 +1,191 @@
+//! What a harness asks for: the format, the budget and how synthesized calls should look.
+//!
+//! Every field has a default so a socket client can send `{"format": "anthropic"}` and get a
+//! projection that works with Claude Code's own `Read` tool.
+
+use std::path::PathBuf;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use super::ProjectionError;
+use super::ids;
+
+/// The shape of the projection body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    /// `{system, messages, tools}` for `POST /v1/messages`.
+    Anthropic,
+    /// `{messages, tools}` for `POST /v1/chat/completions`.
+    OpenaiChat,
+    /// `{instructions, input, tools}` for `POST /v1/responses`.
+    OpenaiResponses,
+    /// Plain markdown, for prompt injection (hooks, custom prompts).
+    Text,
+    /// Raw entries with their current content, for custom harnesses.
+    Json,
+}
+
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Anthropic,
+        Format::OpenaiChat,
+        Format::OpenaiResponses,
+        Format::Text,
+        Format::Json,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenaiChat => "openai_chat",
+            Format::OpenaiResponses => "openai_responses",
+            Format::Text => "text",
+            Format::Json => "json",
+        }
+    }
+
+    /// Formats that are a messages array with synthesized tool calls.
+    pub fn is_messages(self) -> bool {
+        matches!(
+            self,
+            Format::Anthropic | Format::OpenaiChat | Format::OpenaiResponses
+        )
+    }
+}
+
+impl FromStr for Format {
+    type Err = ProjectionError;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Format::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| ProjectionError::InvalidRequest {
+                field: "format",
+                reason: format!(
+                    "unknown format {s:?}; expected one of anthropic, openai_chat, \
+                     openai_responses, text, json"
+                ),
+            })
+    }
+}
+
+impl std::fmt::Display for Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// How file lines are numbered in synthesized read results. Claude Code changed its `Read`
+/// output between versions; the Edit tool strips the gutter by its separator, so a projection
+/// must use the separator the live client uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LineNumbers {
+    /// `12\tline` (Claude Code 2.1.2xx).
+    #[default]
+    Tab,
+    /// `    12→line` (older Claude Code: right-aligned to 6, then U+2192).
+    Arrow,
+    /// The raw lines, no gutter.
+    None,
+}
+
+/// A request for a projection. Deserializable from the socket's JSON parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProjectionRequest {
+    pub format: Format,
+    /// Token budget (o200k_base); `None` uses the world's configured `budget.tokens`.
+    pub budget_tokens: Option<u64>,
+    /// Policy name (`worldfs`, `seed`, `lru`); `None` uses the world's configured policy.
+    pub policy: Option<String>,
+    /// Name of the read tool the synthesized calls use (Claude Code: `Read`).
+    pub tool_name: String,
+    /// Name of its path parameter (Claude Code: `file_path`).
+    pub path_param: String,
+    /// `cache_control` breakpoints to place (anthropic only), 0 to 4.
+    pub max_breakpoints: u8,
+    /// Root shown to the model (e.g. the mount path) so paths are absolute, as Claude Code's
+    /// `Read` requires; `None` shows paths relative to the root.
+    pub absolute_paths: Option<PathBuf>,
+    pub line_numbers: LineNumbers,
+    /// Show deleted entries as a one-line "does not exist" result (default) or omit them.
+    pub include_deleted: bool,
+}
+
+impl Default for ProjectionRequest {
+    fn default() -> Self {
+        Self {
+            format: Format::Anthropic,
+            budget_tokens: None,
+            policy: None,
+            tool_name: "Read".into(),
+            path_param: "file_path".into(),
+            max_breakpoints: 2,
+            absolute_paths: None,
+            line_numbers: LineNumbers::Tab,
+            include_deleted: true,
+        }
+    }
+}
+
+/// Anthropic counts every `cache_control` in the request, tools and system included.
+pub const MAX_BREAKPOINTS: u8 = 4;
+
+impl ProjectionRequest {
+    pub fn new(format: Format, budget_tokens: u64) -> Self {
+        Self {
+            format,
+            budget_tokens: Some(budget_tokens),
+            ..Self::default()
+        }
+    }
+
+    /// Rejects requests whose output could not be valid, before any work is done.
+    pub fn check(&self) -> Result<(), ProjectionError> {
+        let bad = |field, reason: String| Err(ProjectionError::InvalidRequest { field, reason });
+        if !ids::valid_tool_name(&self.tool_name) {
+            return bad(
+                "tool_name",
+                format!(
+                    "{:?} does not match ^[a-zA-Z0-9_-]{{1,64}}$",
+                    self.tool_name
+                ),
+            );
+        }
+        // The path parameter becomes a JSON key in a schema next to `offset` and `limit`.
+        if self.path_param.is_empty() || self.path_param.len() > 64 {
+            return bad("path_param", "must be 1 to 64 characters".into());
+        }
+        if matches!(self.path_param.as_str(), "offset" | "limit") {
+            return bad(
+                "path_param",
+                format!(
+                    "{:?} collides with the read tool's own parameters",
+                    self.path_param
+                ),
+            );
+        }
+        if self.max_breakpoints > MAX_BREAKPOINTS {
+            return bad(
+                "max_breakpoints",
+                format!(
+                    "{} is more than the API allows ({MAX_BREAKPOINTS})",
+                    self.max_breakpoints
+                ),
+            );
+        }
+        if let Some(root) = &self.absolute_paths
+            && !root.is_absolute()
+        {
+            return bad(
+                "absolute_paths",
+                format!("{} is not an absolute path", root.display()),
+            );
+        }
+        Ok(())
+    }
+}

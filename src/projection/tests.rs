@@ -1,0 +1,558 @@
+//! Property tests: random worlds, random harness state, random budgets and options. Every
+//! projection validates, stays within its budget (counted conservatively), is deterministic,
+//! and keeps its prefix byte-identical when one file changes.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use proptest::prelude::*;
+use serde_json::Value;
+
+use super::*;
+use crate::observation::{Observation, Op};
+use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
+use crate::world::tokens;
+use crate::world::{ProcInfo, StaticProcesses, World};
+
+const CLAUDE: u32 = 100;
+
+#[derive(Debug, Clone)]
+enum Action {
+    ReadWhole(usize),
+    ReadRange(usize, u64, u64),
+    Write(usize, String),
+    Delete(usize),
+    ListRoot,
+    AdvanceTurn,
+    Pin(usize),
+}
+
+#[derive(Debug, Clone)]
+struct Scenario {
+    files: Vec<(String, String)>,
+    actions: Vec<Action>,
+    goal: Option<String>,
+    framing: bool,
+    state: Option<Vec<String>>,
+    step: Option<(String, String, Value, String, bool, Option<String>)>,
+    commands: Vec<(String, usize, bool)>,
+}
+
+fn content() -> impl Strategy<Value = String> {
+    prop::collection::vec(
+        prop_oneof![
+            "[a-z ]{0,30}",
+            Just(String::new()),
+            Just("```rust".to_string()),
+            Just("  indented\t tab".to_string()),
+            "[éü漢\\-_{}()]{0,8}",
+        ],
+        0..25,
+    )
+    .prop_map(|lines| lines.join("\n"))
+}
+
+fn scenario() -> impl Strategy<Value = Scenario> {
+    let names = prop::sample::subsequence(
+        vec![
+            "a.rs",
+            "b.txt",
+            "src/c.rs",
+            "src/d.py",
+            ".env",
+            "docs/e.md",
+            "f",
+            "g.json",
+        ],
+        1..8,
+    );
+    (names, any::<u64>()).prop_flat_map(|(names, _)| {
+        let n = names.len();
+        let files = names
+            .into_iter()
+            .map(|name: &'static str| content().prop_map(move |c| (name.to_string(), c)))
+            .collect::<Vec<_>>();
+        let action = prop_oneof![
+            4 => (0..n).prop_map(Action::ReadWhole),
+            2 => (0..n, 0u64..400, 1u64..200).prop_map(|(i, o, l)| Action::ReadRange(i, o, l)),
+            2 => (0..n, content()).prop_map(|(i, c)| Action::Write(i, c)),
+            1 => (0..n).prop_map(Action::Delete),
+            1 => Just(Action::ListRoot),
+            1 => Just(Action::AdvanceTurn),
+            1 => (0..n).prop_map(Action::Pin),
+        ];
+        let step = prop::option::of((
+            prop_oneof![
+                Just("toolu_01abc".to_string()),
+                Just("bad id!".to_string()),
+                "[a-z]{41,45}"
+            ],
+            prop_oneof![
+                Just("Read".to_string()),
+                Just("Bash".to_string()),
+                Just("mcp.tool".to_string())
+            ],
+            prop_oneof![
+                Just(serde_json::json!({"command": "ls"})),
+                Just(serde_json::json!("not an object")),
+                Just(serde_json::json!({})),
+            ],
+            "[a-z \n]{0,40}",
+            any::<bool>(),
+            prop::option::of(prop_oneof![Just("  ".to_string()), "[a-z ]{1,20}"]),
+        ));
+        (
+            files,
+            prop::collection::vec(action, 0..20),
+            prop::option::of(prop_oneof![Just("   ".to_string()), "[a-zA-Z ]{1,60}"]),
+            any::<bool>(),
+            prop::option::of(prop::collection::vec("[a-z ]{0,20}", 0..4)),
+            step,
+            prop::collection::vec(("[a-z ]{1,12}", 0..n, any::<bool>()), 0..3),
+        )
+            .prop_map(
+                |(files, actions, goal, framing, state, step, commands)| Scenario {
+                    files,
+                    actions,
+                    goal,
+                    framing,
+                    state,
+                    step,
+                    commands,
+                },
+            )
+    })
+}
+
+struct Built {
+    _dir: tempfile::TempDir,
+    world: Arc<World>,
+    seq: u64,
+    now: SystemTime,
+}
+
+impl Built {
+    fn obs(&mut self, path: &str, op: Op) -> Observation {
+        self.seq += 1;
+        self.now += Duration::from_millis(1);
+        Observation {
+            seq: self.seq,
+            time: self.now,
+            op,
+            path: PathBuf::from(path),
+            pid: CLAUDE,
+        }
+    }
+
+    fn write_file(&mut self, path: &str, text: &str) {
+        let p = self._dir.path().join(path);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        fs::write(&p, text).unwrap_or_else(|e| panic!("{e}"));
+        let open = self.obs(
+            path,
+            Op::Open {
+                read: false,
+                write: true,
+                truncate: true,
+                created: false,
+            },
+        );
+        let close = self.obs(path, Op::Close { wrote: true });
+        self.world.ingest([open, close]);
+    }
+}
+
+fn build(s: &Scenario) -> Built {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    for (name, text) in &s.files {
+        let p = dir.path().join(name);
+        if let Some(parent) = p.parent() {
+            fs::create_dir_all(parent).unwrap_or_else(|e| panic!("{e}"));
+        }
+        fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+    let procs = Arc::new(StaticProcesses::new([ProcInfo::synthetic(
+        CLAUDE,
+        "claude",
+        &["claude"],
+        &[(1, "zsh")],
+    )]));
+    let world = World::builder_at(dir.path())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .process_source(procs)
+        .reads_by_range(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut b = Built {
+        _dir: dir,
+        world,
+        seq: 0,
+        now: SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000),
+    };
+    let read_open = Op::Open {
+        read: true,
+        write: false,
+        truncate: false,
+        created: false,
+    };
+    for a in &s.actions {
+        match a {
+            Action::ReadWhole(i) => {
+                let name = &s.files[*i].0;
+                let o = b.obs(name, read_open.clone());
+                let r = b.obs(
+                    name,
+                    Op::Read {
+                        offset: 0,
+                        len: 1 << 20,
+                    },
+                );
+                b.world.ingest([o, r]);
+            }
+            Action::ReadRange(i, offset, len) => {
+                let name = &s.files[*i].0;
+                let o = b.obs(name, read_open.clone());
+                let r = b.obs(
+                    name,
+                    Op::Read {
+                        offset: *offset,
+                        len: *len,
+                    },
+                );
+                b.world.ingest([o, r]);
+            }
+            Action::Write(i, text) => {
+                let name = s.files[*i].0.clone();
+                b.write_file(&name, text);
+            }
+            Action::Delete(i) => {
+                let name = &s.files[*i].0;
+                let _ = fs::remove_file(b._dir.path().join(name));
+                let o = b.obs(name, Op::Unlink);
+                b.world.ingest([o]);
+            }
+            Action::ListRoot => {
+                let o = b.obs("", Op::ReadDir);
+                b.world.ingest([o]);
+            }
+            Action::AdvanceTurn => {
+                b.world.advance_turn();
+            }
+            Action::Pin(i) => {
+                b.world.set_pinned(Path::new(&s.files[*i].0), true);
+            }
+        }
+    }
+    let h = b.world.harness();
+    *h.goal.write() = s.goal.clone();
+    if s.framing {
+        *h.framing.write() = Framing {
+            workspace: Some("/w".into()),
+            shell: Some("  ".into()),
+            model: Some("m".into()),
+            ..Framing::default()
+        };
+    }
+    if let Some(items) = &s.state {
+        *h.state.write() = StructuredState {
+            intent: items.first().cloned(),
+            decisions: items.clone(),
+            ..StructuredState::default()
+        };
+    }
+    if let Some((id, name, input, result, is_error, text)) = &s.step {
+        *h.last_step.write() = Some(Step {
+            tool_use_id: id.clone(),
+            tool_name: name.clone(),
+            input: input.clone(),
+            result: result.clone(),
+            is_error: *is_error,
+            assistant_text: text.clone(),
+            raw_assistant_content: None,
+            turn: 0,
+        });
+    }
+    for (k, (cmd, i, fresh)) in s.commands.iter().enumerate() {
+        let name = &s.files[*i].0;
+        let hash = match fs::read(b._dir.path().join(name)) {
+            Ok(bytes) if *fresh => blake3::hash(&bytes).to_hex().to_string(),
+            _ => "0".repeat(64),
+        };
+        h.record_command(CommandOutput {
+            command: cmd.clone(),
+            cwd: ".".into(),
+            output: format!("output {k}"),
+            exit_code: Some(0),
+            inputs: vec![(PathBuf::from(name), hash)],
+            turn: 0,
+            seq: k as u64,
+        });
+    }
+    b
+}
+
+/// Sum of the exact token counts of every string in `v`: what the body carries besides its
+/// JSON structure. The reported figure must be at least this.
+fn leaf_tokens(v: &Value) -> u64 {
+    match v {
+        Value::String(s) => tokens::count_uncached(s.as_bytes()).map_or(0, u64::from),
+        Value::Array(a) => a.iter().map(leaf_tokens).sum(),
+        Value::Object(m) => m.values().map(leaf_tokens).sum(),
+        _ => 0,
+    }
+}
+
+fn strip_cache_control(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(k, _)| k.as_str() != "cache_control")
+                .map(|(k, v)| (k.clone(), strip_cache_control(v)))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(strip_cache_control).collect()),
+        other => other.clone(),
+    }
+}
+
+fn budget_strategy() -> impl Strategy<Value = u64> {
+    prop_oneof![
+        Just(0u64),
+        1u64..60,
+        60u64..600,
+        600u64..20_000,
+        Just(u64::MAX / 2),
+        Just(u64::MAX),
+    ]
+}
+
+fn format_strategy() -> impl Strategy<Value = Format> {
+    prop::sample::select(Format::ALL.to_vec())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 96, ..ProptestConfig::default() })]
+
+    #[test]
+    fn every_projection_is_valid_within_budget_and_deterministic(
+        s in scenario(),
+        budget in budget_strategy(),
+        format in format_strategy(),
+        breakpoints in 0u8..=4,
+        absolute in any::<bool>(),
+        include_deleted in any::<bool>(),
+        policy in prop::sample::select(vec!["worldfs", "seed", "lru"]),
+    ) {
+        let b = build(&s);
+        let req = ProjectionRequest {
+            format,
+            budget_tokens: Some(budget),
+            policy: Some(policy.to_string()),
+            max_breakpoints: breakpoints,
+            absolute_paths: absolute.then(|| PathBuf::from("/mnt/work")),
+            include_deleted,
+            ..ProjectionRequest::default()
+        };
+        match render(&b.world, &req) {
+            Ok(p) => {
+                prop_assert!(p.tokens <= budget, "{} > {}", p.tokens, budget);
+                if let Err(v) = validate_projection(&p) {
+                    prop_assert!(false, "{format}: {v:#?}\n{}", p.body);
+                }
+                let carried = match &p.body {
+                    Value::String(t) => tokens::count_uncached(t.as_bytes()).map_or(0, u64::from),
+                    other => leaf_tokens(other),
+                };
+                prop_assert!(carried <= p.tokens, "{format}: body carries {carried} > reported {}", p.tokens);
+                let bps = serde_json::to_string(&p.body).unwrap_or_default().matches("cache_control").count();
+                prop_assert!(bps <= usize::from(breakpoints));
+                let again = render(&b.world, &req);
+                prop_assert_eq!(again.ok(), Some(p));
+            }
+            Err(ProjectionError::BudgetTooSmall { minimum, .. }) => {
+                prop_assert!(format.is_messages(), "{format} has an empty minimal projection");
+                prop_assert!(budget < minimum && minimum < 40, "budget {budget}, minimum {minimum}");
+            }
+            Err(e) => prop_assert!(false, "{e}"),
+        }
+    }
+
+    #[test]
+    fn prefix_before_a_changed_file_is_byte_identical(
+        s in scenario(),
+        pick in any::<prop::sample::Index>(),
+        new_text in content(),
+        format in prop::sample::select(vec![Format::Anthropic, Format::OpenaiChat, Format::OpenaiResponses]),
+    ) {
+        let mut b = build(&s);
+        let req = ProjectionRequest::new(format, u64::MAX / 2);
+        let before = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+        // A live file that is shown with content.
+        let shown: Vec<String> = s.files.iter().map(|f| f.0.clone())
+            .filter(|name| b._dir.path().join(name).is_file())
+            .filter(|name| b.world.entry(Path::new(name)).is_some_and(|e| e.projectable()))
+            .filter(|name| !name.starts_with(".env"))
+            .collect();
+        prop_assume!(!shown.is_empty());
+        let name = pick.get(&shown).clone();
+        b.write_file(&name, &format!("{new_text}\nchanged"));
+        let after = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+        let (list_key, is_call): (&str, fn(&Value, &str) -> bool) = match format {
+            Format::Anthropic => ("messages", |m, name| {
+                m["role"] == "assistant" && m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["input"]["file_path"] == name))
+            }),
+            Format::OpenaiChat => ("messages", |m, name| {
+                m["tool_calls"].as_array().is_some_and(|c| c.iter().any(|c| c["function"]["arguments"].as_str().is_some_and(|a| a.contains(&format!("\"{name}\"")))))
+            }),
+            _ => ("input", |m, name| {
+                m["type"] == "function_call" && m["arguments"].as_str().is_some_and(|a| a.contains(&format!("\"{name}\"")))
+            }),
+        };
+        let old = before.body[list_key].as_array().cloned().unwrap_or_default();
+        let new = after.body[list_key].as_array().cloned().unwrap_or_default();
+        let cut = old.iter().position(|m| is_call(m, &name)).unwrap_or(old.len());
+        // Everything before the changed file's old place: same bytes (breakpoint markers
+        // aside, which move with the stable boundary and are not part of the cached content).
+        let before_cut = |v: &[Value]| v.iter().take(cut).map(strip_cache_control).collect::<Vec<_>>();
+        let old_prefix = before_cut(&old);
+        let new_prefix = before_cut(&new);
+        // The goal message may have received the state text when there were no entries
+        // before the cut; compare only complete messages that are entries or the goal.
+        let n = if cut == old.len() { cut.saturating_sub(4) } else { cut };
+        prop_assert_eq!(&old_prefix[..n.min(old_prefix.len())], &new_prefix[..n.min(new_prefix.len())]);
+        prop_assert_eq!(&before.body["tools"], &after.body["tools"]);
+        prop_assert_eq!(&before.body["system"], &after.body["system"]);
+        // And the changed file is now after every unchanged one.
+        let moved = new.iter().rposition(|m| is_call(m, &name));
+        prop_assert!(moved.is_some_and(|i| i >= cut.min(new.len().saturating_sub(1)) || cut == old.len()));
+    }
+}
+
+#[test]
+fn zero_budget_is_a_clear_error_for_messages_and_empty_for_text() {
+    let s = Scenario {
+        files: vec![("a.rs".into(), "fn a() {}".into())],
+        actions: vec![Action::ReadWhole(0)],
+        goal: Some("do it".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let b = build(&s);
+    let err = render(&b.world, &ProjectionRequest::new(Format::Anthropic, 0));
+    assert!(
+        matches!(err, Err(ProjectionError::BudgetTooSmall { budget: 0, .. })),
+        "{err:?}"
+    );
+    let msg = err.err().map(|e| e.to_string()).unwrap_or_default();
+    assert!(msg.contains("too small"), "{msg}");
+    let t = render(&b.world, &ProjectionRequest::new(Format::Text, 0))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(t.body, Value::String(String::new()));
+    assert_eq!(t.tokens, 0);
+    // A small budget: the goal alone, entries reported as evicted.
+    let p = render(&b.world, &ProjectionRequest::new(Format::Anthropic, 20))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.entries, 0);
+    assert!(!p.evicted.is_empty());
+    assert_eq!(validate_projection(&p), Ok(()));
+}
+
+#[test]
+fn bad_requests_are_rejected_with_the_field() {
+    let s = Scenario {
+        files: vec![("a.rs".into(), "x".into())],
+        actions: vec![],
+        goal: None,
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let b = build(&s);
+    let cases = [
+        ProjectionRequest {
+            tool_name: "bad name".into(),
+            ..ProjectionRequest::default()
+        },
+        ProjectionRequest {
+            path_param: "offset".into(),
+            ..ProjectionRequest::default()
+        },
+        ProjectionRequest {
+            max_breakpoints: 5,
+            ..ProjectionRequest::default()
+        },
+        ProjectionRequest {
+            absolute_paths: Some("rel".into()),
+            ..ProjectionRequest::default()
+        },
+    ];
+    for req in cases {
+        let e = render(&b.world, &req);
+        assert!(
+            matches!(e, Err(ProjectionError::InvalidRequest { .. })),
+            "{e:?}"
+        );
+    }
+    let e = render(
+        &b.world,
+        &ProjectionRequest {
+            policy: Some("fifo".into()),
+            ..ProjectionRequest::default()
+        },
+    );
+    assert!(
+        e.err()
+            .is_some_and(|e| e.to_string().contains("worldfs, seed, lru"))
+    );
+    let parsed: Result<ProjectionRequest, _> =
+        serde_json::from_str(r#"{"format": "openai_chat", "budget_tokens": 100}"#);
+    assert!(parsed.is_ok_and(|r| r.format == Format::OpenaiChat && r.tool_name == "Read"));
+    let bad: Result<ProjectionRequest, _> = serde_json::from_str(r#"{"format": "xml"}"#);
+    assert!(bad.is_err());
+}
+
+#[test]
+fn raw_assistant_content_with_thinking_is_replayed_verbatim() {
+    let s = Scenario {
+        files: vec![("a.rs".into(), "x".into())],
+        actions: vec![Action::ReadWhole(0)],
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let b = build(&s);
+    let raw = serde_json::json!([
+        {"type": "thinking", "thinking": "hmm", "signature": "c2lnbmF0dXJl"},
+        {"type": "tool_use", "id": "toolu_01X", "name": "Bash", "input": {"command": "ls"}}
+    ]);
+    *b.world.harness().last_step.write() = Some(Step {
+        tool_use_id: "toolu_01X".into(),
+        tool_name: "Bash".into(),
+        input: serde_json::json!({"command": "ls"}),
+        result: "a.rs".into(),
+        is_error: false,
+        assistant_text: None,
+        raw_assistant_content: Some(raw.clone()),
+        turn: 0,
+    });
+    let p = render(&b.world, &ProjectionRequest::new(Format::Anthropic, 10_000))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(validate_projection(&p), Ok(()));
+    let msgs = p.body["messages"].as_array().cloned().unwrap_or_default();
+    let n = msgs.len();
+    assert_eq!(msgs[n - 2]["content"], raw);
+    let names: Vec<&str> = p.body["tools"]
+        .as_array()
+        .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, vec!["Read", "Bash"]);
+}

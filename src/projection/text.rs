@@ -1,0 +1,114 @@
+//! The `text` format: plain markdown for prompt injection (hook `additionalContext`, custom
+//! prompts). Same content and order as the message formats, without tool calls: framing, goal,
+//! one section per entry (oldest change first), state, command outputs, the last step.
+//!
+//! Every piece is produced by one function here, used both to count its tokens and to render
+//! it, so the count always describes the bytes sent.
+
+use serde_json::Value;
+
+use super::gather::{EntryPart, Input, Shown};
+use crate::world::EntryKind;
+
+/// A code fence longer than any run of backticks in `body`, so content cannot close it.
+fn fence_for(body: &str) -> String {
+    let mut longest = 0;
+    let mut run = 0;
+    for c in body.chars() {
+        if c == '`' {
+            run += 1;
+            longest = longest.max(run);
+        } else {
+            run = 0;
+        }
+    }
+    "`".repeat(longest.max(2) + 1)
+}
+
+pub fn goal_piece(goal: &str) -> String {
+    format!("# Goal\n\n{goal}")
+}
+
+pub fn framing_piece(framing: &str) -> String {
+    format!("# Session\n\n{framing}")
+}
+
+pub fn state_piece(state: &str) -> String {
+    format!("# State\n\n{state}")
+}
+
+pub fn command_piece(text: &str) -> String {
+    format!("# Command output\n\n{text}")
+}
+
+pub fn step_piece(name: &str, input_json: &str, result: &str, is_error: bool) -> String {
+    let fence = fence_for(result);
+    let label = if is_error { "Error" } else { "Result" };
+    format!(
+        "# Last step\n\nCalled `{name}` with {input_json}\n{label}:\n{fence}\n{result}\n{fence}"
+    )
+}
+
+/// What goes before and after call `i`'s result in the entry's section.
+pub fn entry_frame(part: &EntryPart, i: usize) -> (String, String) {
+    let Some(call) = part.calls.get(i) else {
+        return (String::new(), String::new());
+    };
+    let what = match (part.shown, call.lines, part.kind) {
+        (Shown::Deleted, _, _) => " (deleted)".to_owned(),
+        (Shown::Withheld, _, _) => " (withheld)".to_owned(),
+        (Shown::Content, _, EntryKind::Dir) => " (directory listing)".to_owned(),
+        (Shown::Content, Some((first, n)), _) => {
+            format!(" (lines {first}-{} of {})", first + n - 1, part.total_lines)
+        }
+        (Shown::Content, None, _) => String::new(),
+    };
+    if part.shown != Shown::Content {
+        return (format!("## {}{what}\n", part.display), String::new());
+    }
+    let fence = fence_for(&call.result);
+    (
+        format!("## {}{what}\n{fence}\n", part.display),
+        format!("\n{fence}"),
+    )
+}
+
+/// The whole markdown document.
+pub fn render(input: &Input) -> Value {
+    let mut pieces: Vec<String> = Vec::new();
+    if let Some(f) = &input.framing {
+        pieces.push(framing_piece(&f.text));
+    }
+    if !input.goal.text.is_empty() {
+        pieces.push(goal_piece(&input.goal.text));
+    }
+    for e in &input.entries {
+        for (i, call) in e.calls.iter().enumerate() {
+            let (head, tail) = entry_frame(e, i);
+            pieces.push(format!("{head}{}{tail}", call.result));
+        }
+    }
+    if let Some(s) = &input.state {
+        pieces.push(state_piece(&s.text));
+    }
+    for c in &input.commands {
+        pieces.push(command_piece(&c.text));
+    }
+    if let Some(s) = &input.step {
+        let input_json = Value::Object(s.input.clone()).to_string();
+        pieces.push(step_piece(&s.name, &input_json, &s.result, s.is_error));
+    }
+    Value::String(pieces.join("\n\n"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fences_outlast_content() {
+        assert_eq!(fence_for("plain"), "```");
+        assert_eq!(fence_for("a ``` b"), "````");
+        assert_eq!(fence_for("`````"), "``````");
+    }
+}

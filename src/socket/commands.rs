@@ -1,0 +1,270 @@
+//! Command outputs the harness records, and keeping them valid: an output stays cached exactly
+//! as long as the content of every file (or directory listing) the command read through the
+//! mount is unchanged.
+//!
+//! Which files a command read comes from the world's ring of recent observations (everything the
+//! agent or its subprocesses read after the sequence number the harness noted before running
+//! the command), or from an explicit list. Each input is stored with the blake3 hash of its
+//! content at recording time.
+//!
+//! Validity is checked lazily, before anything reads the cached outputs: the observations since
+//! the last check name the paths that may have changed; only outputs depending on those are
+//! re-hashed, and an output is dropped when a hash differs (so rewriting a file with the same
+//! bytes keeps it). If the ring lost observations since the last check (or the watcher asked for
+//! a rescan), every input of every output is re-hashed: correct, only slower.
+
+use std::collections::{BTreeSet, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use parking_lot::Mutex;
+
+use crate::observation::{ExternalChange, Op};
+use crate::world::harness::CommandOutput;
+use crate::world::{Class, World};
+
+/// Hash recorded for an input that did not exist (or could not be opened) at recording time:
+/// it "changes" when it appears.
+pub const ABSENT: &str = "absent";
+/// Most inputs per command: a bigger set is a build, whose output is not worth caching by file.
+pub const MAX_INPUTS: usize = 10_000;
+
+/// Why inputs could not be determined.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum InputsError {
+    #[error(
+        "observations after seq {since} were partly dropped from the world's ring (it keeps the \
+         last {capacity}; oldest kept: {oldest}); pass `files` explicitly"
+    )]
+    Lost {
+        since: u64,
+        oldest: u64,
+        capacity: usize,
+    },
+    #[error("the command read {0} files; at most {MAX_INPUTS} are tracked")]
+    TooMany(usize),
+}
+
+/// Paths the agent (or a process it started) read after `since_seq`, per the world's ring.
+pub fn inputs_since(world: &World, since_seq: u64) -> Result<Vec<PathBuf>, InputsError> {
+    let recent = world.recent();
+    let got = recent.since_seq(since_seq, recent.capacity());
+    if !got.complete {
+        return Err(InputsError::Lost {
+            since: since_seq,
+            oldest: got.oldest_seq,
+            capacity: recent.capacity(),
+        });
+    }
+    let mut paths = BTreeSet::new();
+    for r in &got.records {
+        // Scans (indexers) and unattributed opens are not the command's reading.
+        if !matches!(r.class, Some(Class::Agent) | Some(Class::Weak)) {
+            continue;
+        }
+        match &r.obs.op {
+            Op::Open { read: true, .. } | Op::Read { .. } | Op::ReadDir => {
+                paths.insert(r.obs.path.clone());
+            }
+            Op::CopyIn { from, .. } => {
+                paths.insert(from.clone());
+            }
+            _ => {}
+        }
+    }
+    if paths.len() > MAX_INPUTS {
+        return Err(InputsError::TooMany(paths.len()));
+    }
+    Ok(paths.into_iter().collect())
+}
+
+/// The content hash of `path` as stored with an output.
+pub fn hash_of(world: &World, path: &Path) -> String {
+    match world.content_hash(path) {
+        Ok(h) => blake3::Hash::from_bytes(h).to_hex().to_string(),
+        Err(_) => ABSENT.to_string(),
+    }
+}
+
+/// Hashes every input now.
+pub fn hash_inputs(world: &World, paths: Vec<PathBuf>) -> Vec<(PathBuf, String)> {
+    paths
+        .into_iter()
+        .map(|p| {
+            let h = hash_of(world, &p);
+            (p, h)
+        })
+        .collect()
+}
+
+/// Whether every input still has the recorded hash.
+pub fn still_valid(world: &World, out: &CommandOutput) -> bool {
+    out.inputs.iter().all(|(p, h)| hash_of(world, p) == *h)
+}
+
+/// Paths an observation may have changed the content of (a name appearing or vanishing changes
+/// its directory's listing too). `None`: anything may have changed.
+fn changed_paths(op: &Op, path: &Path, out: &mut HashSet<PathBuf>) -> Option<()> {
+    let parent = |p: &Path| p.parent().map(Path::to_path_buf).unwrap_or_default();
+    match op {
+        Op::Open {
+            write,
+            truncate,
+            created,
+            ..
+        } => {
+            if *write || *truncate || *created {
+                out.insert(path.to_owned());
+            }
+            if *created {
+                out.insert(parent(path));
+            }
+        }
+        Op::Write { .. }
+        | Op::Truncate { .. }
+        | Op::Fallocate { .. }
+        | Op::CopyIn { .. }
+        | Op::Close { wrote: true } => {
+            out.insert(path.to_owned());
+        }
+        Op::Close { wrote: false } | Op::Read { .. } | Op::ReadDir | Op::SetAttr => {}
+        Op::Mkdir | Op::Mknod | Op::Symlink | Op::Link { .. } | Op::Unlink | Op::Rmdir => {
+            out.insert(path.to_owned());
+            out.insert(parent(path));
+        }
+        Op::Rename { to, .. } => {
+            for p in [path, to.as_path()] {
+                out.insert(p.to_owned());
+                out.insert(parent(p));
+            }
+        }
+        Op::External { change } => match change {
+            ExternalChange::Rescan => return None,
+            ExternalChange::Modified => {
+                out.insert(path.to_owned());
+            }
+            ExternalChange::Created | ExternalChange::Removed => {
+                out.insert(path.to_owned());
+                out.insert(parent(path));
+            }
+        },
+    }
+    Some(())
+}
+
+/// Keeps the harness's command outputs valid; see the module docs.
+#[derive(Debug, Default)]
+pub struct Validity {
+    /// Ring push index up to which observations were checked.
+    checked: Mutex<u64>,
+    /// Copy of `checked` for the lock-free fast path.
+    seen: AtomicU64,
+    /// Outputs dropped because an input changed.
+    dropped: AtomicU64,
+}
+
+/// A whole re-check is needed when the ring dropped observations we had not seen; also bounds
+/// how much of the ring one sweep reads.
+const SWEEP_CHUNK: usize = 4096;
+
+impl Validity {
+    pub fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Drops every cached output whose inputs changed since the last sweep. Cheap (one atomic
+    /// load) when nothing was observed since.
+    pub fn sweep(&self, world: &World) {
+        let recent = world.recent();
+        if recent.pushed() == self.seen.load(Ordering::Acquire) {
+            return;
+        }
+        let mut checked = self.checked.lock();
+        if recent.pushed() == *checked {
+            return; // another request swept while we waited
+        }
+        if world.harness().commands.read().is_empty() {
+            // Nothing cached: outputs recorded later hash their inputs then, so earlier
+            // changes cannot matter to them.
+            *checked = recent.pushed();
+            self.seen.store(*checked, Ordering::Release);
+            return;
+        }
+        let mut changed = HashSet::new();
+        let mut everything = false;
+        loop {
+            let got = recent.from_index(*checked, SWEEP_CHUNK);
+            everything |= got.missed > 0;
+            for r in &got.records {
+                if !everything && changed_paths(&r.obs.op, &r.obs.path, &mut changed).is_none() {
+                    everything = true;
+                }
+            }
+            *checked = got.next_index;
+            if got.records.len() < SWEEP_CHUNK {
+                break;
+            }
+        }
+        // Hash outside the harness lock: other requests read the outputs meanwhile.
+        let candidates: Vec<CommandOutput> = world
+            .harness()
+            .commands
+            .read()
+            .iter()
+            .filter(|c| everything || c.inputs.iter().any(|(p, _)| changed.contains(p)))
+            .cloned()
+            .collect();
+        // Still holding `checked`: two sweeps never race to drop the same output twice.
+        let stale: Vec<(String, String, u64)> = candidates
+            .into_iter()
+            .filter(|c| !still_valid(world, c))
+            .map(|c| (c.command, c.cwd, c.seq))
+            .collect();
+        if stale.is_empty() {
+            self.seen.store(*checked, Ordering::Release);
+            return;
+        }
+        let mut cmds = world.harness().commands.write();
+        let before = cmds.len();
+        // Matching the recording seq too: an output recorded again meanwhile is not dropped.
+        cmds.retain(|c| {
+            !stale
+                .iter()
+                .any(|(cmd, cwd, seq)| c.command == *cmd && c.cwd == *cwd && c.seq == *seq)
+        });
+        let n = before - cmds.len();
+        drop(cmds);
+        self.dropped.fetch_add(n as u64, Ordering::Relaxed);
+        // Only now may the fast path skip: the stale outputs are gone.
+        self.seen.store(*checked, Ordering::Release);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn change_ops_name_the_right_paths() {
+        let mut s = HashSet::new();
+        let p = Path::new("src/a.rs");
+        assert!(changed_paths(&Op::ReadDir, p, &mut s).is_some());
+        assert!(s.is_empty(), "reads change nothing");
+        changed_paths(&Op::Unlink, p, &mut s);
+        assert!(s.contains(p) && s.contains(Path::new("src")));
+        s.clear();
+        changed_paths(
+            &Op::Rename {
+                to: "b.rs".into(),
+                exchange: false,
+            },
+            p,
+            &mut s,
+        );
+        assert!(s.contains(Path::new("b.rs")) && s.contains(Path::new("")));
+        let rescan = Op::External {
+            change: ExternalChange::Rescan,
+        };
+        assert!(changed_paths(&rescan, p, &mut s).is_none());
+    }
+}

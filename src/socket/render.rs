@@ -1,0 +1,183 @@
+//! The seam between the socket and the projection renderers.
+//!
+//! The socket validates and normalizes the request ([`ProjectionParams`]), then hands it to a
+//! [`Renderer`]. The real renderers live in `crate::projection`; wiring them is one impl:
+//!
+//! ```ignore
+//! impl Renderer for Projections {
+//!     fn render(&self, world: &World, p: &ProjectionParams) -> Result<Rendered, String> {
+//!         crate::projection::render(world, &p.to_request())
+//!             .map(|proj| Rendered { tokens: proj.tokens, value: serde_json::to_value(proj).unwrap_or_default() })
+//!             .map_err(|e| e.to_string())
+//!     }
+//! }
+//! ```
+//!
+//! [`StandIn`] is a minimal renderer for tests and for daemons built before the projection
+//! module: it selects with the world's policy and lists current contents, within budget.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::world::{Form, World};
+
+/// Output formats the socket accepts; the names are the projection module's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Format {
+    Anthropic,
+    OpenaiChat,
+    OpenaiResponses,
+    Text,
+    Json,
+}
+
+impl Format {
+    pub const ALL: [Format; 5] = [
+        Format::Anthropic,
+        Format::OpenaiChat,
+        Format::OpenaiResponses,
+        Format::Text,
+        Format::Json,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Anthropic => "anthropic",
+            Format::OpenaiChat => "openai_chat",
+            Format::OpenaiResponses => "openai_responses",
+            Format::Text => "text",
+            Format::Json => "json",
+        }
+    }
+}
+
+/// A validated projection request (mirrors `projection::ProjectionRequest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ProjectionParams {
+    pub format: Format,
+    /// 1..=[`super::methods::MAX_BUDGET`] tokens.
+    pub budget_tokens: u64,
+    /// Selection policy name; `None`: the configured one.
+    pub policy: Option<String>,
+    /// Name of the synthesized read tool (e.g. Claude Code's `Read`).
+    pub tool_name: Option<String>,
+    /// Its path parameter (e.g. `file_path`).
+    pub path_param: Option<String>,
+    /// Most `cache_control` breakpoints (0..=4).
+    pub max_breakpoints: Option<u8>,
+    /// Show absolute paths (under the mount point) instead of root-relative ones.
+    pub absolute_paths: bool,
+}
+
+/// A rendered projection and its token estimate (for stats).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rendered {
+    pub value: Value,
+    pub tokens: u64,
+}
+
+/// Renders projections. Must be cheap to call concurrently: every connection calls it.
+pub trait Renderer: Send + Sync {
+    fn render(&self, world: &World, params: &ProjectionParams) -> Result<Rendered, String>;
+}
+
+/// A stand-in renderer: the world's selection with current contents, plus the harness state, in
+/// a neutral JSON shape (and plain markdown for `text`). Never exceeds the budget, since it only
+/// emits what the policy kept.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct StandIn;
+
+impl Renderer for StandIn {
+    fn render(&self, world: &World, p: &ProjectionParams) -> Result<Rendered, String> {
+        let name = p
+            .policy
+            .clone()
+            .unwrap_or_else(|| world.config().budget.policy.clone());
+        let policy = world
+            .policy(&name)
+            .ok_or_else(|| format!("unknown policy {name:?}"))?;
+        let sel = world.select(p.budget_tokens, policy.as_ref());
+        let mut entries = Vec::with_capacity(sel.kept.len());
+        let mut text = String::new();
+        for k in &sel.kept {
+            let content = match k.form {
+                Form::Notice => None,
+                _ => world
+                    .read_current(&k.path)
+                    .ok()
+                    .map(|c| String::from_utf8_lossy(&c.bytes).into_owned()),
+            };
+            let path = if k.path.as_os_str().is_empty() {
+                ".".into()
+            } else {
+                k.path.to_string_lossy()
+            };
+            text.push_str(&format!("## {path}\n"));
+            if let Some(c) = &content {
+                text.push_str(c);
+                text.push('\n');
+            }
+            entries.push(json!({ "path": path, "tokens": k.tokens, "content": content }));
+        }
+        let h = world.harness();
+        let value = json!({
+            "format": p.format.name(),
+            "stand_in": true,
+            "tokenizer": "o200k_base",
+            "budget": p.budget_tokens,
+            "tokens": sel.total_tokens,
+            "policy": sel.policy,
+            "goal": *h.goal.read(),
+            "framing": *h.framing.read(),
+            "state": *h.state.read(),
+            "last_step": *h.last_step.read(),
+            "commands": *h.commands.read(),
+            "entries": entries,
+            "evicted": sel.evicted,
+            "text": if p.format == Format::Text { Some(text) } else { None },
+        });
+        Ok(Rendered {
+            value,
+            tokens: sel.total_tokens,
+        })
+    }
+}
+
+/// The real renderers (`crate::projection`), with absolute paths shown under `mount_point`.
+#[derive(Debug, Default, Clone)]
+pub struct Projections {
+    pub mount_point: Option<std::path::PathBuf>,
+}
+
+impl Renderer for Projections {
+    fn render(&self, world: &World, p: &ProjectionParams) -> Result<Rendered, String> {
+        use crate::projection::{self, Format as F, ProjectionRequest};
+        let format = match p.format {
+            Format::Anthropic => F::Anthropic,
+            Format::OpenaiChat => F::OpenaiChat,
+            Format::OpenaiResponses => F::OpenaiResponses,
+            Format::Text => F::Text,
+            Format::Json => F::Json,
+        };
+        let mut req = ProjectionRequest::new(format, p.budget_tokens);
+        req.policy = p.policy.clone();
+        if let Some(t) = &p.tool_name {
+            req.tool_name = t.clone();
+        }
+        if let Some(pp) = &p.path_param {
+            req.path_param = pp.clone();
+        }
+        if let Some(b) = p.max_breakpoints {
+            req.max_breakpoints = b;
+        }
+        if p.absolute_paths {
+            req.absolute_paths = self.mount_point.clone();
+        }
+        let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
+        let tokens = proj.tokens;
+        let value =
+            serde_json::to_value(&proj).map_err(|e| format!("serializing the projection: {e}"))?;
+        Ok(Rendered { value, tokens })
+    }
+}

@@ -1,0 +1,134 @@
+//! The client subcommands (`worldfs ctl`, `projection`, `status`, `goal`) against a server
+//! running in this test process.
+
+mod socket_support;
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use serde_json::Value;
+use socket_support::*;
+
+fn worldfs(args: &[&str]) -> Output {
+    must(
+        Command::new(env!("CARGO_BIN_EXE_worldfs"))
+            .args(args)
+            .env_remove("WORLDFS_SOCKET")
+            .current_dir("/")
+            .output(),
+    )
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+#[test]
+fn ctl_calls_methods_and_prints_json() {
+    let f = Fixture::new();
+    let s = f.sock.to_string_lossy().into_owned();
+    let out = worldfs(&["ctl", "--socket", &s, "initialize"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let v: Value = must(serde_json::from_slice(&out.stdout));
+    assert_eq!(v["server"]["name"], "worldfs");
+
+    let out = worldfs(&["ctl", "--socket", &s, "goal.set", r#"{"goal":"from ctl"}"#]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(f.world.harness().goal.read().as_deref(), Some("from ctl"));
+
+    // Params from stdin.
+    let mut child = must(
+        Command::new(env!("CARGO_BIN_EXE_worldfs"))
+            .args(["ctl", "--socket", &s, "state.set", "-"])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .spawn(),
+    );
+    if let Some(mut stdin) = child.stdin.take() {
+        must(stdin.write_all(br#"{"intent":"via stdin"}"#));
+    }
+    let out = must(child.wait_with_output());
+    assert!(out.status.success());
+    assert_eq!(
+        f.world.harness().state.read().intent.as_deref(),
+        Some("via stdin")
+    );
+}
+
+#[test]
+fn ctl_errors_have_distinct_exit_codes() {
+    let f = Fixture::new();
+    let s = f.sock.to_string_lossy().into_owned();
+    let out = worldfs(&["ctl", "--socket", &s, "nosuch"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("unknown method"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = worldfs(&["ctl", "--socket", &s, "stats", "{not json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = worldfs(&["ctl", "--socket", &s, "stats", "[1]"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = worldfs(&["ctl", "--socket", "/nonexistent/worldfs.sock", "stats"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("cannot connect"),
+        "{}",
+        text(&out.stderr)
+    );
+    // Outside any mount and without --socket: a clear error.
+    let out = worldfs(&["status"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("not inside a worldfs mount"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+#[test]
+fn goal_projection_and_status_subcommands() {
+    let f = Fixture::new();
+    f.read("src/main.rs");
+    let s = f.sock.to_string_lossy().into_owned();
+    let out = worldfs(&["goal", "--socket", &s, "ship the socket"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(text(&out.stdout).trim(), "ship the socket");
+    let out = worldfs(&["goal", "--socket", &s]);
+    assert_eq!(text(&out.stdout).trim(), "ship the socket");
+    let out = worldfs(&["goal", "--socket", &s, "--clear"]);
+    assert_eq!(text(&out.stdout).trim(), "(no goal set)");
+
+    let out = worldfs(&["projection", "--socket", &s, "--budget", "2000"]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stdout).contains("println!"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = worldfs(&["projection", "--socket", &s, "--format", "json"]);
+    let v: Value = must(serde_json::from_slice(&out.stdout));
+    assert_eq!(v["format"], "json");
+    let out = worldfs(&["projection", "--socket", &s, "--budget", "0"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(
+        text(&out.stderr).contains("budget 0"),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = worldfs(&["status", "--socket", &s]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&out.stdout);
+    for needle in [
+        "mount:",
+        "socket:",
+        "entries:  1 live",
+        "tokens:",
+        "drops:",
+        "activity:",
+    ] {
+        assert!(o.contains(needle), "{needle:?} missing from:\n{o}");
+    }
+}

@@ -1,0 +1,539 @@
+//! Every method over a real Unix socket, against a world built over a temporary tree.
+
+mod socket_support;
+
+use serde_json::{Value, json};
+use socket_support::*;
+use worldfs::socket::{METHODS, code};
+
+#[test]
+fn initialize_reports_version_capabilities_and_methods() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let r = c.call("initialize", json!({}));
+    assert_eq!(r["server"]["name"], "worldfs");
+    assert_eq!(r["protocol_version"], 1);
+    let methods: Vec<&str> = r["methods"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    assert_eq!(methods, METHODS);
+    let formats = &r["capabilities"]["formats"];
+    for f in [
+        "anthropic",
+        "openai_chat",
+        "openai_responses",
+        "text",
+        "json",
+    ] {
+        assert!(
+            formats
+                .as_array()
+                .is_some_and(|a| a.contains(&Value::from(f))),
+            "{f}"
+        );
+    }
+    assert_eq!(r["capabilities"]["max_line_bytes"], 1 << 20);
+    assert_eq!(r["root"]["socket"], json!(f.sock));
+}
+
+#[test]
+fn every_method_is_dispatched() {
+    // Unknown-method errors would mean a listed method is not wired.
+    let f = Fixture::new();
+    let mut c = f.connect();
+    for m in METHODS {
+        let r = c.call_raw(m, json!({"__probe": 1}));
+        if let Some(e) = r.get("error") {
+            assert_ne!(e["code"], code::METHOD_NOT_FOUND, "{m}: {r}");
+        }
+    }
+}
+
+#[test]
+fn projection_respects_budget_and_formats() {
+    let f = Fixture::new();
+    for p in ["README.md", "src/main.rs", "src/lib.rs"] {
+        f.read(p);
+    }
+    let mut c = f.connect();
+    for fmt in [
+        "anthropic",
+        "openai_chat",
+        "openai_responses",
+        "text",
+        "json",
+    ] {
+        let r = c.call("projection.get", json!({"format": fmt, "budget": 8000}));
+        assert_eq!(r["format"], fmt);
+        assert!(
+            r["tokens"].as_u64().is_some_and(|t| t > 0 && t <= 8000),
+            "{r}"
+        );
+    }
+    let text = c.call("projection.get", json!({"format": "text", "budget": 8000}));
+    let t = text["body"].as_str().unwrap_or("");
+    assert!(t.contains("fn main()"), "{t}");
+    // A budget too small for everything keeps the total under it.
+    let small = c.call("projection.get", json!({"format": "json", "budget": 30}));
+    assert!(small["tokens"].as_u64().is_some_and(|t| t <= 30), "{small}");
+    // Options pass through validation.
+    c.call(
+        "projection.get",
+        json!({"tool_name": "Read", "path_param": "file_path", "max_breakpoints": 0,
+               "absolute_paths": true, "policy": "lru"}),
+    );
+}
+
+#[test]
+fn projection_rejects_bad_parameters_clearly() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let cases = [
+        (json!({"budget": 0}), "budget 0"),
+        (json!({"budget": 1_000_000_000u64}), "out of range"),
+        (json!({"budget": -5}), "invalid value"),
+        (json!({"budget": 1.5}), "invalid type"),
+        (json!({"budget": "8000"}), "invalid type"),
+        (json!({"format": "xml"}), "unknown variant"),
+        (json!({"tool_name": "has space"}), "tool_name"),
+        (json!({"tool_name": ""}), "tool_name"),
+        (json!({"max_breakpoints": 5}), "at most 4"),
+        (json!({"max_breakpoints": 300}), "invalid value"),
+        (json!({"policy": "nope"}), "unknown policy"),
+        (json!({"budgett": 10}), "unknown field"),
+    ];
+    for (params, needle) in cases {
+        let (code_, msg) = c.call_err("projection.get", params.clone());
+        assert_eq!(code_, code::INVALID_PARAMS, "{params}: {msg}");
+        assert!(msg.contains(needle), "{params}: {msg:?} lacks {needle:?}");
+    }
+    // Still usable afterwards.
+    c.call("projection.get", json!({"budget": 100}));
+}
+
+#[test]
+fn goal_set_get_clear() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    assert_eq!(c.call("goal.get", json!({}))["goal"], Value::Null);
+    c.call("goal.set", json!({"goal": "make the tests pass"}));
+    assert_eq!(c.call("goal.get", json!({}))["goal"], "make the tests pass");
+    assert_eq!(
+        f.world.harness().goal.read().as_deref(),
+        Some("make the tests pass")
+    );
+    c.call("goal.set", json!({"goal": null}));
+    assert_eq!(c.call("goal.get", json!({}))["goal"], Value::Null);
+    let (code_, _) = c.call_err("goal.set", json!({"goal": 5}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn step_record_advances_the_turn_and_counts_history() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let before = f.world.turn();
+    let r = c.call(
+        "step.record",
+        json!({"tool_use_id": "toolu_01", "tool_name": "Bash", "input": {"command": "ls"},
+               "result": "README.md\nsrc\n", "assistant_text": "Let me look."}),
+    );
+    assert_eq!(r["turn"], before + 1);
+    assert_eq!(f.world.turn(), before + 1);
+    let step = f.world.harness().last_step.read().clone();
+    assert_eq!(step.map(|s| s.tool_use_id), Some("toolu_01".to_string()));
+    assert!(r["history_tokens"].as_u64().is_some_and(|t| t > 5), "{r}");
+    c.call("projection.get", json!({"budget": 1000}));
+    let s = c.call("stats", json!({}));
+    assert!(
+        s["tokens"]["history_tokens_sent_total"]
+            .as_u64()
+            .is_some_and(|t| t > 5)
+    );
+    let (code_, msg) = c.call_err("step.record", json!({"tool_use_id": "x"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert!(msg.contains("missing field"), "{msg}");
+    let (code_, _) = c.call_err(
+        "step.record",
+        json!({"tool_use_id": "", "tool_name": "Bash", "result": ""}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn command_output_is_dropped_exactly_when_an_input_changes() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    f.read("src/util.rs"); // before the command: not an input
+    let since = c.call("changes.since", json!({"seq": 0}))["last_seq"]
+        .as_u64()
+        .unwrap_or(0);
+    // The command (run by the agent's shell) reads two files; an indexer scans a third.
+    f.read("src/main.rs");
+    f.read("src/lib.rs");
+    f.read_as(INDEXER, "README.md");
+    let r = c.call(
+        "command.record",
+        json!({"command": "cargo test", "output": "test result: ok", "exit_code": 0,
+               "since_seq": since}),
+    );
+    let inputs: Vec<&str> = r["inputs"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|i| i["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(inputs, vec!["src/lib.rs", "src/main.rs"]);
+    assert!(
+        r["inputs"][0]["hash"]
+            .as_str()
+            .is_some_and(|h| h.len() == 64)
+    );
+    let list = c.call("commands.list", json!({}));
+    assert_eq!(list["commands"].as_array().map(Vec::len), Some(1));
+
+    // An unrelated change and a same-bytes rewrite keep it.
+    f.write("src/util.rs", "pub fn helper() -> u32 { 7 }\n");
+    let same = must(std::fs::read_to_string(f.root().join("src/lib.rs")));
+    f.write("src/lib.rs", &same);
+    let list = c.call("commands.list", json!({}));
+    assert_eq!(list["commands"].as_array().map(Vec::len), Some(1), "{list}");
+
+    // A real change to an input (behind the mount, even) drops it.
+    f.external_write("src/main.rs", "fn main() { panic!() }\n");
+    let p = c.call("projection.get", json!({"format": "json", "budget": 4000}));
+    assert_eq!(
+        p["body"]["commands"].as_array().map(Vec::len),
+        Some(0),
+        "{p}"
+    );
+    let s = c.call("stats", json!({}));
+    assert_eq!(s["drops"]["commands_invalidated"], 1);
+}
+
+#[test]
+fn command_record_with_explicit_files_and_bad_input() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let abs = f.root().join("README.md");
+    let r = c.call(
+        "command.record",
+        json!({"command": "wc -l README.md", "cwd": ".", "output": "3 README.md",
+               "files": [abs, "missing.txt"]}),
+    );
+    assert_eq!(
+        r["inputs"][0]["path"], "README.md",
+        "absolute under the root is accepted"
+    );
+    assert_eq!(r["inputs"][1]["hash"], "absent");
+    // Creating the missing input invalidates the output.
+    std::fs::write(f.root().join("missing.txt"), "now here").unwrap_or_else(|e| panic!("{e}"));
+    f.list_dir(""); // any observation triggers a check; the creation itself:
+    f.world.ingest([worldfs::observation::Observation {
+        seq: 10_000,
+        time: std::time::SystemTime::now(),
+        op: worldfs::observation::Op::External {
+            change: worldfs::observation::ExternalChange::Created,
+        },
+        path: "missing.txt".into(),
+        pid: 0,
+    }]);
+    assert_eq!(
+        c.call("commands.list", json!({}))["commands"]
+            .as_array()
+            .map(Vec::len),
+        Some(0)
+    );
+    let (code_, msg) = c.call_err("command.record", json!({"command": "x", "output": ""}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert!(msg.contains("since_seq"), "{msg}");
+    let (code_, _) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "files": ["../outside"]}),
+    );
+    assert_eq!(code_, code::REFUSED);
+    let (code_, _) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "cwd": "/etc", "files": []}),
+    );
+    assert_eq!(code_, code::REFUSED);
+    // Forget by key.
+    c.call(
+        "command.record",
+        json!({"command": "ls", "cwd": "src", "output": "main.rs", "files": ["src"]}),
+    );
+    assert_eq!(
+        c.call("commands.forget", json!({"command": "ls", "cwd": "src"}))["forgotten"],
+        true
+    );
+}
+
+#[test]
+fn command_record_reports_lost_history() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let cap = f.world.recent().capacity();
+    for _ in 0..(cap + 10) {
+        f.list_dir("src");
+    }
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "since_seq": 1}),
+    );
+    assert_eq!(code_, code::HISTORY_LOST, "{msg}");
+    assert!(msg.contains("pass `files`"), "{msg}");
+}
+
+#[test]
+fn structured_state_set_patch_get() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    c.call(
+        "state.set",
+        json!({"intent": "fix bug", "decisions": ["use serde"], "open_loops": ["a", "b"]}),
+    );
+    let r = c.call(
+        "state.patch",
+        json!({"decisions": {"add": ["keep API", "use serde"]}, "open_loops": {"remove": ["a"]},
+               "ruled_out": ["rewrite"], "intent": null}),
+    );
+    assert_eq!(
+        r["state"],
+        json!({"intent": null, "decisions": ["use serde", "keep API"], "constraints": [],
+               "open_loops": ["b"], "ruled_out": ["rewrite"]})
+    );
+    // A failing patch changes nothing.
+    let (code_, msg) = c.call_err("state.patch", json!({"constraints": ["x"], "nonsense": 1}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert!(msg.contains("nonsense"), "{msg}");
+    let (code_, _) = c.call_err("state.patch", json!({"decisions": {"add": [1]}}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    let got = c.call("state.get", json!({}));
+    assert_eq!(got["state"]["constraints"], json!([]));
+    let (code_, _) = c.call_err("state.set", json!({"decisions": "not a list"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn framing_set_patch_get_kept_apart() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    c.call(
+        "framing.set",
+        json!({"workspace": "/w", "shell": "bash", "model": "m1", "settings": {"a": 1, "b": 2}}),
+    );
+    let r = c.call(
+        "framing.patch",
+        json!({"model": "m2", "shell": null, "settings": {"a": null, "c": true}}),
+    );
+    assert_eq!(
+        r["framing"],
+        json!({"workspace": "/w", "shell": null, "date": null, "timezone": null, "model": "m2",
+               "settings": {"b": 2, "c": true}})
+    );
+    assert_eq!(c.call("framing.get", json!({}))["framing"]["model"], "m2");
+    let (code_, _) = c.call_err("framing.set", json!({"colour": "red"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    let (code_, _) = c.call_err("framing.patch", json!({"settings": 3}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn entries_list_read_pin_forget() {
+    let f = Fixture::new();
+    f.read("src/main.rs");
+    f.read("src/lib.rs");
+    f.read("README.md");
+    f.read(".env");
+    let mut c = f.connect();
+    let all = c.call("entries.list", json!({}));
+    assert_eq!(all["total"], 4);
+    let src = c.call(
+        "entries.list",
+        json!({"prefix": "src", "limit": 1, "offset": 1}),
+    );
+    assert_eq!(src["total"], 2);
+    assert_eq!(src["entries"][0]["path"], "src/main.rs");
+    let withheld = c.call("entries.list", json!({"state": "withheld"}));
+    assert_eq!(withheld["entries"][0]["path"], ".env");
+
+    let r = c.call("entries.read", json!({"path": "src/main.rs"}));
+    assert!(
+        r["content"]
+            .as_str()
+            .is_some_and(|s| s.contains("println!"))
+    );
+    assert!(r["tokens"].as_u64().is_some_and(|t| t > 3));
+    assert_eq!(r["entry"]["state"], "live");
+    // Tokens are known now, so the listing shows them.
+    let again = c.call("entries.list", json!({"prefix": "src/main.rs"}));
+    assert!(again["entries"][0]["tokens"].as_u64().is_some());
+    // A file the world has no entry for can still be read (current content), entry null.
+    let r = c.call("entries.read", json!({"path": "src/util.rs"}));
+    assert_eq!(r["entry"], Value::Null);
+
+    c.call("entries.pin", json!({"path": "README.md"}));
+    assert_eq!(
+        f.world
+            .entry(std::path::Path::new("README.md"))
+            .map(|e| e.pinned),
+        Some(true)
+    );
+    c.call("entries.unpin", json!({"path": "./README.md"}));
+    assert_eq!(
+        f.world
+            .entry(std::path::Path::new("README.md"))
+            .map(|e| e.pinned),
+        Some(false)
+    );
+    let (code_, _) = c.call_err("entries.pin", json!({"path": "nope.txt"}));
+    assert_eq!(code_, code::NOT_FOUND);
+    assert_eq!(
+        c.call("entries.forget", json!({"path": "README.md"}))["forgotten"],
+        true
+    );
+    assert_eq!(
+        c.call("entries.forget", json!({"path": "README.md"}))["forgotten"],
+        false
+    );
+}
+
+#[test]
+fn paths_escaping_the_root_are_refused() {
+    let f = Fixture::new();
+    let outside = must(tempfile::tempdir());
+    std::fs::write(outside.path().join("secret"), "x").unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(outside.path().join("secret"), f.root().join("link"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    std::os::unix::fs::symlink(outside.path(), f.root().join("linkdir"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    let mut c = f.connect();
+    for p in [
+        "../etc/passwd",
+        "src/../../x",
+        "/etc/passwd",
+        "link",
+        "linkdir/secret",
+        ".env",
+        "a\u{0}b",
+    ] {
+        let (code_, msg) = c.call_err("entries.read", json!({ "path": p }));
+        assert_eq!(code_, code::REFUSED, "{p}: {msg}");
+    }
+    let (code_, _) = c.call_err("entries.read", json!({"path": "does/not/exist"}));
+    assert_eq!(code_, code::NOT_FOUND);
+    let (code_, _) = c.call_err("entries.read", json!({"path": 42}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    // Absolute paths inside the root are fine.
+    let abs = f.root().join("src/lib.rs");
+    c.call("entries.read", json!({ "path": abs }));
+}
+
+#[test]
+fn changes_since_filters_and_pages() {
+    let f = Fixture::new();
+    f.read("src/main.rs");
+    f.read_as(INDEXER, "README.md");
+    f.write("src/lib.rs", "pub fn add() {}\n");
+    let mut c = f.connect();
+    let all = c.call("changes.since", json!({"seq": 0}));
+    let obs = all["observations"].as_array().cloned().unwrap_or_default();
+    assert_eq!(obs.len(), 4);
+    assert_eq!(all["complete"], true);
+    assert_eq!(all["last_seq"], 4);
+    assert_eq!(obs[0]["op"], "open");
+    assert_eq!(obs[0]["path"], "src/main.rs");
+    assert_eq!(obs[0]["class"], "agent");
+    assert_eq!(obs[0]["comm"], "cat");
+    assert_eq!(obs[1]["class"], "scan");
+    let after = c.call("changes.since", json!({"seq": 2}));
+    assert_eq!(after["observations"].as_array().map(Vec::len), Some(2));
+    let agent = c.call("changes.since", json!({"classes": ["scan"]}));
+    assert_eq!(agent["observations"].as_array().map(Vec::len), Some(1));
+    let page = c.call("changes.since", json!({"limit": 1}));
+    assert_eq!(page["truncated"], true);
+    let pre = c.call("changes.since", json!({"prefix": "src"}));
+    assert_eq!(pre["observations"].as_array().map(Vec::len), Some(3));
+    let (code_, _) = c.call_err("changes.since", json!({"seq": "x"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    let (code_, _) = c.call_err("changes.since", json!({"limit": 1_000_000}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn subscriptions_push_notifications_and_unsubscribe() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let r = c.call("observations.subscribe", json!({"prefix": "src"}));
+    let id = r["subscription"].clone();
+    f.read("README.md"); // filtered out
+    f.read("src/main.rs");
+    let n = c.read_value();
+    assert_eq!(n["method"], "observations");
+    assert_eq!(n["params"]["subscription"], id);
+    assert_eq!(n["params"]["dropped"], 0);
+    let paths: Vec<&str> = n["params"]["observations"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|o| o["path"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(paths, vec!["src/main.rs"]);
+    // Requests keep working next to notifications.
+    c.call("stats", json!({}));
+    let mut other = f.connect();
+    let (code_, _) = other.call_err("observations.unsubscribe", json!({"subscription": id}));
+    assert_eq!(code_, code::NOT_FOUND, "only the owner may cancel");
+    c.call("observations.unsubscribe", json!({"subscription": id}));
+    f.read("src/lib.rs");
+    // No notification arrives for it: the next message is the response.
+    let r = c.call_raw("goal.get", json!({}));
+    assert!(r.get("result").is_some(), "{r}");
+}
+
+#[test]
+fn stats_reports_entries_latency_and_drops() {
+    let f = Fixture::new();
+    f.read("src/main.rs");
+    let mut c = f.connect();
+    for _ in 0..5 {
+        c.call("projection.get", json!({"budget": 2000}));
+    }
+    let s = c.call("stats", json!({}));
+    assert_eq!(s["entries"]["live"], 1);
+    assert_eq!(s["latency"]["projection.get"]["count"], 5);
+    assert!(s["latency"]["all"]["p50_us"].as_u64().is_some());
+    assert_eq!(s["tokens"]["projections"], 5);
+    assert!(s["drops"].is_object());
+    assert_eq!(s["connections"]["open"], 1);
+    assert_eq!(s["root"]["socket"], json!(f.sock));
+}
+
+#[test]
+fn batches_notifications_and_missing_jsonrpc() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    // No "jsonrpc" member: accepted.
+    c.send_raw(b"{\"id\":1,\"method\":\"goal.get\"}\n");
+    assert!(c.read_value()["result"].is_object());
+    // A notification (no id) is applied and not answered.
+    c.send_raw(b"{\"method\":\"goal.set\",\"params\":{\"goal\":\"quiet\"}}\n");
+    // A mixed batch: answers for the requests with ids, in order, errors inline.
+    c.send_raw(
+        br#"[{"id":"a","method":"goal.get"},{"method":"goal.set","params":{"goal":"x"}},5,{"id":"c","method":"nope"}]
+"#,
+    );
+    let b = c.read_value();
+    let arr = b.as_array().cloned().unwrap_or_default();
+    assert_eq!(arr.len(), 3, "{b}");
+    assert_eq!(arr[0]["id"], "a");
+    assert_eq!(arr[0]["result"]["goal"], "quiet");
+    assert_eq!(arr[1]["error"]["code"], code::INVALID_REQUEST);
+    assert_eq!(arr[2]["error"]["code"], code::METHOD_NOT_FOUND);
+    // A batch of notifications only: no answer at all; the next answer is for the next request.
+    c.send_raw(b"[{\"method\":\"goal.set\",\"params\":{\"goal\":\"y\"}}]\n");
+    c.send_raw(b"{\"id\":2,\"method\":\"goal.get\"}\n");
+    let r = c.read_value();
+    assert_eq!(r["id"], 2);
+    assert_eq!(r["result"]["goal"], "y");
+    // Blank lines and CRLF are tolerated.
+    c.send_raw(b"\n\r\n{\"id\":3,\"method\":\"goal.get\"}\r\n");
+    assert_eq!(c.read_value()["id"], 3);
+}
