@@ -25,12 +25,41 @@ echo "== worldfs: mounting the example workspace in place: $WS"
 wfs_mount "$WS"
 grep " $WS " /proc/self/mountinfo | sed 's/^/mountinfo: /'
 cd "$WS"   # a shell that cd's in after the mount sees the mount
+wfs_defer "cd /"   # leave the mount before the unmount trap runs, or it would only detach
 show ls -la
 show cat src/lib.rs
 echo "- [x] mounted with worldfs ($(date -u +%FT%TZ))" > notes/mounted.md
 show cat notes/mounted.md
 show stat src/lib.rs
 INO_MOUNT=$(stat -c %i src/lib.rs)
+
+echo
+echo "== the world as a harness sees it: a goal, a few agent-like actions, then the projection"
+show "$WORLDFS_BIN" goal "Add a --top N option that prints the N most frequent words"
+show sed -n 1,12p src/main.rs > /dev/null
+cat >> src/lib.rs <<'RS'
+
+/// The `n` most frequent words of `text`, most frequent first.
+pub fn top_words(text: &str, n: usize) -> Vec<(String, usize)> {
+    let mut counts = std::collections::HashMap::new();
+    for w in text.split_whitespace() {
+        *counts.entry(w.to_lowercase()).or_insert(0) += 1;
+    }
+    let mut v: Vec<_> = counts.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v.truncate(n);
+    v
+}
+RS
+echo "(appended top_words() to src/lib.rs through the mount)"
+sleep 0.3   # let the world ingest what just happened
+show "$WORLDFS_BIN" status
+show "$WORLDFS_BIN" projection --format text --budget 4000
+echo
+echo "(the same world as an Anthropic Messages request body: message roles in order)"
+"$WORLDFS_BIN" projection --format anthropic --budget 4000 2>/dev/null \
+  | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(m["role"] for m in d["messages"]), "| tools:", ", ".join(t["name"] for t in d["tools"]))' \
+  || echo "(python3 missing: skipped the summary)"
 echo
 if [ "$INO_MOUNT" = "$INO_BEFORE" ]; then
   echo "backing inode preserved: src/lib.rs is inode $INO_MOUNT both through the mount and on disk"

@@ -100,6 +100,10 @@ pub enum Command {
         /// Selection policy; the configured one when absent.
         #[arg(long)]
         policy: Option<String>,
+        /// Print the whole response (body, token estimate, evicted and withheld entries) as
+        /// JSON instead of only the body.
+        #[arg(long)]
+        full: bool,
     },
     /// Human summary of a mount: socket, entries, tokens, drops.
     Status {

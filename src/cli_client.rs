@@ -33,7 +33,8 @@ pub fn run(cmd: Command) -> ExitCode {
             budget,
             tool_name,
             policy,
-        } => projection(&target, &format, budget, tool_name, policy),
+            full,
+        } => projection(&target, &format, budget, tool_name, policy, full),
         Command::Status { target } => status(&target),
         Command::Goal {
             target,
@@ -154,6 +155,7 @@ fn projection(
     budget: Option<u64>,
     tool_name: Option<String>,
     policy: Option<String>,
+    full: bool,
 ) -> Result<(), Failure> {
     let mut params = json!({ "format": format });
     if let Some(b) = budget {
@@ -167,11 +169,28 @@ fn projection(
     }
     let mut c = connect(arg)?;
     let r = c.call("projection.get", params)?;
-    // Markdown is meant to be read (or pasted into a prompt) as is.
-    match (format, r.get("text").and_then(Value::as_str)) {
-        ("text", Some(t)) => print!("{t}"),
-        _ => print_json(&r),
+    if full {
+        print_json(&r);
+        return Ok(());
     }
+    // The body is what goes to the model: markdown as is, request bodies as JSON. What it cost
+    // and what was left out goes to stderr, so stdout can be piped into a request.
+    match r.get("body") {
+        Some(Value::String(t)) => print!("{t}"),
+        Some(body) => print_json(body),
+        None => print_json(&r),
+    }
+    let count = |k: &str| r.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    eprintln!(
+        "worldfs: {} tokens of {} ({}), {} entries, {} evicted, {} withheld, policy {}",
+        r.get("tokens").and_then(Value::as_u64).unwrap_or(0),
+        r.get("budget").and_then(Value::as_u64).unwrap_or(0),
+        r.get("tokenizer").and_then(Value::as_str).unwrap_or("?"),
+        r.get("entries").and_then(Value::as_u64).unwrap_or(0),
+        count("evicted"),
+        count("withheld"),
+        r.get("policy").and_then(Value::as_str).unwrap_or("?"),
+    );
     Ok(())
 }
 
