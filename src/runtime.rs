@@ -4,16 +4,37 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// `$XDG_RUNTIME_DIR/worldfs`, or `/tmp/worldfs-$UID` without one; created 0700.
+/// Where runtime files may go, preferred first: `$XDG_RUNTIME_DIR/worldfs` (when set to an
+/// absolute path), then `/tmp/worldfs-$UID`. Sockets and pid files use the same list.
+pub fn candidate_dirs() -> Vec<PathBuf> {
+    let mut v = Vec::new();
+    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
+        let x = PathBuf::from(x);
+        if x.is_absolute() {
+            v.push(x.join("worldfs"));
+        }
+    }
+    v.push(PathBuf::from(format!("/tmp/worldfs-{}", unsafe {
+        libc::getuid()
+    })));
+    v
+}
+
+/// The first candidate directory that exists or can be created (mode 0700).
 pub fn dir() -> io::Result<PathBuf> {
-    let dir = match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
-        Some(d) => PathBuf::from(d).join("worldfs"),
-        None => PathBuf::from(format!("/tmp/worldfs-{}", unsafe { libc::getuid() })),
-    };
-    std::fs::create_dir_all(&dir)?;
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(&dir, std::fs::Permissions::from_mode(0o700))?;
-    Ok(dir)
+    use std::os::unix::fs::DirBuilderExt;
+    let mut last = io::Error::from(io::ErrorKind::NotFound);
+    for d in candidate_dirs() {
+        match std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&d)
+        {
+            Ok(()) => return Ok(d),
+            Err(e) => last = e,
+        }
+    }
+    Err(last)
 }
 
 /// A short stable name for a mount point: readable tail plus a hash of the full path.

@@ -107,9 +107,19 @@ fn goal_projection_and_status_subcommands() {
         "{}",
         text(&out.stdout)
     );
+    // The body alone by default (pipeable), with the cost on stderr; --full for the envelope.
     let out = worldfs(&["projection", "--socket", &s, "--format", "json"]);
     let v: Value = must(serde_json::from_slice(&out.stdout));
+    assert!(v["entries"].is_array(), "{v}");
+    assert!(
+        text(&out.stderr).contains("tokens of"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = worldfs(&["projection", "--socket", &s, "--format", "json", "--full"]);
+    let v: Value = must(serde_json::from_slice(&out.stdout));
     assert_eq!(v["format"], "json");
+    assert!(v["body"]["entries"].is_array(), "{v}");
     let out = worldfs(&["projection", "--socket", &s, "--budget", "0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(

@@ -46,20 +46,9 @@ fn uid() -> u32 {
 
 /// Candidate directories, preferred first: `$XDG_RUNTIME_DIR/worldfs`, `/tmp/worldfs-$UID`.
 pub fn runtime_dirs() -> Vec<PathBuf> {
-    let mut v = Vec::new();
-    if let Some(x) = std::env::var_os("XDG_RUNTIME_DIR") {
-        let x = PathBuf::from(x);
-        // A relative or empty value is a misconfiguration the XDG spec says to ignore.
-        if x.is_absolute() {
-            v.push(x.join("worldfs"));
-        }
-    }
-    v.push(PathBuf::from(format!("/tmp/worldfs-{}", uid())));
-    v
+    crate::runtime::candidate_dirs()
 }
 
-/// The socket name for `mount_point`: a readable tail of the path plus a short hash of all of it,
-/// cut so that `dir/name` fits in `sun_path`. `None` if `dir` leaves no room.
 pub fn socket_name(dir: &Path, mount_point: &Path) -> Option<String> {
     let hash = blake3::hash(mount_point.as_os_str().as_bytes()).to_hex();
     let hash = &hash.as_str()[..HASH_HEX];

@@ -16,41 +16,12 @@
 //! [`StandIn`] is a minimal renderer for tests and for daemons built before the projection
 //! module: it selects with the world's policy and lists current contents, within budget.
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::world::{Form, World};
 
-/// Output formats the socket accepts; the names are the projection module's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Format {
-    Anthropic,
-    OpenaiChat,
-    OpenaiResponses,
-    Text,
-    Json,
-}
-
-impl Format {
-    pub const ALL: [Format; 5] = [
-        Format::Anthropic,
-        Format::OpenaiChat,
-        Format::OpenaiResponses,
-        Format::Text,
-        Format::Json,
-    ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            Format::Anthropic => "anthropic",
-            Format::OpenaiChat => "openai_chat",
-            Format::OpenaiResponses => "openai_responses",
-            Format::Text => "text",
-            Format::Json => "json",
-        }
-    }
-}
+pub use crate::projection::Format;
 
 /// A validated projection request (mirrors `projection::ProjectionRequest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -152,15 +123,8 @@ pub struct Projections {
 
 impl Renderer for Projections {
     fn render(&self, world: &World, p: &ProjectionParams) -> Result<Rendered, String> {
-        use crate::projection::{self, Format as F, ProjectionRequest};
-        let format = match p.format {
-            Format::Anthropic => F::Anthropic,
-            Format::OpenaiChat => F::OpenaiChat,
-            Format::OpenaiResponses => F::OpenaiResponses,
-            Format::Text => F::Text,
-            Format::Json => F::Json,
-        };
-        let mut req = ProjectionRequest::new(format, p.budget_tokens);
+        use crate::projection::{self, ProjectionRequest};
+        let mut req = ProjectionRequest::new(p.format, p.budget_tokens);
         req.policy = p.policy.clone();
         if let Some(t) = &p.tool_name {
             req.tool_name = t.clone();
