@@ -15,7 +15,7 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, unbounded};
 use fuser::{INodeNo, Notifier};
-use notify::event::{AccessKind, AccessMode, EventKind, ModifyKind};
+use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
@@ -36,9 +36,16 @@ impl Watcher {
     pub fn start(store: &InodeStore) -> anyhow::Result<Self> {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
         let (tx, events) = unbounded();
-        let mut watcher = notify::recommended_watcher(move |ev| {
-            let _ = tx.send(ev);
-        })
+        // Only changes: notify's default mask includes opens and closes, so every file the
+        // mount opens would wake two threads for an event that is then ignored (8% of a
+        // `cat` of every file went into queuing them).
+        let config = notify::Config::default().with_event_kinds(EventKindMask::CORE);
+        let mut watcher = RecommendedWatcher::new(
+            move |ev| {
+                let _ = tx.send(ev);
+            },
+            config,
+        )
         .context("creating the inotify watcher")?;
         watcher
             .watch(&prefix, RecursiveMode::Recursive)
