@@ -9,6 +9,7 @@
 #   make bench-fs       fsbench native vs mount on a 10k-file git tree (BENCH_RUNS=5)
 #   make bench-latency  external-change visibility latency (100 trials)
 #   make bench-rss      daemon RSS on a 100k-file tree after find and git status
+#   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
 #   make clean          cargo clean and remove bench-work/
@@ -16,7 +17,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -45,6 +46,19 @@ bench-latency: build
 
 bench-rss: build
 	scripts/bench.sh rss
+
+REPLAY_TRACES ?= ../shared/traces/dev
+REPLAY_OUT ?= bench-work/replay
+
+# replays every trace through a real mount; per-trace CSV/JSON, summary.md and tokens.svg in
+# $(REPLAY_OUT); the summary table is appended to BENCHMARKS.md with the command that made it
+bench-replay: build
+	@set -eo pipefail; mkdir -p $(REPLAY_OUT); cmd="target/release/worldfs replay $(REPLAY_TRACES)/*.jsonl --out $(REPLAY_OUT)"; \
+	target/release/worldfs replay $(REPLAY_TRACES)/*.jsonl --out $(REPLAY_OUT) > $(REPLAY_OUT).md.tmp; \
+	{ printf '\n## Replay benchmark (%s, %s)\n\nCommand: `%s` (`make bench-replay`, commit %s). Plot: `$(REPLAY_OUT)/tokens.svg`.\n\n' \
+	    "$$(date -u +%Y-%m-%d)" "$$(uname -srm)" "$$cmd" "$$(git rev-parse --short HEAD 2>/dev/null || echo none)"; \
+	  cat $(REPLAY_OUT).md.tmp; } >> BENCHMARKS.md; \
+	cat $(REPLAY_OUT).md.tmp; rm -f $(REPLAY_OUT).md.tmp
 
 pjdfstest:
 	scripts/pjdfstest.sh $(PJD_ARGS)

@@ -110,6 +110,24 @@ pub enum Command {
         #[command(flatten)]
         target: SocketArg,
     },
+    /// Replay recorded agent runs (worldfs-trace/1) through a real mount and measure what each
+    /// context strategy would have sent (docs/replay.md).
+    ///
+    /// Each trace's `.base.tar.gz` beside it is unpacked into a fresh temporary directory,
+    /// mounted in place; every step is replayed with real system calls (recorded commands are
+    /// never run, only their file accesses). Writes per-trace CSV/JSON, summary.md and
+    /// tokens.svg to --out, and prints the summary table.
+    Replay {
+        /// Trace files (`*.jsonl`).
+        #[arg(required = true)]
+        traces: Vec<PathBuf>,
+        /// Where the reports go.
+        #[arg(long, default_value = "replay-out")]
+        out: PathBuf,
+        /// Budgets for the worldfs policy (the first is also the seed policy's).
+        #[arg(long, value_delimiter = ',', default_value = "8000,16000,32000")]
+        budgets: Vec<u64>,
+    },
     /// Set the agent's goal (shown first in every projection); without TEXT, print it.
     Goal {
         #[command(flatten)]

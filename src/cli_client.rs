@@ -41,9 +41,10 @@ pub fn run(cmd: Command) -> ExitCode {
             text,
             clear,
         } => goal(&target, text, clear),
-        Command::Mount { .. } | Command::Unmount { .. } | Command::Watchdog { .. } => {
-            Err(Failure::Usage("not a client subcommand".into()))
-        }
+        Command::Mount { .. }
+        | Command::Unmount { .. }
+        | Command::Watchdog { .. }
+        | Command::Replay { .. } => Err(Failure::Usage("not a client subcommand".into())),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -10,6 +10,7 @@ pub mod mount;
 pub mod mountinfo;
 pub mod observation;
 pub mod projection;
+pub mod replay;
 pub mod runtime;
 pub mod socket;
 pub mod watchdog;

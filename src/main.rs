@@ -50,6 +50,21 @@ fn main() -> ExitCode {
                 socket,
             })
         }
+        Command::Replay {
+            traces,
+            out,
+            budgets,
+        } => std::env::current_exe()
+            .map_err(anyhow::Error::from)
+            .and_then(|exe| {
+                worldfs::replay::run(&worldfs::replay::Options {
+                    traces,
+                    out,
+                    budgets,
+                    exe,
+                })
+            })
+            .map(|summary| print!("{summary}")),
         Command::Unmount { path } => mount::unmount(&path),
         Command::Watchdog { pid, dev, target } => worldfs::watchdog::run(pid, dev, &target),
         // Socket clients (issue 4): their exit codes say whether the daemon answered.

@@ -547,6 +547,8 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Value, RpcError> 
         max_breakpoints: p.max_breakpoints,
         absolute_paths: p.absolute_paths,
     };
+    // What the mount saw before this request (the agent's last tool call) must be in the world.
+    ingest_barrier(shared);
     // Outputs whose inputs changed must not reach the renderer.
     shared.validity.sweep(w);
     let r = shared

@@ -1,0 +1,536 @@
+//! Replaying one step through the mount with real system calls.
+//!
+//! - `read`: the recorded line ranges are read with `pread` at their byte offsets (a whole file
+//!   when no range; a `partial` read reads the recorded text where it is found, else the whole
+//!   file). If the disk does not show what the agent saw (an earlier command changed the file
+//!   in a way the trace could not describe), the recorded lines are first spliced in with a
+//!   write through the mount, and counted as `reconciled`.
+//! - `edit`: str_replace of `old_text` by `new_text` (all occurrences with `replace_all`),
+//!   written through the mount. Shell edits without texts (`sed -i ...`) take their effect from
+//!   the next read of the file (looked ahead), or rewrite the file unchanged (a write is still
+//!   observed). `disk_sha1_before` is checked when present.
+//! - `write`: the new content, written through the mount.
+//! - `command`/`search`: their `touches` as file accesses: read (ranges), exec (whole read),
+//!   search of a file (looked up, not read: the agent saw only the matching lines, which the
+//!   command's output carries; the file is an input of that output), search of a directory
+//!   (skipped: a scan the world ignores), write (as an unparsed edit), delete (unlink). Recorded commands
+//!   are never run.
+//! - `message`/`other`: nothing on disk.
+//!
+//! The disk itself is read beneath the mount through an O_PATH descriptor opened before mounting
+//! ([`Applier::disk`]); that is the ground truth for staleness.
+
+use std::ffi::CString;
+use std::fs::{File, OpenOptions};
+use std::io::{Read, Write};
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::FileExt;
+use std::path::{Component, Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::sha1;
+use super::text;
+use super::trace::{Kind, Step, Touch, TouchOp, Trace};
+
+/// What the replay did, by kind of effect.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ApplyCounts {
+    pub steps: u64,
+    /// Steps whose effects were all carried out (or had none).
+    pub applied: u64,
+    /// Steps with an effect that could not be carried out (listed in `problems`).
+    pub failed: u64,
+    pub reads: u64,
+    pub edits: u64,
+    pub writes: u64,
+    pub commands: u64,
+    pub searches: u64,
+    pub messages: u64,
+    pub others: u64,
+    pub effects_unknown: u64,
+    pub touch_reads: u64,
+    pub touch_writes: u64,
+    pub touch_deletes: u64,
+    pub touch_execs: u64,
+    pub touch_searches: u64,
+    pub touch_scans_skipped: u64,
+    pub outside_repo: u64,
+    pub pre_setup_skipped: u64,
+    pub reconciled: u64,
+    pub lookahead_edits: u64,
+    pub unchanged_rewrites: u64,
+    pub missing_files: u64,
+    pub sha1_checked: u64,
+    pub sha1_mismatch: u64,
+    pub problems: Vec<String>,
+}
+
+pub struct Applier {
+    pub root: PathBuf,
+    backing: i32,
+    pub counts: ApplyCounts,
+}
+
+/// A repository-relative path that stays inside the root, or `None`.
+pub fn clean_rel(p: &str) -> Option<PathBuf> {
+    let p = p.strip_prefix("./").unwrap_or(p);
+    if p.is_empty() || p == "." {
+        return Some(PathBuf::new());
+    }
+    let path = Path::new(p);
+    if path
+        .components()
+        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
+    {
+        Some(path.components().collect())
+    } else {
+        None
+    }
+}
+
+impl Applier {
+    pub fn new(root: &Path, backing: i32) -> Applier {
+        Applier {
+            root: root.to_owned(),
+            backing,
+            counts: ApplyCounts::default(),
+        }
+    }
+
+    /// The file as it is on disk now (beneath the mount); `None` if missing or not a file.
+    pub fn disk(&self, rel: &Path) -> Option<Vec<u8>> {
+        if rel.as_os_str().is_empty() {
+            return None;
+        }
+        let c = CString::new(rel.as_os_str().as_encoded_bytes()).ok()?;
+        // SAFETY: valid directory descriptor and path.
+        let fd = unsafe {
+            libc::openat(
+                self.backing,
+                c.as_ptr(),
+                libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+            )
+        };
+        if fd < 0 {
+            return None;
+        }
+        // SAFETY: fresh descriptor we own.
+        let mut f = unsafe { File::from_raw_fd(fd) };
+        if !f.metadata().ok()?.is_file() {
+            return None;
+        }
+        let mut v = Vec::new();
+        f.read_to_end(&mut v).ok()?;
+        Some(v)
+    }
+
+    pub fn disk_text(&self, rel: &Path) -> Option<String> {
+        self.disk(rel)
+            .map(|b| String::from_utf8_lossy(&b).into_owned())
+    }
+
+    fn mounted(&self, rel: &Path) -> PathBuf {
+        self.root.join(rel)
+    }
+
+    fn problem(&mut self, step: &Step, what: String) {
+        self.counts
+            .problems
+            .push(format!("step {} ({}): {what}", step.step, step.kind.name()));
+    }
+
+    /// Reads bytes `[start, end)` of `rel` through the mount.
+    fn read_span(&self, rel: &Path, start: usize, end: usize) -> Result<()> {
+        let p = self.mounted(rel);
+        let f =
+            File::open(&p).with_context(|| format!("open {} through the mount", p.display()))?;
+        let mut buf = vec![0u8; end.saturating_sub(start).max(1)];
+        if end > start {
+            let mut off = 0;
+            while off < buf.len() {
+                let n = f
+                    .read_at(&mut buf[off..], (start + off) as u64)
+                    .with_context(|| format!("read {} through the mount", p.display()))?;
+                if n == 0 {
+                    break;
+                }
+                off += n;
+            }
+        } else {
+            // an empty range still opens and reads (what `sed -n` past the end would do)
+            let _ = f.read_at(&mut buf, start as u64);
+        }
+        Ok(())
+    }
+
+    fn read_whole(&self, rel: &Path) -> Result<()> {
+        let p = self.mounted(rel);
+        let md = std::fs::metadata(&p).with_context(|| format!("stat {}", p.display()))?;
+        if md.is_dir() {
+            std::fs::read_dir(&p)
+                .with_context(|| format!("list {}", p.display()))?
+                .for_each(drop);
+            return Ok(());
+        }
+        std::fs::read(&p).with_context(|| format!("read {} through the mount", p.display()))?;
+        Ok(())
+    }
+
+    /// Writes `bytes` as the whole new content of `rel` through the mount.
+    fn write_file(&self, rel: &Path, bytes: &[u8]) -> Result<()> {
+        let p = self.mounted(rel);
+        if let Some(parent) = p.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("mkdir -p {} through the mount", parent.display()))?;
+        }
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&p)
+            .with_context(|| format!("open {} for writing through the mount", p.display()))?;
+        f.write_all(bytes)
+            .with_context(|| format!("write {} through the mount", p.display()))?;
+        Ok(())
+    }
+
+    /// A write whose effect is unknown: the next read of the file says what it became (looked
+    /// ahead), else the file is rewritten with its own bytes (a write, observed, no change).
+    fn unparsed_write(&mut self, trace: &Trace, idx: usize, rel: &Path) -> Result<()> {
+        if let Err(e) = self.unparsed_write_inner(trace, idx, rel) {
+            let step = &trace.steps[idx];
+            self.problem(step, format!("{e:#}"));
+        }
+        Ok(())
+    }
+
+    fn unparsed_write_inner(&mut self, trace: &Trace, idx: usize, rel: &Path) -> Result<()> {
+        let p = self.mounted(rel);
+        if p.is_dir() {
+            return Ok(());
+        }
+        if !p.exists() && names_directory(trace, rel) {
+            // `mkdir -p d` parsed as a write of `d`; later steps use it as a directory
+            return std::fs::create_dir_all(&p)
+                .with_context(|| format!("mkdir -p {} through the mount", p.display()));
+        }
+        let cur = self.disk_text(rel);
+        if let Some((first, content)) = future_view(trace, idx, rel) {
+            let recorded = text::lines(&content);
+            let new = match &cur {
+                Some(c) => text::splice(c, first.unwrap_or(1), &recorded),
+                None if first.unwrap_or(1) == 1 => Some(content.clone()),
+                None => None,
+            };
+            if let Some(new) = new {
+                self.counts.lookahead_edits += 1;
+                return self.write_file(rel, new.as_bytes());
+            }
+        }
+        self.counts.unchanged_rewrites += 1;
+        match cur {
+            Some(c) => {
+                let p = self.mounted(rel);
+                let f = OpenOptions::new()
+                    .write(true)
+                    .open(&p)
+                    .with_context(|| format!("open {} for writing", p.display()))?;
+                let n = c.len().min(4096);
+                f.write_at(&c.as_bytes()[..n], 0)
+                    .with_context(|| format!("rewrite {}", p.display()))?;
+                Ok(())
+            }
+            None => self.write_file(rel, b""),
+        }
+    }
+
+    fn check_sha1(&mut self, step: &Step, rel: &Path) {
+        if let Some(want) = &step.disk_sha1_before {
+            self.counts.sha1_checked += 1;
+            let have = self.disk(rel).map(|b| sha1::hex(&b));
+            if have.as_deref() != Some(want.as_str()) {
+                self.counts.sha1_mismatch += 1;
+                self.problem(
+                    step,
+                    format!(
+                        "{}: disk sha1 {have:?} before the change, trace says {want}",
+                        rel.display()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// Replays step `idx` of `trace`. Returns the paths it read (inputs of a command's output).
+    /// Errors are I/O failures of the mount itself; anything the trace cannot support is
+    /// counted instead.
+    pub fn apply(&mut self, trace: &Trace, idx: usize) -> Result<Vec<PathBuf>> {
+        let step = &trace.steps[idx];
+        self.counts.steps += 1;
+        let before = self.counts.problems.len();
+        let mut inputs = Vec::new();
+        if step.effects_unknown() {
+            self.counts.effects_unknown += 1;
+        }
+        if step.pre_setup.unwrap_or(false) {
+            self.counts.pre_setup_skipped += 1;
+            self.counts.applied += 1;
+            return Ok(inputs);
+        }
+        let rel = match (&step.path, step.in_repo()) {
+            (Some(p), true) => clean_rel(p),
+            _ => None,
+        };
+        match step.kind {
+            Kind::Read => {
+                self.counts.reads += 1;
+                match rel {
+                    Some(rel) => {
+                        self.apply_read(step, &rel)?;
+                        inputs.push(rel);
+                    }
+                    None => self.counts.outside_repo += 1,
+                }
+            }
+            Kind::Edit => {
+                self.counts.edits += 1;
+                match rel {
+                    Some(rel) => self.apply_edit(trace, idx, &rel)?,
+                    None => self.counts.outside_repo += 1,
+                }
+            }
+            Kind::Write => {
+                self.counts.writes += 1;
+                match rel {
+                    Some(rel) => {
+                        self.check_sha1(step, &rel);
+                        match &step.content {
+                            Some(c) => self.write_file(&rel, c.as_bytes())?,
+                            None => self.unparsed_write(trace, idx, &rel)?,
+                        }
+                    }
+                    None => self.counts.outside_repo += 1,
+                }
+            }
+            Kind::Command | Kind::Search => {
+                if step.kind == Kind::Command {
+                    self.counts.commands += 1;
+                } else {
+                    self.counts.searches += 1;
+                }
+                for t in step.touches() {
+                    if let Some(p) = self.apply_touch(trace, idx, t)? {
+                        inputs.push(p);
+                    }
+                }
+            }
+            Kind::Message => self.counts.messages += 1,
+            Kind::Other => {
+                self.counts.others += 1;
+                for t in step.touches() {
+                    if let Some(p) = self.apply_touch(trace, idx, t)? {
+                        inputs.push(p);
+                    }
+                }
+            }
+        }
+        if self.counts.problems.len() == before {
+            self.counts.applied += 1;
+        } else {
+            self.counts.failed += 1;
+        }
+        inputs.sort();
+        inputs.dedup();
+        Ok(inputs)
+    }
+
+    fn apply_read(&mut self, step: &Step, rel: &Path) -> Result<()> {
+        let ranges = step.line_ranges();
+        let cur = self.disk_text(rel);
+        if let (Some(content), false) = (&step.content, step.partial()) {
+            let single_first = match &ranges {
+                None => Some(1),
+                Some(rs) if rs.len() == 1 => Some(rs[0][0]),
+                _ => None,
+            };
+            if let Some(first) = single_first {
+                let recorded = text::lines(content);
+                let new = match &cur {
+                    Some(c) => text::splice(c, first, &recorded),
+                    None if first == 1 => Some(content.clone()),
+                    None => None,
+                };
+                if let Some(new) = new {
+                    self.counts.reconciled += 1;
+                    self.write_file(rel, new.as_bytes())?;
+                }
+            }
+        }
+        let Some(cur) = self.disk_text(rel) else {
+            self.counts.missing_files += 1;
+            if self.mounted(rel).is_dir() {
+                return self.read_whole(rel);
+            }
+            self.problem(step, format!("{} does not exist", rel.display()));
+            return Ok(());
+        };
+        match (ranges, step.partial()) {
+            (Some(rs), false) => {
+                for [a, b] in rs {
+                    let (s, e) = text::line_span(&cur, a, b);
+                    self.read_span(rel, s, e)?;
+                }
+            }
+            (_, true) => match step.content.as_deref().and_then(|c| {
+                let c = c.trim_end_matches('\n');
+                if c.is_empty() {
+                    None
+                } else {
+                    cur.find(c).map(|s| (s, s + c.len()))
+                }
+            }) {
+                Some((s, e)) => self.read_span(rel, s, e)?,
+                None => self.read_whole(rel)?,
+            },
+            (None, false) => self.read_whole(rel)?,
+        }
+        Ok(())
+    }
+
+    fn apply_edit(&mut self, trace: &Trace, idx: usize, rel: &Path) -> Result<()> {
+        let step = &trace.steps[idx];
+        self.check_sha1(step, rel);
+        match (&step.old_text, &step.new_text) {
+            (Some(old), Some(new)) => {
+                let Some(cur) = self.disk_text(rel) else {
+                    self.counts.missing_files += 1;
+                    self.problem(step, format!("{} does not exist", rel.display()));
+                    return Ok(());
+                };
+                if old.is_empty() || !cur.contains(old.as_str()) {
+                    self.problem(step, format!("old_text not found in {}", rel.display()));
+                    return Ok(());
+                }
+                let out = if step.replace_all.unwrap_or(false) {
+                    cur.replace(old.as_str(), new)
+                } else {
+                    cur.replacen(old.as_str(), new, 1)
+                };
+                self.write_file(rel, out.as_bytes())
+            }
+            _ => self.unparsed_write(trace, idx, rel),
+        }
+    }
+
+    fn apply_touch(&mut self, trace: &Trace, idx: usize, t: &Touch) -> Result<Option<PathBuf>> {
+        let step = &trace.steps[idx];
+        let rel = match (t.in_repo.unwrap_or(true), clean_rel(&t.path)) {
+            (true, Some(r)) => r,
+            _ => {
+                self.counts.outside_repo += 1;
+                return Ok(None);
+            }
+        };
+        let p = self.mounted(&rel);
+        match t.op {
+            TouchOp::Read | TouchOp::Exec | TouchOp::Search => {
+                match t.op {
+                    TouchOp::Read => self.counts.touch_reads += 1,
+                    TouchOp::Exec => self.counts.touch_execs += 1,
+                    _ => self.counts.touch_searches += 1,
+                }
+                let Ok(md) = std::fs::metadata(&p) else {
+                    self.counts.missing_files += 1;
+                    return Ok(None);
+                };
+                if md.is_dir() {
+                    // a scan of a tree: the world ignores scanners
+                    self.counts.touch_scans_skipped += 1;
+                    return Ok(None);
+                }
+                if t.op == TouchOp::Search {
+                    // the agent saw matching lines (the command's output), not the file: looked
+                    // up, not read, and an input of the output
+                    return Ok(Some(rel));
+                }
+                let ranges = match (&t.ranges, t.range) {
+                    (Some(rs), _) if !rs.is_empty() => Some(rs.clone()),
+                    (_, Some(r)) => Some(vec![r]),
+                    _ => None,
+                };
+                match (t.op, ranges, t.partial.unwrap_or(false)) {
+                    (TouchOp::Read, Some(rs), false) => {
+                        let cur = self.disk_text(&rel).unwrap_or_default();
+                        for [a, b] in rs {
+                            let (s, e) = text::line_span(&cur, a, b);
+                            self.read_span(&rel, s, e)?;
+                        }
+                    }
+                    _ => self.read_whole(&rel)?,
+                }
+                Ok(Some(rel))
+            }
+            TouchOp::Write => {
+                self.counts.touch_writes += 1;
+                if p.is_dir() {
+                    return Ok(None);
+                }
+                self.unparsed_write(trace, idx, &rel)?;
+                Ok(None)
+            }
+            TouchOp::Delete => {
+                self.counts.touch_deletes += 1;
+                let r = match std::fs::symlink_metadata(&p) {
+                    Ok(md) if md.is_dir() => std::fs::remove_dir_all(&p),
+                    Ok(_) => std::fs::remove_file(&p),
+                    Err(_) => Ok(()),
+                };
+                r.with_context(|| format!("step {}: delete {}", step.step, p.display()))?;
+                Ok(None)
+            }
+        }
+    }
+}
+
+/// The next view of `rel` the trace shows after step `idx` (a non-partial read of one range or
+/// the whole file), if no structured write or edit of it comes first: `(first line, text)`.
+pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<(Option<u64>, String)> {
+    for s in &trace.steps[idx + 1..] {
+        let same = s
+            .path
+            .as_deref()
+            .and_then(clean_rel)
+            .is_some_and(|p| p == rel);
+        if !same {
+            continue;
+        }
+        match s.kind {
+            Kind::Read => {
+                let content = s.content.clone()?;
+                if s.partial() {
+                    return None;
+                }
+                return match s.line_ranges() {
+                    None => Some((None, content)),
+                    Some(rs) if rs.len() == 1 => Some((Some(rs[0][0]), content)),
+                    _ => None,
+                };
+            }
+            Kind::Write => return None,
+            Kind::Edit if s.old_text.is_some() => return None,
+            _ => {}
+        }
+    }
+    None
+}
+
+/// Does any step of the trace name a path below `rel` (so `rel` is a directory)?
+fn names_directory(trace: &Trace, rel: &Path) -> bool {
+    let below = |p: &str| clean_rel(p).is_some_and(|p| p != rel && p.starts_with(rel));
+    trace
+        .steps
+        .iter()
+        .any(|s| s.path.as_deref().is_some_and(below) || s.touches().iter().any(|t| below(&t.path)))
+}

@@ -1,0 +1,267 @@
+//! Per-turn measures of one request against the disk as it is now:
+//!
+//! - **stale bytes**: bytes of file views whose lines no longer match the file at that place
+//!   (a view of a deleted file is wholly stale; a line of a partial view, position unknown, is
+//!   stale when it is no longer a line of the file);
+//! - **fresh next-action recall**: for every read or edit of the next turn on a file the agent
+//!   had already seen, does the request hold current content of the file (file level) and of
+//!   every line the step needs (range level: the lines read, the lines holding `old_text`, the
+//!   whole file for a whole read)? For the range level only needs whose lines the agent had
+//!   already seen (or a file it wrote) count. A stale copy counts as `present_stale`;
+//! - **forced re-reads**: range-level needs the request does not hold fresh.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde::Serialize;
+
+use super::apply::{Applier, clean_rel};
+use super::context::{Block, FileView};
+use super::text;
+use super::trace::{Kind, Step};
+
+/// What the next step needs to have in front of it.
+#[derive(Debug, Clone)]
+pub struct Need {
+    pub path: String,
+    /// 1-based inclusive lines; `None`: file level only.
+    pub lines: Option<(u64, u64)>,
+    pub is_read: bool,
+}
+
+/// Lines of each file the agent has seen so far (`None`: all of it).
+#[derive(Debug, Default)]
+pub struct Seen {
+    files: HashMap<String, Option<Vec<(u64, u64)>>>,
+}
+
+impl Seen {
+    pub fn knows(&self, path: &str) -> bool {
+        self.files.contains_key(path)
+    }
+
+    pub fn covers(&self, path: &str, a: u64, b: u64) -> bool {
+        match self.files.get(path) {
+            Some(None) => true,
+            Some(Some(rs)) => covered(rs, a, b),
+            None => false,
+        }
+    }
+
+    fn add(&mut self, path: &str, r: Option<(u64, u64)>) {
+        let e = self
+            .files
+            .entry(path.to_string())
+            .or_insert_with(|| Some(Vec::new()));
+        match (e.as_mut(), r) {
+            (Some(v), Some(r)) => v.push(r),
+            (Some(_), None) => *e = None,
+            (None, _) => {}
+        }
+    }
+
+    /// Records what a step showed the agent.
+    pub fn record(&mut self, s: &Step) {
+        let Some(p) = s.path.as_deref().filter(|_| s.in_repo()) else {
+            for t in s.touches() {
+                if matches!(t.op, super::trace::TouchOp::Read) {
+                    self.add(&t.path, t.range.map(|[a, b]| (a, b)));
+                }
+            }
+            return;
+        };
+        match s.kind {
+            Kind::Read if s.partial() => self.add(p, Some((0, 0))),
+            Kind::Read => match s.line_ranges() {
+                Some(rs) => rs.iter().for_each(|[a, b]| self.add(p, Some((*a, *b)))),
+                None => self.add(p, None),
+            },
+            Kind::Write | Kind::Edit => self.add(p, None),
+            _ => {}
+        }
+    }
+}
+
+fn covered(rs: &[(u64, u64)], a: u64, b: u64) -> bool {
+    let mut v: Vec<(u64, u64)> = rs.to_vec();
+    v.sort();
+    let mut need = a;
+    for (x, y) in v {
+        if x <= need && y >= need {
+            need = y + 1;
+            if need > b {
+                return true;
+            }
+        }
+    }
+    need > b
+}
+
+/// The needs of one turn's steps, against the disk now (before the steps run).
+pub fn needs(steps: &[&Step], applier: &Applier) -> Vec<Need> {
+    let mut out = Vec::new();
+    for s in steps {
+        if !matches!(s.kind, Kind::Read | Kind::Edit) || !s.in_repo() {
+            continue;
+        }
+        let Some(path) = s.path.clone() else { continue };
+        let Some(rel) = clean_rel(&path) else {
+            continue;
+        };
+        let Some(cur) = applier.disk_text(&rel) else {
+            continue;
+        };
+        let n = text::lines(&cur).len() as u64;
+        let lines = match s.kind {
+            Kind::Read if s.partial() => None,
+            Kind::Read => match s.line_ranges() {
+                Some(rs) => {
+                    let a = rs.iter().map(|r| r[0]).min().unwrap_or(1).max(1);
+                    let b = rs.iter().map(|r| r[1]).max().unwrap_or(n).min(n);
+                    (a <= b).then_some((a, b))
+                }
+                None => (n > 0).then_some((1, n)),
+            },
+            _ => s
+                .old_text
+                .as_deref()
+                .filter(|o| !o.is_empty())
+                .and_then(|o| {
+                    let at = cur.find(o)?;
+                    let a = cur[..at].matches('\n').count() as u64 + 1;
+                    let b = a + o.matches('\n').count() as u64;
+                    Some((a, b.min(n).max(a)))
+                }),
+        };
+        out.push(Need {
+            path,
+            lines,
+            is_read: s.kind == Kind::Read,
+        });
+    }
+    out
+}
+
+/// The measures of one request at one turn.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct TurnMeasure {
+    pub stale_bytes: u64,
+    pub view_bytes: u64,
+    pub needs_file: u64,
+    pub fresh_file: u64,
+    pub present_stale_file: u64,
+    pub needs_range: u64,
+    pub fresh_range: u64,
+    pub forced_rereads: u64,
+    pub reads_next: u64,
+}
+
+/// Fresh lines per file in a request, and its stale bytes.
+struct Holdings {
+    fresh: BTreeMap<String, Vec<(u64, u64)>>,
+    stale_paths: BTreeMap<String, u64>,
+    stale_bytes: u64,
+    view_bytes: u64,
+}
+
+fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
+    let mut h = Holdings {
+        fresh: BTreeMap::new(),
+        stale_paths: BTreeMap::new(),
+        stale_bytes: 0,
+        view_bytes: 0,
+    };
+    let mut cache: HashMap<String, Option<String>> = HashMap::new();
+    for v in blocks.iter().flat_map(|b| &b.views) {
+        let cur = cache
+            .entry(v.path.clone())
+            .or_insert_with(|| clean_rel(&v.path).and_then(|r| applier.disk_text(&r)));
+        let bytes = v.bytes();
+        h.view_bytes += bytes;
+        let stale = match cur {
+            None => bytes,
+            Some(cur) => stale_in(v, cur),
+        };
+        h.stale_bytes += stale;
+        if stale > 0 {
+            *h.stale_paths.entry(v.path.clone()).or_default() += stale;
+        } else if !v.partial && !v.lines.is_empty() {
+            h.fresh
+                .entry(v.path.clone())
+                .or_default()
+                .push((v.first, v.first + v.lines.len() as u64 - 1));
+        } else {
+            h.fresh.entry(v.path.clone()).or_default();
+        }
+    }
+    h
+}
+
+fn stale_in(v: &FileView, cur: &str) -> u64 {
+    let c = text::lines(cur);
+    if v.partial {
+        // position unknown (pattern ranges, several ranges run together): each line must
+        // still be a line of the file
+        let have: std::collections::HashSet<&str> = c.iter().copied().collect();
+        return v
+            .lines
+            .iter()
+            .filter(|l| !have.contains(l.as_str()))
+            .map(|l| l.len() as u64 + 1)
+            .sum();
+    }
+    v.lines
+        .iter()
+        .enumerate()
+        .filter(|(i, l)| c.get(v.first as usize - 1 + i) != Some(&l.as_str()))
+        .map(|(_, l)| l.len() as u64 + 1)
+        .sum()
+}
+
+/// Measures one request (`blocks`) before the next turn's `needs`.
+pub fn measure(blocks: &[Block], needs: &[Need], seen: &Seen, applier: &Applier) -> TurnMeasure {
+    let h = holdings(blocks, applier);
+    let mut m = TurnMeasure {
+        stale_bytes: h.stale_bytes,
+        view_bytes: h.view_bytes,
+        ..Default::default()
+    };
+    for n in needs {
+        if n.is_read {
+            m.reads_next += 1;
+        }
+        if !seen.knows(&n.path) {
+            continue;
+        }
+        m.needs_file += 1;
+        let fresh = h.fresh.contains_key(&n.path);
+        if fresh {
+            m.fresh_file += 1;
+        } else if h.stale_paths.contains_key(&n.path) {
+            m.present_stale_file += 1;
+        }
+        if let Some((a, b)) = n.lines {
+            if seen.covers(&n.path, a, b) {
+                m.needs_range += 1;
+                let ok = h.fresh.get(&n.path).is_some_and(|rs| covered(rs, a, b));
+                if ok {
+                    m.fresh_range += 1;
+                } else {
+                    m.forced_rereads += 1;
+                }
+            }
+        }
+    }
+    m
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coverage() {
+        assert!(covered(&[(1, 5), (6, 9)], 2, 8));
+        assert!(!covered(&[(1, 5), (7, 9)], 2, 8));
+        assert!(covered(&[(1, 100)], 1, 1));
+    }
+}

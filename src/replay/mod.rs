@@ -1,0 +1,374 @@
+//! The replay benchmark (`worldfs replay`, docs/replay.md): recorded agent runs replayed through
+//! a real mount and socket, measuring what each context strategy would have sent.
+//!
+//! One file per concept: [`trace`] (the format), [`session`] (the mount and its socket),
+//! [`apply`] (a step as system calls), [`text`] (line arithmetic), [`context`] (a request as
+//! blocks and file views), [`baseline`] (the history strategies), [`caching`] (prompt-cache
+//! billing), [`metrics`] (stale bytes, recall, re-reads), [`report`] (CSV, JSON, table, SVG),
+//! [`sha1`] (checking `disk_sha1_before`).
+
+pub mod apply;
+pub mod baseline;
+pub mod caching;
+pub mod context;
+pub mod metrics;
+pub mod report;
+pub mod session;
+pub mod sha1;
+pub mod text;
+pub mod trace;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
+
+use anyhow::{Context, Result, bail};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use apply::{Applier, ApplyCounts, clean_rel};
+use baseline::History;
+use caching::{Bill, CacheSim};
+use context::{Block, Counter};
+use metrics::{Seen, TurnMeasure};
+use session::{REPLAY_CONFIG, Session};
+use trace::{Kind, Trace};
+
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub traces: Vec<PathBuf>,
+    pub out: PathBuf,
+    /// Budgets for the worldfs policy; the first is also the seed policy's.
+    pub budgets: Vec<u64>,
+    /// The binary that mounts (normally this one).
+    pub exe: PathBuf,
+}
+
+/// A strategy under measurement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Strategy {
+    History(History),
+    Projection { policy: String, budget: u64 },
+}
+
+impl Strategy {
+    pub fn name(&self) -> String {
+        match self {
+            Strategy::History(h) => h.name(),
+            Strategy::Projection { policy, budget } => format!("{policy}_{}k", budget / 1000),
+        }
+    }
+}
+
+pub fn strategies(budgets: &[u64]) -> Vec<Strategy> {
+    let mut v = vec![
+        Strategy::History(History::Baseline),
+        Strategy::History(History::LastResults(5)),
+        Strategy::History(History::AnchorTail { first: 2, last: 6 }),
+    ];
+    if let Some(&b) = budgets.first() {
+        v.push(Strategy::Projection {
+            policy: "seed".into(),
+            budget: b,
+        });
+    }
+    for &b in budgets {
+        v.push(Strategy::Projection {
+            policy: "worldfs".into(),
+            budget: b,
+        });
+    }
+    v
+}
+
+/// One request of one strategy at one turn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Row {
+    pub turn: u64,
+    pub strategy: String,
+    /// Exact o200k_base count of every string the request carries.
+    pub tokens: u64,
+    /// The projection's own (upper-bound) estimate, plus the system prompt.
+    pub tokens_estimate: Option<u64>,
+    pub budget: Option<u64>,
+    pub over_budget: bool,
+    pub violations: u64,
+    /// `tokens_in_reported` of this turn (baseline rows only).
+    pub reported: Option<u64>,
+    #[serde(flatten)]
+    pub bill: Bill,
+    #[serde(flatten)]
+    pub measure: TurnMeasure,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct TraceResult {
+    pub trace_id: String,
+    pub turns: u64,
+    pub steps: u64,
+    pub strategies: Vec<String>,
+    pub apply: ApplyCounts,
+    pub rows: Vec<Row>,
+    pub seconds: f64,
+}
+
+fn scratch_dir(trace_id: &str) -> Result<PathBuf> {
+    let safe: String = trace_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(60)
+        .collect();
+    let base = std::env::temp_dir().join(format!(
+        "worldfs-replay-{}-{}-{safe}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos() % 1_000_000_000)
+            .unwrap_or(0)
+    ));
+    std::fs::create_dir_all(base.join("root"))
+        .with_context(|| format!("creating {}", base.display()))?;
+    Ok(base)
+}
+
+/// Unpacks `archive` into `root` with the `tar` command.
+fn unpack(archive: &Path, root: &Path) -> Result<()> {
+    let out = Command::new("tar")
+        .arg("-xzf")
+        .arg(archive)
+        .arg("-C")
+        .arg(root)
+        .arg("--no-same-owner")
+        .output()
+        .context("running tar")?;
+    if !out.status.success() {
+        bail!(
+            "tar -xzf {}: {}",
+            archive.display(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Replays one trace: unpack, mount, replay every turn, measure, unmount.
+pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
+    let t0 = Instant::now();
+    let trace = Trace::load(path)?;
+    let base = scratch_dir(&trace.header.trace_id)?;
+    let root = base.join("root");
+    let archive = trace.base_archive();
+    if archive.exists() {
+        unpack(&archive, &root)?;
+    }
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("canonicalizing {}", root.display()))?;
+    let config = base.join("worldfs.toml");
+    std::fs::write(&config, REPLAY_CONFIG).context("writing the replay config")?;
+    let result = (|| -> Result<TraceResult> {
+        let mut session = Session::start(&opts.exe, &root, &base.join("socket"), &config)?;
+        let r = replay(&trace, &mut session, opts);
+        let stopped = session.stop();
+        let r = r?;
+        stopped?;
+        Ok(r)
+    })();
+    let _ = std::fs::remove_dir_all(&base);
+    let mut r: TraceResult =
+        result.with_context(|| format!("replaying {}", trace.path.display()))?;
+    r.seconds = t0.elapsed().as_secs_f64();
+    Ok(r)
+}
+
+fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceResult> {
+    let strategies = strategies(&opts.budgets);
+    session.call("goal.set", json!({ "goal": trace.first_prompt() }))?;
+    let mut applier = Applier::new(&session.root.clone(), session.backing_fd());
+    let mut counter = Counter::default();
+    let prompt = baseline::prompt(trace, &mut counter);
+    let system_block = trace
+        .header
+        .system_prompt
+        .clone()
+        .filter(|s| !s.is_empty())
+        .map(|s| counter.block(s, Vec::new()));
+    let mut sims: Vec<CacheSim> = strategies.iter().map(|_| CacheSim::default()).collect();
+    let mut history = Vec::new();
+    let mut seen = Seen::default();
+    let mut rows = Vec::new();
+    let turns = trace.turns();
+    for (turn, idxs) in &turns {
+        let steps: Vec<&trace::Step> = idxs.iter().map(|&i| &trace.steps[i]).collect();
+        let needs = metrics::needs(&steps, &applier);
+        let reported = steps.iter().find_map(|s| s.tokens_in_reported);
+        for (si, st) in strategies.iter().enumerate() {
+            let (blocks, est, budget, over, violations) = match st {
+                Strategy::History(h) => (
+                    h.request(&prompt, &history, &mut counter),
+                    None,
+                    None,
+                    false,
+                    0,
+                ),
+                Strategy::Projection { policy, budget } => {
+                    let p = session.call(
+                        "projection.get",
+                        json!({"format": "anthropic", "budget": budget, "policy": policy}),
+                    )?;
+                    let body = p.get("body").cloned().unwrap_or(Value::Null);
+                    if let Some(dir) = std::env::var_os("WORLDFS_REPLAY_DUMP") {
+                        // debugging aid: every projection as served
+                        let f = Path::new(&dir).join(format!(
+                            "{}-t{turn:03}-{}.json",
+                            trace.header.trace_id,
+                            st.name()
+                        ));
+                        let _ = std::fs::write(f, p.to_string());
+                    }
+                    let tokens = p.get("tokens").and_then(Value::as_u64).unwrap_or(u64::MAX);
+                    let violations = match crate::projection::validate::anthropic(&body) {
+                        Ok(()) => 0,
+                        Err(v) => {
+                            for x in v.iter().take(3) {
+                                eprintln!(
+                                    "worldfs replay: {} turn {turn} {}: {x}",
+                                    trace.header.trace_id,
+                                    st.name()
+                                );
+                            }
+                            v.len() as u64
+                        }
+                    };
+                    let mut blocks = context::from_anthropic(&body, trace, &mut counter);
+                    let sys_tokens = system_block.as_ref().map(|b| b.tokens).unwrap_or(0);
+                    if let Some(b) = &system_block {
+                        blocks.insert(0, b.clone());
+                    }
+                    (
+                        blocks,
+                        Some(tokens.saturating_add(sys_tokens)),
+                        Some(*budget),
+                        tokens > *budget,
+                        violations,
+                    )
+                }
+            };
+            let bill = sims[si].bill(&blocks);
+            let measure = metrics::measure(&blocks, &needs, &seen, &applier);
+            rows.push(Row {
+                turn: *turn,
+                strategy: st.name(),
+                tokens: blocks.iter().map(|b: &Block| b.tokens).sum(),
+                tokens_estimate: est,
+                budget,
+                over_budget: over,
+                violations,
+                reported: if matches!(st, Strategy::History(History::Baseline)) {
+                    reported
+                } else {
+                    None
+                },
+                bill,
+                measure,
+            });
+        }
+        for &i in idxs {
+            replay_step(trace, i, session, &mut applier)?;
+            seen.record(&trace.steps[i]);
+        }
+        history.push(baseline::turn_blocks(trace, *turn, idxs, &mut counter));
+    }
+    Ok(TraceResult {
+        trace_id: trace.header.trace_id.clone(),
+        turns: turns.len() as u64,
+        steps: trace.steps.len() as u64,
+        strategies: strategies.iter().map(Strategy::name).collect(),
+        apply: applier.counts.clone(),
+        rows,
+        seconds: 0.0,
+    })
+}
+
+/// Applies step `i` through the mount and tells the socket about it.
+fn replay_step(
+    trace: &Trace,
+    i: usize,
+    session: &mut Session,
+    applier: &mut Applier,
+) -> Result<()> {
+    let s = &trace.steps[i];
+    let inputs = applier
+        .apply(trace, i)
+        .with_context(|| format!("step {} ({})", s.step, s.kind.name()))?;
+    if matches!(s.kind, Kind::Command | Kind::Search) {
+        let command = match &s.command {
+            Some(c) if !c.is_empty() => c.clone(),
+            _ => format!("{} {}", s.tool_name(), s.call_input()),
+        };
+        let cwd = s
+            .cwd
+            .as_deref()
+            .and_then(clean_rel)
+            .map(|p| p.to_string_lossy().into_owned())
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| ".".into());
+        let files: Vec<String> = inputs
+            .iter()
+            .map(|p| p.to_string_lossy().into_owned())
+            .collect();
+        let mut params = json!({
+            "command": command,
+            "cwd": cwd,
+            "output": s.output.clone().unwrap_or_default(),
+            "files": files,
+        });
+        if let Some(rc) = s.returncode.and_then(|r| i32::try_from(r).ok()) {
+            params["exit_code"] = json!(rc);
+        }
+        session
+            .call("command.record", params)
+            .with_context(|| format!("step {}", s.step))?;
+    }
+    let mut params = json!({
+        "tool_use_id": format!("rp_{}", s.step),
+        "tool_name": s.tool_name(),
+        "input": s.call_input(),
+        "result": s.output.clone().unwrap_or_default(),
+        "is_error": s.is_error.unwrap_or(false),
+    });
+    if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
+        params["assistant_text"] = json!(t);
+    }
+    session
+        .call("step.record", params)
+        .with_context(|| format!("step {}", s.step))?;
+    Ok(())
+}
+
+/// Replays every trace in `opts`, writes the reports to `opts.out`, returns the summary table.
+pub fn run(opts: &Options) -> Result<String> {
+    std::fs::create_dir_all(&opts.out)
+        .with_context(|| format!("creating {}", opts.out.display()))?;
+    let mut results = Vec::new();
+    for t in &opts.traces {
+        eprintln!("worldfs replay: {}", t.display());
+        let r = run_trace(t, opts)?;
+        report::write_trace(&opts.out, &r)?;
+        eprintln!(
+            "worldfs replay: {} turns, {} steps ({} applied, {} failed) in {:.1}s",
+            r.turns, r.steps, r.apply.applied, r.apply.failed, r.seconds
+        );
+        results.push(r);
+    }
+    let summary = report::summary(&results);
+    std::fs::write(opts.out.join("summary.md"), &summary).context("writing summary.md")?;
+    report::write_svg(&opts.out.join("tokens.svg"), &results)?;
+    Ok(summary)
+}

@@ -1,0 +1,313 @@
+//! Reports: per-trace CSV (one row per turn and strategy) and JSON (summary + replay counts),
+//! a markdown summary table over traces, and an SVG of tokens per request over turns for the
+//! five longest traces (written by hand).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+use anyhow::{Context, Result};
+use serde::Serialize;
+
+use super::TraceResult;
+
+/// Per-strategy totals of one trace.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct StrategySummary {
+    pub strategy: String,
+    pub tokens_total: u64,
+    /// Whole-run tokens vs the baseline's.
+    pub tokens_ratio: f64,
+    /// Mean of per-turn ratios to the baseline at turns >= 40 (None: shorter run).
+    pub late_ratio: Option<f64>,
+    pub billed_total: f64,
+    pub billed_ratio: f64,
+    pub stale_bytes: u64,
+    pub needs_file: u64,
+    pub fresh_file: u64,
+    pub present_stale_file: u64,
+    pub needs_range: u64,
+    pub fresh_range: u64,
+    pub forced_rereads: u64,
+    pub reads: u64,
+    pub violations: u64,
+    pub over_budget: u64,
+}
+
+pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
+    let base: BTreeMap<u64, (u64, f64)> = r
+        .rows
+        .iter()
+        .filter(|x| x.strategy == "baseline")
+        .map(|x| (x.turn, (x.tokens, x.bill.billed)))
+        .collect();
+    let base_tokens: u64 = base.values().map(|v| v.0).sum();
+    let base_billed: f64 = base.values().map(|v| v.1).sum();
+    r.strategies
+        .iter()
+        .map(|name| {
+            let rows: Vec<_> = r.rows.iter().filter(|x| &x.strategy == name).collect();
+            let mut s = StrategySummary {
+                strategy: name.clone(),
+                ..Default::default()
+            };
+            let mut late = Vec::new();
+            for x in &rows {
+                s.tokens_total += x.tokens;
+                s.billed_total += x.bill.billed;
+                s.stale_bytes += x.measure.stale_bytes;
+                s.needs_file += x.measure.needs_file;
+                s.fresh_file += x.measure.fresh_file;
+                s.present_stale_file += x.measure.present_stale_file;
+                s.needs_range += x.measure.needs_range;
+                s.fresh_range += x.measure.fresh_range;
+                s.forced_rereads += x.measure.forced_rereads;
+                s.reads += x.measure.reads_next;
+                s.violations += x.violations;
+                s.over_budget += u64::from(x.over_budget);
+                if x.turn >= 40 {
+                    if let Some((b, _)) = base.get(&x.turn).filter(|b| b.0 > 0) {
+                        late.push(x.tokens as f64 / *b as f64);
+                    }
+                }
+            }
+            s.tokens_ratio = ratio(s.tokens_total as f64, base_tokens as f64);
+            s.billed_ratio = ratio(s.billed_total, base_billed);
+            s.late_ratio = (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64);
+            s
+        })
+        .collect()
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 { a / b } else { 0.0 }
+}
+
+/// Median of baseline tokens / `tokens_in_reported` over the turns that report it.
+pub fn reported_ratio(r: &TraceResult) -> Option<f64> {
+    let v: Vec<f64> = r
+        .rows
+        .iter()
+        .filter(|x| x.strategy == "baseline")
+        .filter_map(|x| {
+            x.reported
+                .filter(|n| *n > 0)
+                .map(|n| x.tokens as f64 / n as f64)
+        })
+        .collect();
+    median(v)
+}
+
+fn median(mut v: Vec<f64>) -> Option<f64> {
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(|a, b| a.total_cmp(b));
+    let n = v.len();
+    Some(if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    })
+}
+
+pub fn write_trace(dir: &Path, r: &TraceResult) -> Result<()> {
+    let mut csv = String::from(
+        "turn,strategy,tokens,tokens_estimate,budget,over_budget,violations,reported,\
+         uncached,cache_write,cache_read,billed,stale_bytes,view_bytes,needs_file,fresh_file,\
+         present_stale_file,needs_range,fresh_range,forced_rereads,reads_next\n",
+    );
+    let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
+    for x in &r.rows {
+        let m = &x.measure;
+        let _ = writeln!(
+            csv,
+            "{},{},{},{},{},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{}",
+            x.turn,
+            x.strategy,
+            x.tokens,
+            opt(x.tokens_estimate),
+            opt(x.budget),
+            x.over_budget,
+            x.violations,
+            opt(x.reported),
+            x.bill.uncached,
+            x.bill.cache_write,
+            x.bill.cache_read,
+            x.bill.billed,
+            m.stale_bytes,
+            m.view_bytes,
+            m.needs_file,
+            m.fresh_file,
+            m.present_stale_file,
+            m.needs_range,
+            m.fresh_range,
+            m.forced_rereads,
+            m.reads_next
+        );
+    }
+    let csv_path = dir.join(format!("{}.csv", r.trace_id));
+    std::fs::write(&csv_path, csv).with_context(|| format!("writing {}", csv_path.display()))?;
+    let json = serde_json::json!({
+        "trace_id": r.trace_id,
+        "turns": r.turns,
+        "steps": r.steps,
+        "seconds": r.seconds,
+        "baseline_vs_reported_median": reported_ratio(r),
+        "apply": r.apply,
+        "strategies": summarize(r),
+    });
+    let json_path = dir.join(format!("{}.json", r.trace_id));
+    std::fs::write(
+        &json_path,
+        serde_json::to_string_pretty(&json).context("serializing")?,
+    )
+    .with_context(|| format!("writing {}", json_path.display()))?;
+    Ok(())
+}
+
+fn pct(a: u64, b: u64) -> String {
+    if b == 0 {
+        "-".into()
+    } else {
+        format!("{:.1}%", 100.0 * a as f64 / b as f64)
+    }
+}
+
+fn fmt_opt(v: Option<f64>) -> String {
+    v.map(|x| format!("{:.1}%", 100.0 * x))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The summary table over traces: medians of the per-trace ratios, pooled counts.
+pub fn summary(results: &[TraceResult]) -> String {
+    let mut out = String::new();
+    let turns: u64 = results.iter().map(|r| r.turns).sum();
+    let steps: u64 = results.iter().map(|r| r.steps).sum();
+    let applied: u64 = results.iter().map(|r| r.apply.applied).sum();
+    let unknown: u64 = results.iter().map(|r| r.apply.effects_unknown).sum();
+    let reconciled: u64 = results.iter().map(|r| r.apply.reconciled).sum();
+    let lookahead: u64 = results.iter().map(|r| r.apply.lookahead_edits).sum();
+    let rep = median(results.iter().filter_map(reported_ratio).collect());
+    let _ = writeln!(
+        out,
+        "{} traces, {turns} turns, {steps} steps ({applied} applied; {unknown} with unknown \
+         effects; {lookahead} shell edits taken from the next read; {reconciled} reads \
+         reconciled). Baseline (o200k_base) / tokens_in_reported: median {}.\n",
+        results.len(),
+        rep.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into())
+    );
+    out.push_str(
+        "| strategy | tokens/request at turns >= 40 vs baseline | whole-run tokens vs baseline | \
+         billed input (cached) vs cached baseline | stale bytes | fresh recall, file | \
+         fresh recall, range | forced re-reads / reads | API violations | over budget |\n\
+         |---|---|---|---|---|---|---|---|---|---|\n",
+    );
+    let per: Vec<Vec<StrategySummary>> = results.iter().map(summarize).collect();
+    let names: Vec<String> = results
+        .first()
+        .map(|r| r.strategies.clone())
+        .unwrap_or_default();
+    for name in names {
+        let rows: Vec<&StrategySummary> = per
+            .iter()
+            .filter_map(|v| v.iter().find(|s| s.strategy == name))
+            .collect();
+        let sum = |f: &dyn Fn(&StrategySummary) -> u64| rows.iter().map(|s| f(s)).sum::<u64>();
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |",
+            fmt_opt(median(rows.iter().filter_map(|s| s.late_ratio).collect())),
+            fmt_opt(median(rows.iter().map(|s| s.tokens_ratio).collect())),
+            fmt_opt(median(rows.iter().map(|s| s.billed_ratio).collect())),
+            sum(&|s| s.stale_bytes),
+            pct(sum(&|s| s.fresh_file), sum(&|s| s.needs_file)),
+            pct(sum(&|s| s.fresh_range), sum(&|s| s.needs_range)),
+            pct(sum(&|s| s.forced_rereads), sum(&|s| s.reads)),
+            sum(&|s| s.forced_rereads),
+            sum(&|s| s.violations),
+            sum(&|s| s.over_budget),
+        );
+    }
+    out.push_str(
+        "\nRatios are medians over traces (turns >= 40: only traces that long). Stale bytes, \
+         recall, re-reads, violations: summed over every turn of every trace. Recall counts \
+         next-step reads/edits of files already seen; range level only for lines already seen.\n",
+    );
+    out
+}
+
+const COLORS: [&str; 8] = [
+    "#000000", "#d62728", "#ff7f0e", "#8c564b", "#9467bd", "#1f77b4", "#2ca02c", "#17becf",
+];
+
+/// Tokens per request over turns, one panel per trace (the five longest), one line per
+/// strategy.
+pub fn write_svg(path: &Path, results: &[TraceResult]) -> Result<()> {
+    let mut longest: Vec<&TraceResult> = results.iter().collect();
+    longest.sort_by_key(|r| std::cmp::Reverse(r.turns));
+    longest.truncate(5);
+    let (w, h, pad) = (560.0f64, 260.0f64, 50.0f64);
+    let total_h = h * longest.len().max(1) as f64 + 40.0;
+    let mut s = format!(
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{total_h}\" \
+         font-family=\"sans-serif\" font-size=\"11\">\n<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n",
+        w + 180.0
+    );
+    for (pi, r) in longest.iter().enumerate() {
+        let y0 = pi as f64 * h + 20.0;
+        let max_t = r.rows.iter().map(|x| x.turn).max().unwrap_or(1).max(2) as f64;
+        let max_y = r.rows.iter().map(|x| x.tokens).max().unwrap_or(1).max(1) as f64;
+        let px = |t: f64| pad + (t - 1.0) / (max_t - 1.0) * (w - pad - 10.0);
+        let py = |v: f64| y0 + h - 40.0 - v / max_y * (h - 70.0);
+        let _ = writeln!(
+            s,
+            "<text x=\"{pad}\" y=\"{}\" font-weight=\"bold\">{} (tokens per request by turn; max {})</text>",
+            y0 + 12.0,
+            r.trace_id,
+            max_y as u64
+        );
+        let _ = writeln!(
+            s,
+            "<line x1=\"{pad}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"#888\"/>\
+             <line x1=\"{pad}\" y1=\"{}\" x2=\"{pad}\" y2=\"{}\" stroke=\"#888\"/>",
+            py(0.0),
+            w - 10.0,
+            py(0.0),
+            py(0.0),
+            py(max_y)
+        );
+        let _ = writeln!(
+            s,
+            "<text x=\"{}\" y=\"{}\">turn {}</text><text x=\"4\" y=\"{}\">0</text>",
+            w - 60.0,
+            py(0.0) + 14.0,
+            max_t as u64,
+            py(0.0)
+        );
+        for (si, name) in r.strategies.iter().enumerate() {
+            let pts: Vec<String> = r
+                .rows
+                .iter()
+                .filter(|x| &x.strategy == name)
+                .map(|x| format!("{:.1},{:.1}", px(x.turn as f64), py(x.tokens as f64)))
+                .collect();
+            let color = COLORS[si % COLORS.len()];
+            let _ = writeln!(
+                s,
+                "<polyline fill=\"none\" stroke=\"{color}\" stroke-width=\"1.5\" points=\"{}\"/>",
+                pts.join(" ")
+            );
+            if pi == 0 {
+                let _ = writeln!(
+                    s,
+                    "<text x=\"{}\" y=\"{}\" fill=\"{color}\">{name}</text>",
+                    w + 10.0,
+                    y0 + 30.0 + 14.0 * si as f64
+                );
+            }
+        }
+    }
+    s.push_str("</svg>\n");
+    std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}

@@ -1,0 +1,122 @@
+//! Line arithmetic shared by the replay: lines without their `\n`, byte spans of line ranges,
+//! and splicing a recorded view of some lines into the current text.
+
+/// The lines of `text` without their `\n` (a final newline does not start a new line).
+pub fn lines(text: &str) -> Vec<&str> {
+    let mut v: Vec<&str> = text.split('\n').collect();
+    if v.last() == Some(&"") {
+        v.pop();
+    }
+    v
+}
+
+/// Byte span `[start, end)` of 1-based inclusive lines `first..=last` (clamped to the text).
+pub fn line_span(text: &str, first: u64, last: u64) -> (usize, usize) {
+    let first = first.max(1);
+    let mut line = 1u64;
+    let mut start = None;
+    let mut pos = 0usize;
+    for (i, b) in text.bytes().enumerate() {
+        if line == first && start.is_none() {
+            start = Some(pos);
+        }
+        if b == b'\n' {
+            if line == last {
+                return (start.unwrap_or(i), i + 1);
+            }
+            line += 1;
+            pos = i + 1;
+        }
+    }
+    if line == first && start.is_none() && pos < text.len() {
+        start = Some(pos);
+    }
+    match start {
+        Some(s) => (s, text.len()),
+        None => (text.len(), text.len()),
+    }
+}
+
+/// Puts `recorded` (the lines an agent saw starting at line `first`) into `cur`, replacing the
+/// lines that differ and keeping the unchanged lines around them aligned (an insertion or
+/// deletion inside the range shifts the rest). `None` when `cur` already shows exactly that.
+pub fn splice(cur: &str, first: u64, recorded: &[&str]) -> Option<String> {
+    let c = lines(cur);
+    let start = (first.max(1) as usize - 1).min(c.len());
+    let k = recorded.len();
+    let p = recorded
+        .iter()
+        .zip(&c[start..])
+        .take_while(|(a, b)| a == b)
+        .count();
+    if p == k {
+        return None;
+    }
+    // Align the end: the shift d (lines inserted, negative: removed) with the longest common
+    // suffix between the recorded lines after p and the current lines after start + p.
+    let mut best = (0usize, 0i64);
+    let lo = -(k as i64);
+    let hi = k as i64 + 200;
+    for d in lo..=hi {
+        let end = start as i64 + k as i64 + d; // exclusive end in c
+        if end < (start + p) as i64 || end > c.len() as i64 {
+            continue;
+        }
+        let mut s = 0usize;
+        while s < k - p {
+            let ci = end - 1 - s as i64;
+            if ci < (start + p) as i64 || recorded[k - 1 - s] != c[ci as usize] {
+                break;
+            }
+            s += 1;
+        }
+        if s > best.0 || (s == best.0 && s > 0 && d.abs() < best.1.abs()) {
+            best = (s, d);
+        }
+    }
+    let (s, d) = best;
+    let end =
+        ((start as i64 + k as i64 + d - s as i64).max((start + p) as i64) as usize).min(c.len());
+    let mut out: Vec<&str> = Vec::with_capacity(c.len() + k);
+    out.extend_from_slice(&c[..start + p]);
+    out.extend_from_slice(&recorded[p..k - s]);
+    out.extend_from_slice(&c[end.max(start + p)..]);
+    let mut text = out.join("\n");
+    if !out.is_empty() && (cur.ends_with('\n') || cur.is_empty()) {
+        text.push('\n');
+    }
+    if text == cur { None } else { Some(text) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn spans() {
+        let t = "a\nbb\nccc\n";
+        assert_eq!(line_span(t, 2, 2), (2, 5));
+        assert_eq!(line_span(t, 1, 3), (0, 9));
+        assert_eq!(line_span(t, 2, 99), (2, 9));
+        assert_eq!(line_span(t, 5, 6), (9, 9));
+        assert_eq!(line_span("x\ny", 2, 2), (2, 3));
+    }
+
+    #[test]
+    fn splice_insert_delete_replace() {
+        let cur = "1\n2\n3\n4\n5\n6\n";
+        // two lines inserted after 2, seen as lines 2..6
+        let seen = ["2", "a", "b", "3", "4"];
+        assert_eq!(splice(cur, 2, &seen).unwrap(), "1\n2\na\nb\n3\n4\n5\n6\n");
+        // line 3 removed
+        assert_eq!(splice(cur, 2, &["2", "4", "5"]).unwrap(), "1\n2\n4\n5\n6\n");
+        // line 4 replaced
+        assert_eq!(
+            splice(cur, 3, &["3", "X", "5"]).unwrap(),
+            "1\n2\n3\nX\n5\n6\n"
+        );
+        assert_eq!(splice(cur, 1, &["1", "2"]), None);
+        // whole file from scratch
+        assert_eq!(splice("", 1, &["new"]).unwrap(), "new\n");
+    }
+}

@@ -1,0 +1,344 @@
+//! The `worldfs-trace/1` format (`../shared/traces/FORMAT.md`): a header line, then one line per
+//! step. Parsing is strict about shape (every error names the file and line) and lenient about
+//! optional fields (missing and `null` are the same).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, bail};
+use serde::Deserialize;
+use serde_json::Value;
+
+pub const FORMAT: &str = "worldfs-trace/1";
+
+/// Line 1 of a trace.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Header {
+    pub record: String,
+    pub format: String,
+    pub trace_id: String,
+    #[serde(default)]
+    pub goal: Option<String>,
+    #[serde(default)]
+    pub initial_prompt: Option<String>,
+    #[serde(default)]
+    pub system_prompt: Option<String>,
+    #[serde(default)]
+    pub setup_end_step: Option<u64>,
+}
+
+/// What a step did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Kind {
+    Read,
+    Write,
+    Edit,
+    Command,
+    Search,
+    Message,
+    Other,
+}
+
+impl Kind {
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Read => "read",
+            Kind::Write => "write",
+            Kind::Edit => "edit",
+            Kind::Command => "command",
+            Kind::Search => "search",
+            Kind::Message => "message",
+            Kind::Other => "other",
+        }
+    }
+}
+
+/// A file access a shell command made (best-effort parse of the command).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TouchOp {
+    Read,
+    Write,
+    Delete,
+    Search,
+    Exec,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Touch {
+    pub path: String,
+    pub op: TouchOp,
+    #[serde(default)]
+    pub range: Option<[u64; 2]>,
+    #[serde(default)]
+    pub ranges: Option<Vec<[u64; 2]>>,
+    #[serde(default)]
+    pub partial: Option<bool>,
+    #[serde(default)]
+    pub in_repo: Option<bool>,
+}
+
+/// One tool call (or one tool-less assistant message).
+#[derive(Debug, Clone, Deserialize)]
+pub struct Step {
+    pub record: String,
+    pub step: u64,
+    pub turn: u64,
+    #[serde(default)]
+    pub turn_first: bool,
+    pub kind: Kind,
+    #[serde(default)]
+    pub tool: Option<String>,
+    #[serde(default)]
+    pub tool_use_id: Option<String>,
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub path_in_repo: Option<bool>,
+    #[serde(default)]
+    pub range: Option<[u64; 2]>,
+    #[serde(default)]
+    pub ranges: Option<Vec<[u64; 2]>>,
+    #[serde(default)]
+    pub partial: Option<bool>,
+    #[serde(default)]
+    pub content: Option<String>,
+    #[serde(default)]
+    pub old_text: Option<String>,
+    #[serde(default)]
+    pub new_text: Option<String>,
+    #[serde(default)]
+    pub replace_all: Option<bool>,
+    #[serde(default)]
+    pub disk_sha1_before: Option<String>,
+    #[serde(default)]
+    pub command: Option<String>,
+    #[serde(default)]
+    pub cwd: Option<String>,
+    #[serde(default)]
+    pub input: Option<Value>,
+    #[serde(default)]
+    pub output: Option<String>,
+    #[serde(default)]
+    pub is_error: Option<bool>,
+    #[serde(default)]
+    pub returncode: Option<i64>,
+    #[serde(default)]
+    pub touches: Option<Vec<Touch>>,
+    #[serde(default)]
+    pub effects_unknown: Option<bool>,
+    #[serde(default)]
+    pub pre_setup: Option<bool>,
+    #[serde(default)]
+    pub assistant_text: Option<String>,
+    #[serde(default)]
+    pub tokens_in_reported: Option<u64>,
+}
+
+impl Step {
+    pub fn touches(&self) -> &[Touch] {
+        self.touches.as_deref().unwrap_or(&[])
+    }
+
+    pub fn in_repo(&self) -> bool {
+        self.path_in_repo.unwrap_or(true)
+    }
+
+    pub fn partial(&self) -> bool {
+        self.partial.unwrap_or(false)
+    }
+
+    pub fn effects_unknown(&self) -> bool {
+        self.effects_unknown.unwrap_or(false)
+    }
+
+    /// The line ranges a read showed: `ranges`, else `range`; `None` = whole file (or unknown
+    /// when `partial`).
+    pub fn line_ranges(&self) -> Option<Vec<[u64; 2]>> {
+        match (&self.ranges, self.range) {
+            (Some(rs), _) if !rs.is_empty() => Some(rs.clone()),
+            (_, Some(r)) => Some(vec![r]),
+            _ => None,
+        }
+    }
+
+    /// The tool input as the agent sent it (the command for shell steps).
+    pub fn call_input(&self) -> Value {
+        if let Some(i) = &self.input {
+            if i.is_object() {
+                return i.clone();
+            }
+        }
+        let mut m = serde_json::Map::new();
+        if let Some(c) = &self.command {
+            m.insert("command".into(), Value::from(c.clone()));
+        }
+        if m.is_empty() {
+            if let Some(p) = &self.path {
+                m.insert("file_path".into(), Value::from(p.clone()));
+            }
+            if let Some(t) = &self.old_text {
+                m.insert("old_string".into(), Value::from(t.clone()));
+            }
+            if let Some(t) = &self.new_text {
+                m.insert("new_string".into(), Value::from(t.clone()));
+            }
+            if self.kind == Kind::Write {
+                if let Some(c) = &self.content {
+                    m.insert("content".into(), Value::from(c.clone()));
+                }
+            }
+        }
+        Value::Object(m)
+    }
+
+    /// A tool name valid for the APIs (`^[a-zA-Z0-9_-]{1,64}$`).
+    pub fn tool_name(&self) -> String {
+        let raw = self
+            .tool
+            .clone()
+            .unwrap_or_else(|| self.kind.name().to_string());
+        let s: String = raw
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        if s.is_empty() { "tool".into() } else { s }
+    }
+}
+
+/// A parsed trace.
+#[derive(Debug, Clone)]
+pub struct Trace {
+    pub path: PathBuf,
+    pub header: Header,
+    pub steps: Vec<Step>,
+}
+
+impl Trace {
+    pub fn load(path: &Path) -> Result<Trace> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading trace {}", path.display()))?;
+        Trace::parse(path, &text)
+    }
+
+    pub fn parse(path: &Path, text: &str) -> Result<Trace> {
+        let mut lines = text
+            .lines()
+            .enumerate()
+            .filter(|(_, l)| !l.trim().is_empty());
+        let (_, first) = lines
+            .next()
+            .with_context(|| format!("{}: empty trace", path.display()))?;
+        let header: Header = serde_json::from_str(first)
+            .with_context(|| format!("{}:1: not a trace header", path.display()))?;
+        if header.record != "header" || header.format != FORMAT {
+            bail!(
+                "{}:1: expected a {FORMAT} header, found record {:?} format {:?}",
+                path.display(),
+                header.record,
+                header.format
+            );
+        }
+        let mut steps = Vec::new();
+        for (i, line) in lines {
+            let step: Step = serde_json::from_str(line)
+                .with_context(|| format!("{}:{}: bad step", path.display(), i + 1))?;
+            if step.record != "step" {
+                bail!(
+                    "{}:{}: expected record \"step\", found {:?}",
+                    path.display(),
+                    i + 1,
+                    step.record
+                );
+            }
+            if step.turn == 0 {
+                bail!("{}:{}: turns are 1-based", path.display(), i + 1);
+            }
+            if let Some(prev) = steps.last() {
+                let prev: &Step = prev;
+                if step.turn < prev.turn {
+                    bail!(
+                        "{}:{}: turn {} after turn {}",
+                        path.display(),
+                        i + 1,
+                        step.turn,
+                        prev.turn
+                    );
+                }
+            }
+            steps.push(step);
+        }
+        Ok(Trace {
+            path: path.to_owned(),
+            header,
+            steps,
+        })
+    }
+
+    /// Steps grouped by model turn, in order.
+    pub fn turns(&self) -> Vec<(u64, Vec<usize>)> {
+        let mut m: BTreeMap<u64, Vec<usize>> = BTreeMap::new();
+        for (i, s) in self.steps.iter().enumerate() {
+            m.entry(s.turn).or_default().push(i);
+        }
+        m.into_iter().collect()
+    }
+
+    /// `X.base.tar.gz` beside `X.jsonl`.
+    pub fn base_archive(&self) -> PathBuf {
+        let name = self
+            .path
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let stem = name.strip_suffix(".jsonl").unwrap_or(&name);
+        self.path.with_file_name(format!("{stem}.base.tar.gz"))
+    }
+
+    /// The first user message: the initial prompt, else the goal.
+    pub fn first_prompt(&self) -> String {
+        self.header
+            .initial_prompt
+            .clone()
+            .or_else(|| self.header.goal.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_every_kind_and_rejects_bad_lines() {
+        let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t","goal":"g"}"#;
+        let mut text = String::from(h);
+        for (i, k) in [
+            "read", "write", "edit", "command", "search", "message", "other",
+        ]
+        .iter()
+        .enumerate()
+        {
+            text += &format!(
+                "\n{{\"record\":\"step\",\"step\":{i},\"turn\":{},\"kind\":\"{k}\",\"touches\":[{{\"path\":\"a\",\"op\":\"exec\"}}]}}",
+                i + 1
+            );
+        }
+        let t = Trace::parse(Path::new("x.jsonl"), &text).unwrap();
+        assert_eq!(t.steps.len(), 7);
+        assert_eq!(t.turns().len(), 7);
+        assert_eq!(t.base_archive(), Path::new("x.base.tar.gz"));
+        let bad = format!("{h}\n{{\"record\":\"step\",\"step\":0,\"turn\":1,\"kind\":\"fly\"}}");
+        let e = Trace::parse(Path::new("x.jsonl"), &bad).unwrap_err();
+        assert!(format!("{e:#}").contains("x.jsonl:2"), "{e:#}");
+        assert!(Trace::parse(Path::new("x.jsonl"), "{}").is_err());
+    }
+}
