@@ -12,7 +12,7 @@
 mod anthropic;
 mod budget;
 mod gather;
-mod ids;
+pub mod ids;
 mod json;
 mod openai_chat;
 mod openai_responses;

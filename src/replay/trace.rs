@@ -199,18 +199,7 @@ impl Step {
             .tool
             .clone()
             .unwrap_or_else(|| self.kind.name().to_string());
-        let s: String = raw
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .take(64)
-            .collect();
-        if s.is_empty() { "tool".into() } else { s }
+        crate::projection::ids::tool_name(&raw)
     }
 }
 
