@@ -1,0 +1,161 @@
+//! The world cache through a live mount and the real socket: an agent-like sequence (read a file,
+//! edit one, scan the tree, import modules, rename, delete, read a secret) and an edit made
+//! behind the mount yield exactly the expected entries.
+
+mod common;
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use worldfs::socket::Client;
+
+use common::{Mount, wait_until};
+
+const MODULES: usize = 40;
+
+fn sh(dir: &Path, script: &str) {
+    let st = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .status()
+        .expect("spawn sh");
+    assert!(st.success(), "`{script}` failed: {st}");
+}
+
+/// The socket path the daemon prints right after mounting (polled: the harness returns as soon
+/// as the mount exists).
+fn socket_of(m: &Mount) -> std::path::PathBuf {
+    let find = || {
+        m.log()
+            .lines()
+            .find_map(|l| l.strip_prefix("worldfs: socket "))
+            .map(|p| std::path::PathBuf::from(p.trim()))
+    };
+    wait_until(Duration::from_secs(5), || find().is_some());
+    find().unwrap_or_else(|| panic!("the daemon printed no socket path:\n{}", m.log()))
+}
+
+fn entries(c: &mut Client) -> Vec<Value> {
+    let r = c
+        .call("entries.list", json!({}))
+        .expect("entries.list answers");
+    r["entries"].as_array().cloned().unwrap_or_default()
+}
+
+fn entry<'a>(list: &'a [Value], path: &str) -> Option<&'a Value> {
+    list.iter().find(|e| e["path"] == path)
+}
+
+/// Polls until `cond` holds on the entry list (ingest is asynchronous), failing loudly.
+fn until(c: &mut Client, what: &str, mut cond: impl FnMut(&[Value]) -> bool) -> Vec<Value> {
+    let mut last = Vec::new();
+    let ok = wait_until(Duration::from_secs(5), || {
+        last = entries(c);
+        cond(&last)
+    });
+    assert!(
+        ok.is_some(),
+        "{what}: not reached within 5 s; entries: {}",
+        serde_json::to_string_pretty(&last).unwrap_or_default()
+    );
+    last
+}
+
+#[test]
+fn agent_sequence_through_the_mount_yields_the_expected_world() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir_all(src.join("src/pkg")).expect("mkdir");
+        std::fs::write(src.join("src/app.py"), "print('app')\n").expect("write");
+        std::fs::write(src.join("src/util.py"), "def helper():\n    return 1\n").expect("write");
+        std::fs::write(src.join(".env"), "API_KEY=very-secret\n").expect("write");
+        for i in 0..MODULES {
+            std::fs::write(
+                src.join(format!("src/pkg/m{i}.py")),
+                format!("X{i} = {i}\n"),
+            )
+            .expect("write");
+        }
+    });
+    let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+
+    // The agent reads one file and edits another.
+    sh(&root, "cat src/app.py");
+    sh(&root, "echo '# edited' >> src/util.py");
+    let list = until(&mut c, "read and edit recorded", |l| {
+        entry(l, "src/app.py").is_some_and(|e| e["reads"].as_u64() >= Some(1))
+            && entry(l, "src/util.py").is_some_and(|e| e["agent_wrote"] == true)
+    });
+    let app = entry(&list, "src/app.py").expect("app entry");
+    assert_eq!(app["state"], "live");
+    assert!(
+        app["programs"]
+            .as_array()
+            .is_some_and(|p| p.iter().any(|x| x == "cat")),
+        "{app}"
+    );
+
+    // A whole-tree scan and an interpreter importing many modules must not flood the world.
+    sh(&root, "grep -r needle . > /dev/null || true");
+    let imports: Vec<String> = (0..MODULES).map(|i| format!("m{i}")).collect();
+    sh(
+        &root,
+        &format!(
+            "python3 -c 'import sys; sys.path.insert(0, \"src/pkg\"); import {}'",
+            imports.join(", ")
+        ),
+    );
+
+    // Rename, delete, and a secret.
+    sh(&root, "mv src/util.py src/helpers.py");
+    sh(&root, "rm src/app.py");
+    sh(&root, "cat .env > /dev/null");
+    let list = until(&mut c, "rename, delete and secret recorded", |l| {
+        entry(l, "src/helpers.py").is_some()
+            && entry(l, "src/util.py").is_none()
+            && entry(l, "src/app.py").is_some_and(|e| e["state"] == "deleted")
+            && entry(l, ".env").is_some_and(|e| e["state"] == "withheld")
+    });
+    let pkg: Vec<&Value> = list
+        .iter()
+        .filter(|e| {
+            e["path"]
+                .as_str()
+                .is_some_and(|p| p.starts_with("src/pkg/"))
+        })
+        .collect();
+    assert!(pkg.is_empty(), "scans and imports created entries: {pkg:?}");
+    assert!(
+        entry(&list, "src/helpers.py").is_some_and(|e| e["agent_wrote"] == true),
+        "the rename kept what the agent did: {list:?}"
+    );
+
+    // A secret's content never comes out, even when asked for directly.
+    let r = c.call("entries.read", json!({"path": ".env"}));
+    let text = format!("{r:?}");
+    assert!(!text.contains("very-secret"), "secret leaked: {text}");
+
+    // An edit behind the mount shows up in the entry's current content and through the mount.
+    std::fs::write(
+        m.source.join("src/helpers.py"),
+        "def helper():\n    return 2  # changed behind the mount\n",
+    )
+    .expect("external write");
+    let seen = wait_until(Duration::from_secs(5), || {
+        c.call("entries.read", json!({"path": "src/helpers.py"}))
+            .map(|r| r.to_string().contains("changed behind the mount"))
+            .unwrap_or(false)
+    });
+    assert!(seen.is_some(), "the external edit never reached the world");
+    let through = std::fs::read_to_string(root.join("src/helpers.py")).expect("read");
+    assert!(through.contains("changed behind the mount"), "{through}");
+
+    let stats = c.call("stats", json!({})).expect("stats");
+    assert_eq!(stats["drops"]["observations"], 0, "{stats}");
+}
