@@ -29,7 +29,7 @@ fn projection_latency_16_clients_500_files() {
         f.read(&rel);
     }
     let mut warm = f.connect();
-    warm.call("projection.get", json!({"format": "json", "budget": 8000}));
+    warm.call("projection.get", json!({"format": "anthropic", "budget": 8000}));
     for method in ["stats", "projection.get"] {
         let per_client = 300;
         let handles: Vec<_> = (0..16)
@@ -42,7 +42,7 @@ fn projection_latency_16_clients_500_files() {
                         if method == "stats" {
                             c.call("goal.get", json!({}));
                         } else {
-                            c.call(method, json!({"format": "json", "budget": 8000}));
+                            c.call(method, json!({"format": "anthropic", "budget": 8000}));
                         }
                         times.push(t.elapsed());
                     }
