@@ -70,32 +70,6 @@ impl Inode {
         }
     }
 
-    /// A fresh inode with the same identity and backing (descriptors are re-opened lazily).
-    fn clone_identity(other: &Inode) -> Inode {
-        Inode {
-            nodeid: other.nodeid,
-            generation: other.generation,
-            dev: other.dev,
-            ino: other.ino,
-            kind: other.kind,
-            backing: match &other.backing {
-                Backing::Root => Backing::Root,
-                Backing::Handle(h) => Backing::Handle(h.clone()),
-                Backing::Fd(fd) => match fd.try_clone() {
-                    Ok(fd) => Backing::Fd(fd),
-                    // Out of descriptors: keep a handle-less root-relative marker impossible;
-                    // fall back to sharing by duplicating lazily is not possible either, so
-                    // reuse the root (operations will fail with ESTALE-like errors).
-                    Err(_) => Backing::Root,
-                },
-            },
-            nlookup: AtomicU64::new(0),
-            name: Mutex::new(other.name.lock().clone()),
-            dir_fd: Mutex::new(None),
-            backing_id: Mutex::new(Weak::new()),
-        }
-    }
-
     pub fn is_dir(&self) -> bool {
         self.kind == libc::S_IFDIR
     }
@@ -251,16 +225,20 @@ impl InodeStore {
         let name_os = OsStr::from_bytes(name.to_bytes());
         let backing = self.backing_for(pfd.as_fd(), name)?;
         let existing = self.map.get(&nodeid).map(|e| e.clone());
-        if let Some(existing) = existing
-            && existing.same_backing(&backing, st.st_dev, kind)
-        {
-            existing.nlookup.fetch_add(1, Ordering::Relaxed);
-            *existing.name.lock() = Some((parent.nodeid, name_os.to_owned()));
-            return Ok((existing, st));
-        }
+        // A different backing under a known node id means ext4 reused the inode number of a
+        // deleted file: the new inode gets the next generation so the kernel drops its old one.
+        let generation = match existing {
+            Some(existing) if existing.same_backing(&backing, st.st_dev, kind) => {
+                existing.nlookup.fetch_add(1, Ordering::Relaxed);
+                *existing.name.lock() = Some((parent.nodeid, name_os.to_owned()));
+                return Ok((existing, st));
+            }
+            Some(stale) => stale.generation + 1,
+            None => 0,
+        };
         let inode = Arc::new(Inode {
             nodeid,
-            generation: 0,
+            generation,
             dev: st.st_dev,
             ino: st.st_ino,
             kind,
@@ -277,17 +255,15 @@ impl InodeStore {
             .entry(nodeid)
             .and_modify(|cur| {
                 if !cur.same_backing(&inode.backing, st.st_dev, kind) {
-                    // ext4 reused the inode number of a deleted file: the old handle is stale.
-                    // The kernel's references to this node id carry over to the new inode.
-                    let mut fresh = Inode::clone_identity(&inode);
-                    fresh.generation = cur.generation + 1;
-                    fresh
+                    // The old handle is stale. The kernel's references to this node id carry
+                    // over to the new inode (read under the shard lock, so none is lost).
+                    inode
                         .nlookup
                         .store(cur.nlookup.load(Ordering::Acquire), Ordering::Release);
-                    replaced = Some(std::mem::replace(cur, Arc::new(fresh)));
+                    replaced = Some(std::mem::replace(cur, inode.clone()));
                 }
             })
-            .or_insert(inode);
+            .or_insert_with(|| inode.clone());
         entry.nlookup.fetch_add(1, Ordering::Relaxed);
         let result = entry.clone();
         drop(entry);
