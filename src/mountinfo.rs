@@ -12,6 +12,10 @@ pub struct MountEntry {
     pub fstype: String,
     /// The source field: worldfs puts SOURCE's path there.
     pub source: String,
+    /// The mounted file system's device number (mountinfo's `major:minor`). For FUSE it names
+    /// the connection under /sys/fs/fuse/connections, and reading it never touches the mount
+    /// (a stat of a dead FUSE mount blocks).
+    pub dev: u64,
 }
 
 /// Mount points are octal-escaped (`\040` for a space) in mountinfo.
@@ -41,7 +45,10 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|line| {
             let (pre, post) = line.split_once(" - ")?;
-            let mount_point = pre.split(' ').nth(4)?;
+            let fields: Vec<&str> = pre.split(' ').collect();
+            let (major, minor) = fields.get(2)?.split_once(':')?;
+            let dev = libc::makedev(major.parse().ok()?, minor.parse().ok()?);
+            let mount_point = fields.get(4)?;
             let mut post = post.split(' ');
             let fstype = post.next()?.to_string();
             let source = post.next().unwrap_or("").to_string();
@@ -49,6 +56,7 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
                 mount_point: unescape(mount_point),
                 fstype,
                 source,
+                dev,
             })
         })
         .collect()
@@ -83,6 +91,7 @@ mod tests {
         assert_eq!(m.len(), 2);
         assert_eq!(m[0].mount_point, PathBuf::from("/work/my proj"));
         assert_eq!(m[0].fstype, FSTYPE);
+        assert_eq!(m[0].dev, libc::makedev(0, 32));
         assert_eq!(m[1].fstype, "ext4");
         assert_eq!(m[1].mount_point, PathBuf::from("/"));
     }

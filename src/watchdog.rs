@@ -44,18 +44,13 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-/// The device number of the worldfs mount at `target`, if it is still mounted. Read from
-/// mountinfo's third field: a stat of the mount point would block on a dead connection.
+/// The device number of the worldfs mount at `target`, if it is still mounted.
 fn mounted_dev(target: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
-    text.lines().find_map(|line| {
-        let entry = crate::mountinfo::parse(line).into_iter().next()?;
-        if entry.mount_point != target || entry.fstype != crate::mountinfo::FSTYPE {
-            return None;
-        }
-        let (maj, min) = line.split(' ').nth(2)?.split_once(':')?;
-        Some(libc::makedev(maj.parse().ok()?, min.parse().ok()?))
-    })
+    crate::mountinfo::worldfs_mounts()
+        .ok()?
+        .into_iter()
+        .find(|m| m.mount_point == target)
+        .map(|m| m.dev)
 }
 
 fn abort_connection(dev: u64) -> io::Result<()> {
