@@ -114,54 +114,53 @@ impl Invalidator {
             EventKind::Access(_) => return,
             EventKind::Any | EventKind::Other => ExternalChange::Modified,
         };
+        let namespace = matches!(
+            ev.kind,
+            EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
+        );
         for path in &ev.paths {
             let Ok(rel) = path.strip_prefix(prefix) else {
                 continue;
             };
-            let change = match (ev.kind, self.exists(rel)) {
+            // One stat of the path (and, for name changes, of its parent) serves every decision.
+            let st = self.stat(rel);
+            let change = match (ev.kind, &st) {
                 // A rename's old name is gone; its new name exists.
-                (EventKind::Modify(ModifyKind::Name(_)), false) => ExternalChange::Removed,
+                (EventKind::Modify(ModifyKind::Name(_)), None) => ExternalChange::Removed,
                 _ => change,
             };
-            let namespace = match ev.kind {
-                EventKind::Create(_)
-                | EventKind::Remove(_)
-                | EventKind::Modify(ModifyKind::Name(_)) => match change {
-                    ExternalChange::Created => Some(NameChange::Created),
-                    ExternalChange::Removed => Some(NameChange::Removed),
-                    _ => None,
-                },
+            let name_change = match change {
+                ExternalChange::Created if namespace => Some(NameChange::Created),
+                ExternalChange::Removed if namespace => Some(NameChange::Removed),
                 _ => None,
             };
-            if let Some(nc) = namespace
-                && self.is_own(rel, nc)
-            {
-                continue;
-            }
-            if namespace.is_some() {
-                self.name(rel);
-            } else {
-                self.content(rel);
+            match (name_change, rel.file_name()) {
+                (Some(nc), Some(name)) => {
+                    let parent_rel = rel.parent().unwrap_or(Path::new(""));
+                    let parent_st = self.stat(parent_rel);
+                    if let Some(p) = &parent_st
+                        && self.self_changes.take(p.st_dev, p.st_ino, name, nc)
+                    {
+                        // The echo of an operation made through the mount.
+                        continue;
+                    }
+                    self.inval_known(st.as_ref());
+                    let parent = if parent_rel.as_os_str().is_empty() {
+                        Some(ROOT_ID)
+                    } else {
+                        parent_st.and_then(|p| self.store.known(p.st_dev, p.st_ino))
+                    };
+                    if let Some(parent) = parent {
+                        self.inval_entry(parent, name);
+                        // The parent's cached listing and mtime are stale too.
+                        self.inval_inode(parent);
+                    }
+                }
+                _ => self.inval_known(st.as_ref()),
             }
             self.observe
                 .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
         }
-    }
-
-    /// Whether this name change is the echo of an operation made through the mount.
-    fn is_own(&self, rel: &Path, change: NameChange) -> bool {
-        let Some(name) = rel.file_name() else {
-            return false;
-        };
-        let parent = rel.parent().unwrap_or(Path::new(""));
-        match self.stat(parent) {
-            Some(st) => self.self_changes.take(st.st_dev, st.st_ino, name, change),
-            None => false,
-        }
-    }
-
-    fn exists(&self, rel: &Path) -> bool {
-        self.stat(rel).is_some()
     }
 
     fn stat(&self, rel: &Path) -> Option<libc::stat> {
@@ -172,31 +171,11 @@ impl Invalidator {
         sys::fstatat(self.store.root_fd().as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
     }
 
-    /// Drops the kernel's cached attributes and pages of `rel` (its content or metadata changed).
-    fn content(&self, rel: &Path) {
-        if let Some(st) = self.stat(rel)
-            && let Some(id) = self.store.known(st.st_dev, st.st_ino)
-        {
+    /// Drops the kernel's cached attributes and pages of the inode now at a path, if the kernel
+    /// knows it (its content or metadata changed, or a name now leads to it).
+    fn inval_known(&self, st: Option<&libc::stat>) {
+        if let Some(id) = st.and_then(|st| self.store.known(st.st_dev, st.st_ino)) {
             self.inval_inode(id);
-        }
-    }
-
-    /// Drops what the kernel caches about the name `rel`: the inode now behind it, the name in
-    /// its parent, and the parent's listing and attributes.
-    fn name(&self, rel: &Path) {
-        self.content(rel);
-        let Some(name) = rel.file_name() else { return };
-        let parent_rel = rel.parent().unwrap_or(Path::new(""));
-        let parent = if parent_rel.as_os_str().is_empty() {
-            Some(ROOT_ID)
-        } else {
-            self.stat(parent_rel)
-                .and_then(|st| self.store.known(st.st_dev, st.st_ino))
-        };
-        if let Some(parent) = parent {
-            self.inval_entry(parent, name);
-            // The parent's cached listing and mtime are stale too.
-            self.inval_inode(parent);
         }
     }
 
