@@ -406,9 +406,8 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
             .join(path)
     };
     let mounts = mountinfo::worldfs_mounts().context("reading mountinfo")?;
-    let Some(m) = mounts.iter().rev().find(|m| {
-        m.mount_point == abs || Some(m.mount_point.as_path()) == normalize(&abs).as_deref()
-    }) else {
+    let abs = normalize(&abs);
+    let Some(m) = mounts.iter().rev().find(|m| m.mount_point == abs) else {
         bail!("{} is not a worldfs mount point", abs.display());
     };
     let target = m.mount_point.clone();
@@ -445,7 +444,7 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Removes `.` and `..` components without touching the file system.
-fn normalize(p: &Path) -> Option<PathBuf> {
+fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {
@@ -456,5 +455,5 @@ fn normalize(p: &Path) -> Option<PathBuf> {
             other => out.push(other),
         }
     }
-    Some(out)
+    out
 }

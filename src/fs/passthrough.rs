@@ -530,23 +530,7 @@ impl Filesystem for Passthrough {
                 // A negative entry: node id 0 with a timeout makes the kernel remember that the
                 // name does not exist (python imports and cargo probe many such names). The
                 // watcher invalidates it when the name appears behind the mount.
-                let attr = FileAttr {
-                    ino: INodeNo(0),
-                    size: 0,
-                    blocks: 0,
-                    atime: UNIX_EPOCH,
-                    mtime: UNIX_EPOCH,
-                    ctime: UNIX_EPOCH,
-                    crtime: UNIX_EPOCH,
-                    kind: fuser::FileType::RegularFile,
-                    perm: 0,
-                    nlink: 0,
-                    uid: 0,
-                    gid: 0,
-                    rdev: 0,
-                    blksize: 0,
-                    flags: 0,
-                };
+                let attr = placeholder_attr(0, fuser::FileType::RegularFile);
                 reply.entry(&self.opts.entry_ttl, &attr, Generation(0));
             }
             other => self.reply_entry(reply, other),
@@ -938,11 +922,7 @@ impl Filesystem for Passthrough {
             let name = OsStr::from_bytes(&e.name);
             if &*e.name == b"." || &*e.name == b".." {
                 // The kernel does not count lookups for dot entries; answer without one.
-                let attr = FileAttr {
-                    ino: INodeNo(store.listing_ino(e.ino)),
-                    kind: dirent_type(e.d_type),
-                    ..dot_attr()
-                };
+                let attr = placeholder_attr(store.listing_ino(e.ino), dirent_type(e.d_type));
                 // Node id 0 tells the kernel not to link this entry.
                 return !reply.add(
                     INodeNo(0),
@@ -1129,14 +1109,13 @@ impl Filesystem for Passthrough {
         }
     }
 
-    fn access(&self, _req: &Request, ino: INodeNo, mask: AccessFlags, reply: ReplyEmpty) {
+    fn access(&self, _req: &Request, ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
         bump(&self.stats.access);
         // With default_permissions the kernel checks permissions itself; this only confirms the
         // inode still exists (and answers F_OK).
         let result = self
             .inode(ino)
             .and_then(|i| self.stat_inode(&i).map_err(errno));
-        let _ = mask;
         match result {
             Ok(_) => reply.ok(),
             Err(e) => reply.error(e),
@@ -1334,22 +1313,24 @@ impl Passthrough {
     }
 }
 
-fn dot_attr() -> FileAttr {
+/// Attributes the kernel only reads the inode number and type of: negative lookups (node id 0)
+/// and the `.`/`..` entries of a listing, which it never links.
+fn placeholder_attr(ino: u64, kind: fuser::FileType) -> FileAttr {
     FileAttr {
-        ino: INodeNo(0),
+        ino: INodeNo(ino),
         size: 0,
         blocks: 0,
         atime: UNIX_EPOCH,
         mtime: UNIX_EPOCH,
         ctime: UNIX_EPOCH,
         crtime: UNIX_EPOCH,
-        kind: fuser::FileType::Directory,
-        perm: 0o755,
-        nlink: 2,
+        kind,
+        perm: 0,
+        nlink: 0,
         uid: 0,
         gid: 0,
         rdev: 0,
-        blksize: 4096,
+        blksize: 0,
         flags: 0,
     }
 }
