@@ -29,7 +29,10 @@ fn projection_latency_16_clients_500_files() {
         f.read(&rel);
     }
     let mut warm = f.connect();
-    warm.call("projection.get", json!({"format": "anthropic", "budget": 8000}));
+    warm.call(
+        "projection.get",
+        json!({"format": "anthropic", "budget": 8000}),
+    );
     for method in ["stats", "projection.get"] {
         let per_client = 300;
         let handles: Vec<_> = (0..16)
