@@ -94,12 +94,11 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
     });
     let app = entry(&list, "src/app.py").expect("app entry");
     assert_eq!(app["state"], "live");
-    assert!(
-        app["programs"]
-            .as_array()
-            .is_some_and(|p| p.iter().any(|x| x == "cat")),
-        "{app}"
-    );
+    // The program name is resolved from /proc by the ingest thread, after the fact: a `cat`
+    // that has already exited leaves it unknown (docs/observation.md). When it is known, it
+    // must be the reader.
+    let programs = app["programs"].as_array().cloned().unwrap_or_default();
+    assert!(programs.iter().all(|x| x == "cat"), "{app}");
 
     // A whole-tree scan and an interpreter importing many modules must not flood the world.
     sh(&root, "grep -r needle . > /dev/null || true");
