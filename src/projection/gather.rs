@@ -109,6 +109,8 @@ pub struct EntryPart {
 #[derive(Debug, Clone)]
 pub struct CommandPart {
     pub command: String,
+    /// Turn it was recorded in.
+    pub turn: u64,
     pub cwd: String,
     pub exit_code: Option<i32>,
     pub output: String,
@@ -291,6 +293,7 @@ pub fn gather(
     let fixed = {
         let mut probe = input.clone();
         probe.entries.clear();
+        probe.commands.clear();
         let mut t = budget::total(&probe, format);
         if format.is_messages() && !probe.has_calls() {
             let rendered = tools::render(std::slice::from_ref(&probe.read_tool), format);
@@ -317,7 +320,8 @@ pub fn gather(
                 _ => {}
             }
         }
-        // The agent's own edits are shown whole: it needs them to keep editing.
+        // The agent's own edits are shown whole when they fit (it needs them to keep editing);
+        // what it read of them before is no measure of what it needs now, where it read last is.
         if c.agent_wrote {
             c.ranges = None;
         }
@@ -345,10 +349,62 @@ pub fn gather(
             // ([`shown_form`]), so both forms cost that.
             c.whole_tokens = *t;
         }
+        if let Some((ranges, t)) = &mut c.recent {
+            let n = ranges.len() as u64;
+            let cost = u64::from(*t)
+                .saturating_add(per_call.saturating_mul(n))
+                .saturating_add(content(*t));
+            *t = u32::try_from(cost).unwrap_or(u32::MAX);
+        }
     };
-    let selection = world.select_with(entries_budget, policy, &mut adjust);
+    // Command outputs compete with the entries for the same budget, as entries the agent saw
+    // once when they were recorded: an old `pip list` must not outlive the file being edited.
+    let turn_now = world.turn();
+    let command_cands: Vec<Candidate> = input
+        .commands
+        .iter()
+        .map(|c| {
+            Candidate::seen_once(
+                command_key(c.seq),
+                EntryKind::Command,
+                u32::try_from(c.cost).unwrap_or(u32::MAX),
+                turn_now.saturating_sub(c.turn),
+                c.seq,
+            )
+        })
+        .collect();
+    let layout = format!("{}/{budget}/{format:?}", policy.name());
+    let selection = world.select_with_extra(
+        entries_budget,
+        policy,
+        &mut adjust,
+        command_cands,
+        Some(&layout),
+    );
+    let kept_commands: Vec<bool> = input
+        .commands
+        .iter()
+        .map(|c| {
+            let key = command_key(c.seq);
+            selection.kept.iter().any(|k| k.path == key)
+        })
+        .collect();
+    let mut keep = kept_commands.iter();
+    let commands = std::mem::take(&mut input.commands);
+    for c in commands {
+        if keep.next().copied().unwrap_or(false) {
+            input.commands.push(c);
+        } else {
+            input.report.evicted.push(Dropped {
+                part: Part::Command,
+                path: Some(c.command.clone()),
+                reason: DropReason::OverBudget,
+                tokens: c.cost,
+            });
+        }
+    }
 
-    for ev in &selection.evicted {
+    for ev in selection.evicted.iter().filter(|e| e.path.is_relative()) {
         let reason = match ev.reason {
             EvictReason::OverBudget => DropReason::OverBudget,
             EvictReason::Aged { .. } => DropReason::Aged,
@@ -365,7 +421,7 @@ pub fn gather(
     }
 
     let mut entries = Vec::with_capacity(selection.kept.len());
-    for k in &selection.kept {
+    for k in selection.kept.iter().filter(|k| k.path.is_relative()) {
         if omitted.contains(&k.path) {
             continue;
         }
@@ -394,6 +450,12 @@ pub fn gather(
     input.report.withheld.sort();
     input.report.withheld.dedup();
     Ok(input)
+}
+
+/// The policy's name for a command output (by its sequence number): absolute, so it never
+/// names a world entry.
+fn command_key(seq: u64) -> PathBuf {
+    PathBuf::from(format!("/command/{seq}"))
 }
 
 /// A conservative guess of a path's tokens without tokenizing it (paths tokenize at about
@@ -688,6 +750,7 @@ fn command_parts(
         };
         out.push(CommandPart {
             command: c.command.clone(),
+            turn: c.turn,
             cwd: c.cwd.clone(),
             exit_code: c.exit_code,
             output: c.output.clone(),
@@ -813,7 +876,8 @@ fn order_of(meta: &Entry, form: &Form) -> (u64, u64) {
 
 /// The form actually shown: a file the agent read only in part is shown as those parts (the
 /// model saw nothing else of it), unless the agent wrote it (then whole: it needs all of its
-/// own edit). Policies may prefer the whole of a small file; this overrides them.
+/// own edit). Policies may prefer the whole of a small file; this overrides them. Ranges a
+/// policy chose (a file too big to show whole) are shown as chosen.
 fn shown_form(meta: &Entry, form: &Form) -> Form {
     match (form, &meta.extent) {
         (Form::Whole, Extent::Ranges(set))
@@ -821,7 +885,6 @@ fn shown_form(meta: &Entry, form: &Form) -> Form {
         {
             Form::Ranges(set.as_slice().to_vec())
         }
-        (Form::Ranges(_), _) if meta.agent_wrote => Form::Whole,
         _ => form.clone(),
     }
 }
@@ -952,7 +1015,7 @@ fn content_calls(
     let n = starts.len();
     part.total_lines = n as u64;
     let ranges = match form {
-        Form::Ranges(r) if !part.agent_wrote => {
+        Form::Ranges(r) => {
             let lr = line_ranges(r, &starts, bytes.len());
             // Lines read before the file shrank are gone: show it whole rather than nothing.
             (!lr.is_empty() && lr != [(0, n)]).then_some(lr)

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
-use super::ranges::{ByteRange, RangeSet};
+use super::ranges::{ByteRange, RangeSet, RecentViews};
 
 /// What an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -141,6 +141,8 @@ pub struct Entry {
     pub kind: EntryKind,
     pub state: EntryState,
     pub extent: Extent,
+    /// Where the agent read last (when reads carry byte ranges).
+    pub recent: RecentViews,
     pub first_observed: Stamp,
     /// Last access that counted (agent or weak), not scans.
     pub last_observed: Stamp,
@@ -189,6 +191,7 @@ impl Entry {
             kind,
             state,
             extent: Extent::None,
+            recent: RecentViews::default(),
             first_observed: at,
             last_observed: at,
             last_changed: None,

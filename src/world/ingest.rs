@@ -421,7 +421,10 @@ fn update(
                     e.last_agent_turn = at.turn;
                 }
                 match range {
-                    Some(r) => e.extent.add_range(r),
+                    Some(r) => {
+                        e.extent.add_range(r);
+                        e.recent.record(r);
+                    }
                     // In passthrough mode an open for reading is all we see: assume all of it.
                     None if !reads_by_range || e.kind == EntryKind::Dir => e.extent.set_whole(),
                     None => {}
@@ -448,10 +451,11 @@ fn update(
                 e.changed(at);
                 w.dirty.store(true, Ordering::Release);
             }
-            if let Some(size) = truncate_to
-                && let super::entry::Extent::Ranges(set) = &mut e.extent
-            {
-                set.truncate(size);
+            if let Some(size) = truncate_to {
+                e.recent.truncate(size);
+                if let super::entry::Extent::Ranges(set) = &mut e.extent {
+                    set.truncate(size);
+                }
             }
         }
     }

@@ -36,6 +36,8 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crossbeam_channel::Receiver;
+use std::collections::{HashMap, HashSet};
+
 use parking_lot::{Mutex, RwLock};
 
 pub use attribution::Class;
@@ -169,11 +171,21 @@ impl WorldBuilder {
             config: self.config,
             harness: harness::Harness::default(),
             recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
+            layouts: Mutex::new(HashMap::new()),
         }))
     }
 }
 
 type DropCounter = Box<dyn Fn() -> u64 + Send + Sync>;
+
+/// Requester keys remembered at once.
+const MAX_LAYOUTS: usize = 64;
+
+/// What one selection kept, and the newest access it knew of.
+struct Layout {
+    kept: HashSet<PathBuf>,
+    seq: u64,
+}
 
 /// The world cache. Share it as `Arc<World>`.
 pub struct World {
@@ -198,6 +210,8 @@ pub struct World {
     harness: harness::Harness,
     /// Recent observations for the socket (changes since, subscriptions, command validity).
     recent: recent::Recent,
+    /// What the last selection for each requester key kept ([`World::select_with_extra`]).
+    layouts: Mutex<HashMap<String, Layout>>,
 }
 
 impl World {
@@ -391,11 +405,52 @@ impl World {
         policy: &dyn Policy,
         adjust: &mut dyn FnMut(&mut Candidate),
     ) -> Selection {
+        self.select_with_extra(budget, policy, adjust, Vec::new(), None)
+    }
+
+    /// [`World::select_with`], with `extra` candidates that are not world entries (command
+    /// outputs the harness recorded) competing for the same budget under the same policy. Their
+    /// paths must not name entries (use absolute paths: entry paths are relative).
+    ///
+    /// With a `layout` key (the requester's budget, policy and format), the candidates are told
+    /// what the previous selection under that key kept and what is new since, so a policy can
+    /// grow the projection at its end instead of reshuffling it (prompt-cache friendly).
+    pub fn select_with_extra(
+        &self,
+        budget: u64,
+        policy: &dyn Policy,
+        adjust: &mut dyn FnMut(&mut Candidate),
+        extra: Vec<Candidate>,
+        layout: Option<&str>,
+    ) -> Selection {
         let mut cands = self.candidates();
         for c in &mut cands {
             adjust(c);
         }
+        cands.extend(extra);
+        if let Some(key) = layout
+            && let Some(prev) = self.layouts.lock().get(key)
+        {
+            for c in &mut cands {
+                c.shown_last = prev.kept.contains(&c.path);
+                c.fresh = c.last_seq > prev.seq;
+            }
+        }
         let sel = policy.select(&cands, budget);
+        if let Some(key) = layout {
+            let mut layouts = self.layouts.lock();
+            if layouts.len() >= MAX_LAYOUTS && !layouts.contains_key(key) {
+                // Requesters with ever new budgets: forget them all rather than grow.
+                layouts.clear();
+            }
+            layouts.insert(
+                key.to_owned(),
+                Layout {
+                    kept: sel.kept.iter().map(|k| k.path.clone()).collect(),
+                    seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
+                },
+            );
+        }
         for k in &sel.kept {
             if let Some(mut e) = self.cache.get_mut(&k.path) {
                 e.in_projection = true;
@@ -514,11 +569,25 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         }
         _ => None,
     };
+    let recent = match e.size {
+        Some(size) if !notice_only && !e.recent.is_empty() => {
+            let set = e.recent.as_set();
+            (!set.covers(size)).then(|| {
+                let n = u32::try_from(set.as_slice().len()).unwrap_or(u32::MAX);
+                let t = tokens::estimate_part(content_tokens, size, set.covered())
+                    .saturating_add(HEADER_TOKENS)
+                    .saturating_add(n.saturating_mul(RANGE_TOKENS));
+                (set.as_slice().to_vec(), t)
+            })
+        }
+        _ => None,
+    };
     Some(Candidate {
         path,
         kind: e.kind,
         whole_tokens,
         ranges,
+        recent,
         notice_only,
         age_turns: turn.saturating_sub(e.last_agent_turn),
         last_seq: e.last_observed.seq,
@@ -528,5 +597,7 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         weak_reads: e.weak_reads,
         evictions: e.evictions,
         rereads_after_eviction: e.rereads_after_eviction,
+        shown_last: false,
+        fresh: false,
     })
 }

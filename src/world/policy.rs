@@ -52,6 +52,9 @@ pub struct Candidate {
     pub whole_tokens: u32,
     /// The ranges the agent read and their estimated tokens, when it read only part of a file.
     pub ranges: Option<(Vec<ByteRange>, u32)>,
+    /// The places the agent read most recently and their estimated tokens, when they are less
+    /// than the whole file: what to show of a file too big to show whole.
+    pub recent: Option<(Vec<ByteRange>, u32)>,
     /// Deleted or withheld: only a one-line notice can be shown.
     pub notice_only: bool,
     pub age_turns: u64,
@@ -63,9 +66,42 @@ pub struct Candidate {
     pub weak_reads: u32,
     pub evictions: u16,
     pub rereads_after_eviction: u16,
+    /// The previous projection with the same budget and policy showed it.
+    pub shown_last: bool,
+    /// Accessed or recorded since that projection.
+    pub fresh: bool,
 }
 
 impl Candidate {
+    /// Something seen once by the agent, `age_turns` ago, never evicted, neither pinned nor
+    /// written: the plain case the other fields refine.
+    pub fn seen_once(
+        path: PathBuf,
+        kind: EntryKind,
+        tokens: u32,
+        age_turns: u64,
+        seq: u64,
+    ) -> Self {
+        Candidate {
+            path,
+            kind,
+            whole_tokens: tokens,
+            ranges: None,
+            recent: None,
+            notice_only: false,
+            age_turns,
+            last_seq: seq,
+            pinned: false,
+            agent_wrote: false,
+            reads: 1,
+            weak_reads: 0,
+            evictions: 0,
+            rereads_after_eviction: 0,
+            shown_last: false,
+            fresh: false,
+        }
+    }
+
     /// The whole form and its cost.
     pub fn whole(&self) -> (Form, u32) {
         if self.notice_only {
@@ -81,6 +117,16 @@ impl Candidate {
             return None;
         }
         self.ranges
+            .as_ref()
+            .map(|(r, t)| (Form::Ranges(r.clone()), *t))
+    }
+
+    /// The most recent views and their cost, if they are less than the whole entry.
+    pub fn recent_views(&self) -> Option<(Form, u32)> {
+        if self.notice_only {
+            return None;
+        }
+        self.recent
             .as_ref()
             .map(|(r, t)| (Form::Ranges(r.clone()), *t))
     }
@@ -171,6 +217,11 @@ impl<'a> Packer<'a> {
         false
     }
 
+    /// Lets later offers use up to `budget`, never less than what is already used.
+    pub(crate) fn set_budget(&mut self, budget: u64) {
+        self.budget = budget.max(self.used);
+    }
+
     pub(crate) fn evict(&mut self, i: usize, reason: EvictReason) {
         self.evicted.push(Evicted {
             path: self.cands[i].path.clone(),
@@ -197,21 +248,7 @@ pub(crate) mod tests {
     use std::collections::HashSet;
 
     pub(crate) fn cand(path: &str, tokens: u32, age: u64, seq: u64) -> Candidate {
-        Candidate {
-            path: path.into(),
-            kind: EntryKind::File,
-            whole_tokens: tokens,
-            ranges: None,
-            notice_only: false,
-            age_turns: age,
-            last_seq: seq,
-            pinned: false,
-            agent_wrote: false,
-            reads: 1,
-            weak_reads: 0,
-            evictions: 0,
-            rereads_after_eviction: 0,
-        }
+        Candidate::seen_once(path.into(), EntryKind::File, tokens, age, seq)
     }
 
     pub(crate) fn kept_paths(s: &Selection) -> Vec<String> {

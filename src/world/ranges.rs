@@ -103,6 +103,64 @@ impl RangeSet {
     }
 }
 
+/// The last few distinct places an agent read in a file, most recent last.
+///
+/// The extent ([`RangeSet`]) only grows: once a file was read whole, it says nothing about where
+/// the agent is looking now. When a file is too big to show whole, these are what a projection
+/// shows instead. A read that touches or continues the latest view extends it, so one logical
+/// read split into many kernel requests stays one view.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RecentViews {
+    views: Vec<ByteRange>,
+}
+
+impl RecentViews {
+    /// Views remembered; older ones are forgotten.
+    pub const CAP: usize = 4;
+
+    pub fn record(&mut self, r: ByteRange) {
+        if r.is_empty() {
+            return;
+        }
+        if let Some(last) = self.views.last_mut()
+            && r.start <= last.end
+            && r.end >= last.start
+        {
+            last.start = last.start.min(r.start);
+            last.end = last.end.max(r.end);
+            return;
+        }
+        // A view seen again becomes the most recent.
+        self.views
+            .retain(|v| !(v.start >= r.start && v.end <= r.end));
+        self.views.push(r);
+        if self.views.len() > Self::CAP {
+            self.views.remove(0);
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.views.is_empty()
+    }
+
+    /// The views as a set (sorted, merged).
+    pub fn as_set(&self) -> RangeSet {
+        let mut set = RangeSet::new();
+        for v in &self.views {
+            set.insert(*v);
+        }
+        set
+    }
+
+    /// Drops what lies at or beyond `size` (after a truncate).
+    pub fn truncate(&mut self, size: u64) {
+        self.views.retain(|r| r.start < size);
+        for v in &mut self.views {
+            v.end = v.end.min(size);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -192,5 +250,25 @@ mod tests {
                 prop_assert_eq!(from_set, bitmap);
             }
         }
+    }
+
+    #[test]
+    fn recent_views_merge_continuations_and_forget_the_oldest() {
+        let mut v = RecentViews::default();
+        v.record(ByteRange::at(0, 4096));
+        v.record(ByteRange::at(4096, 4096));
+        assert_eq!(v.as_set().as_slice(), &[ByteRange::at(0, 8192)]);
+        for i in 1..=5u64 {
+            v.record(ByteRange::at(i * 100_000, 10));
+        }
+        let set = v.as_set();
+        assert_eq!(set.as_slice().len(), RecentViews::CAP);
+        assert!(!set.as_slice().contains(&ByteRange::at(0, 8192)));
+        assert_eq!(set.as_slice().last(), Some(&ByteRange::at(500_000, 10)));
+        // seen again: moves to the end instead of taking another slot
+        v.record(ByteRange::at(200_000, 10));
+        assert_eq!(v.as_set().as_slice().len(), RecentViews::CAP);
+        v.truncate(250_000);
+        assert_eq!(v.as_set().as_slice(), &[ByteRange::at(200_000, 10)]);
     }
 }

@@ -8,10 +8,17 @@
 //! (4) Everything else by value per token, where value is `(1 + log2(1 + reads) + 0.25 *
 //! log2(1 + weak_reads)) * 0.75^age_in_turns`: re-read entries are worth more, stale ones fade,
 //! and cheap entries win ties against expensive ones. Within tiers 1–3 the most recent goes first.
-//! Big files (over `big_file_tokens`) that the agent read only partly are shown as the ranges it
-//! read; any entry that does not fit whole falls back to its ranges before being evicted.
+//!
+//! Forms: a file over `big_file_tokens` is shown as the ranges the agent read, and one over its
+//! share of the budget (2/5) as the places it read last, never whole, so one file cannot crowd
+//! out the rest; any entry that does not fit whole falls back to its ranges before being evicted.
+//!
+//! Prompt caching: while everything fits, the projection keeps what it showed last time and
+//! appends what is new, so its prefix stays byte-identical; when it overflows it is chosen
+//! afresh and the unprotected tier fills only 60% of the budget, leaving room to append again.
+//! An entry evicted that way comes back when the agent reads it again.
 
-use super::{Candidate, Form, Packer, Policy, Selection};
+use super::{Candidate, EvictReason, Form, Packer, Policy, Selection};
 
 #[derive(Debug, Clone, Copy)]
 pub struct Worldfs {
@@ -60,19 +67,46 @@ impl Worldfs {
         (reads + weak) * DECAY_PER_TURN.powi(age)
     }
 
-    /// Forms to try, preferred first.
-    fn forms(&self, c: &Candidate) -> Vec<(Form, u32)> {
+    /// Forms to try, preferred first. A small file is shown whole. A big one (over
+    /// `big_file_tokens`) is shown as what the agent read of it, if that fits in `cap`, or else
+    /// as the places it read last: a file too big for its share of the budget is never shown
+    /// whole, so one file cannot crowd out the rest of the world.
+    fn forms(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
         let whole = c.whole();
-        match c.partial() {
-            Some(part) if c.whole_tokens > self.big_file_tokens => vec![part, whole],
-            Some(part) => vec![whole, part],
-            None => vec![whole],
+        let partial = c.partial();
+        let recent = c.recent_views();
+        if whole.1 <= self.big_file_tokens {
+            return [Some(whole), partial, recent]
+                .into_iter()
+                .flatten()
+                .collect();
         }
+        let mut out = Vec::new();
+        match partial {
+            Some(p) if p.1 <= cap => out.push(p),
+            Some(_) => {}
+            None if whole.1 <= cap => out.push(whole.clone()),
+            None => {}
+        }
+        out.extend(recent);
+        if out.is_empty() {
+            out.push(whole);
+        }
+        out
+    }
+
+    /// The most one entry may take: a share of the budget, never less than a big file.
+    fn cap(&self, budget: u64) -> u32 {
+        let share = u32::try_from(budget.saturating_mul(2) / 5).unwrap_or(u32::MAX);
+        share.max(self.big_file_tokens)
     }
 
     /// Cost of the preferred form, for value density.
-    fn cost(&self, c: &Candidate) -> u32 {
-        self.forms(c).first().map_or(c.whole_tokens, |f| f.1).max(1)
+    fn cost(&self, c: &Candidate, cap: u32) -> u32 {
+        self.forms(c, cap)
+            .first()
+            .map_or(c.whole_tokens, |f| f.1)
+            .max(1)
     }
 }
 
@@ -82,17 +116,59 @@ impl Policy for Worldfs {
     }
 
     fn select(&self, candidates: &[Candidate], budget: u64) -> Selection {
+        let cap = self.cap(budget);
+        let order = self.order(candidates, cap);
+        // Append while it fits: keep what the last projection showed and add what is new since,
+        // so the projection only grows at its end and its cached prefix stays valid.
+        if candidates.iter().any(|c| c.shown_last) {
+            let mut p = Packer::new(candidates, budget);
+            let mut fits = true;
+            for &i in &order {
+                let c = &candidates[i];
+                if c.shown_last || c.fresh {
+                    fits &= p.offer(i, self.forms(c, cap));
+                } else {
+                    // Evicted earlier and untouched since: bringing it back would insert it
+                    // mid-prefix; it returns when the agent reads it again.
+                    p.evict(i, EvictReason::OverBudget);
+                }
+            }
+            if fits {
+                return p.finish(self.name());
+            }
+        }
+        // Choose afresh. After an overflow (compaction), what is not protected fills only up to
+        // the low-water mark, so the next turns can append again before the next compaction.
         let mut p = Packer::new(candidates, budget);
+        for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) < 3) {
+            p.offer(i, self.forms(&candidates[i], cap));
+        }
+        if candidates.iter().any(|c| c.shown_last) {
+            p.set_budget(budget.saturating_mul(LOW_WATER_PERCENT) / 100);
+        }
+        for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 3) {
+            p.offer(i, self.forms(&candidates[i], cap));
+        }
+        p.finish(self.name())
+    }
+}
+
+/// After an overflow the projection is cut down to this share of the budget.
+const LOW_WATER_PERCENT: u64 = 60;
+
+impl Worldfs {
+    /// Candidates in the order they are offered: tiers first; tiers 0-2 by recency alone, tier 3
+    /// by value density; then the most recent.
+    fn order(&self, candidates: &[Candidate], cap: u32) -> Vec<usize> {
         let mut order: Vec<(u8, f64, u64, usize)> = candidates
             .iter()
             .enumerate()
             .map(|(i, c)| {
                 let tier = Self::tier(c);
-                // Tiers 0-2 go by recency alone; tier 3 by value density.
                 let density = if tier < 3 {
                     0.0
                 } else {
-                    Self::value(c) / f64::from(self.cost(c))
+                    Self::value(c) / f64::from(self.cost(c, cap))
                 };
                 (tier, density, c.last_seq, i)
             })
@@ -103,11 +179,7 @@ impl Policy for Worldfs {
                 .then(b.2.cmp(&a.2))
                 .then(a.3.cmp(&b.3))
         });
-        for (_, _, _, i) in order {
-            let forms = self.forms(&candidates[i]);
-            p.offer(i, forms);
-        }
-        p.finish(self.name())
+        order.into_iter().map(|o| o.3).collect()
     }
 }
 
@@ -204,5 +276,62 @@ mod tests {
             misses[0],
             misses[2]
         );
+    }
+
+    #[test]
+    fn a_file_over_its_share_is_shown_as_where_the_agent_read_last() {
+        // 4,000 tokens whole, read whole once (no partial form), then looked at in two places
+        let mut big = cand("big.py", 4000, 0, 1);
+        big.recent = Some((vec![ByteRange::at(0, 100), ByteRange::at(5000, 200)], 300));
+        let s = Worldfs::default().select(&[big.clone()], 8000);
+        // 4,000 > 2/5 of 8,000: the recent views, not the whole
+        assert_eq!(
+            s.kept.first().map(|k| (&k.form, k.tokens)),
+            Some((
+                &Form::Ranges(vec![ByteRange::at(0, 100), ByteRange::at(5000, 200)]),
+                300
+            ))
+        );
+        // with room to spare it is shown whole
+        let s = Worldfs::default().select(&[big], 20_000);
+        assert_eq!(s.kept.first().map(|k| &k.form), Some(&Form::Whole));
+    }
+
+    #[test]
+    fn while_it_fits_the_last_projection_is_kept_and_new_entries_appended() {
+        // "old" is worth less than "other" by density, but it was shown last time; "other" was
+        // not (evicted earlier) and has not been touched since: the projection only grows.
+        let mut old = cand("old", 3000, 6, 1);
+        old.shown_last = true;
+        let other = cand("other", 500, 1, 2);
+        let mut new = cand("new", 1000, 0, 3);
+        new.fresh = true;
+        let s = Worldfs::default().select(&[old, other, new], 5000);
+        assert_eq!(kept_paths(&s), vec!["new", "old"]);
+        assert_eq!(s.evicted.len(), 1);
+    }
+
+    #[test]
+    fn an_overflow_compacts_to_the_low_water_mark() {
+        let mut cands: Vec<Candidate> = (0..10)
+            .map(|i| {
+                let mut c = cand(&format!("f{i}"), 1000, 10 - i, i);
+                c.shown_last = true;
+                c
+            })
+            .collect();
+        let mut new = cand("new", 1000, 0, 100);
+        new.fresh = true;
+        cands.push(new);
+        // 11,000 wanted, 10,000 allowed: choose afresh down to 60%
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(s.total_tokens, 6000);
+        assert!(kept_paths(&s).contains(&"new".to_string()));
+        // what the agent wrote is protected and may use the whole budget
+        for c in &mut cands {
+            c.agent_wrote = true;
+        }
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(s.total_tokens, 10_000);
     }
 }
