@@ -5,10 +5,12 @@
 #   make run            mount the example workspace (examples/workspace) in place and show it
 #   make test           cargo test --all-targets + pjdfstest + fsx; last line "N passed, N failed"
 #   make lint           cargo fmt --check + cargo clippy --all-targets -D warnings
-#   make bench          all three benchmarks below, appended to BENCHMARKS.md
+#   make bench          all four benchmarks below, appended to BENCHMARKS.md
 #   make bench-fs       fsbench native vs mount on a 10k-file git tree (BENCH_RUNS=5)
 #   make bench-latency  external-change visibility latency (100 trials)
-#   make bench-rss      daemon RSS on a 100k-file tree after find and git status
+#   make bench-rss      daemon RSS on a 100k-file tree after find, git status and 2,000 agent reads
+#   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
+#                       tree, idle and under fsbench load on the mount (SOCKET_SECS=30)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
@@ -17,7 +19,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -46,6 +48,9 @@ bench-latency: build
 
 bench-rss: build
 	scripts/bench.sh rss
+
+bench-socket: build
+	scripts/bench.sh socket
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`)
+# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`)
 #
-#   scripts/bench.sh [all|fs|latency|rss]...
+#   scripts/bench.sh [all|fs|latency|rss|socket]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -11,7 +11,18 @@
 #   latency  external-change visibility: examples/change_latency.rs, 100 trials per mode
 #            (overwrite in place, rename over), on a mirror mount of bench-work/latency/src
 #   rss      daemon VmRSS/VmHWM on a synthetic 100k-file git tree (bench-work/rss/tree) after
-#            mounting, after `find`, after `git status`, through a mirror mount
+#            mounting, after `find`, after `git status`, through a mirror mount; then after
+#            `cat` of 2,000 distinct files (agent reads: 16 files per cat process, below the
+#            fan-out threshold) once the socket reports them as live entries, and after one
+#            projection.get (issue 3: at most 100 MB)
+#   socket   projection.get latency over the socket (issue 4: p50 <= 2 ms, p99 <= 10 ms):
+#            a synthetic source-like 20k-file git tree (bench-work/socket/native/tree, mirror
+#            mount at bench-work/socket/mnt, --socket bench-work/socket/wfs.sock), 500 files
+#            read with `cat` through the mount (checked with entries.list), then
+#            examples/socket_load.rs: 16 clients call projection.get (anthropic, budget 8000)
+#            back to back for SOCKET_SECS, first on an idle mount, then while fsbench's tree
+#            workloads run in a loop on the mount; goal.get (the socket round trip alone) the
+#            same way, for comparison
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -19,6 +30,16 @@
 #   FSBENCH_ARGS="..."    extra fsbench options (e.g. "-w find,stat -W 0")
 #   LATENCY_TRIALS=100    trials per latency mode
 #   RSS_FILES=100000      files in the rss tree
+#   RSS_OBSERVED=2000     files the rss part reads as the agent
+#   SOCKET_FILES=20000    files in the socket tree
+#   SOCKET_OBSERVED=500   files the socket part reads as the agent
+#   SOCKET_CLIENTS=16     concurrent socket clients
+#   SOCKET_SECS=30        seconds per projection.get phase (goal.get phases: a third of it)
+#   SOCKET_LOAD=fsbench   load on the mount: `fsbench` (fsbench -n 1 -W 0 -w SOCKET_WORKLOADS
+#                         bench-work/socket/native bench-work/socket/mnt, in a loop; it
+#                         alternates the native and the mount side) or `loop` (find, grep -r
+#                         and cat of every file, through the mount only, in a loop)
+#   SOCKET_WORKLOADS=find,stat,lsR,grep,rg,catall,gitstatus
 #   BENCH_NO_RECORD=1     print only, do not touch BENCHMARKS.md
 #   WORLDFS_MOUNT_ARGS    extra arguments for `worldfs mount` (e.g. "--io daemon")
 set -euo pipefail
@@ -31,14 +52,17 @@ PARTS=("$@")
 [ ${#PARTS[@]} -gt 0 ] || PARTS=(all)
 for p in "${PARTS[@]}"; do
   case "$p" in
-    all) PARTS=(fs latency rss); break ;;
-    fs|latency|rss) ;;
-    -h|--help) sed -n '2,27s/^# \{0,1\}//p' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss)" ;;
+    all) PARTS=(fs latency rss socket); break ;;
+    fs|latency|rss|socket) ;;
+    -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket)" ;;
   esac
 done
 
 wfs_init
+# on any exit, stop the socket part's background load before the trap takes the mounts down
+bench_exit() { local s=$?; [ -z "${LOAD_PID:-}" ] || stop_load; (exit "$s"); wfs_cleanup; }
+trap bench_exit EXIT
 wfs_find_bin
 cd "$WFS_ROOT"
 BW=$WFS_ROOT/bench-work
@@ -236,11 +260,51 @@ proc_mem() {  # PID -> "rss_mib hwm_mib fds threads"
   fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)
   echo "$r $h $fds $t"
 }
+# ---------- the world over the socket (rss, socket) ----------
+# pick_files TREE WANT OUT: WANT files tracked in TREE's git index, spread evenly over it
+pick_files() {
+  git -C "$1" ls-files | awk -v want="$2" '{ a[NR] = $0 }
+    END { step = NR / want; if (step < 1) step = 1
+          for (i = 0; i < want && int(i * step) < NR; i++) print a[int(i * step) + 1] }' > "$3"
+}
+# agent_read ROOT LIST: `cat` every file of LIST (paths relative to ROOT, a mount), 16 files per
+# cat process. cat is a reader program (src/world/attribution.rs): its opens are agent reads and
+# create entries, as long as one process opens at most fanout_threshold (32) distinct paths in
+# fanout_window_ms (2 s); `xargs cat` over a whole list would be classified as a scan.
+agent_read() {
+  awk -v r="$1" '{ print r "/" $0 }' "$2" | xargs -d '\n' -n 16 cat > /dev/null
+}
+# live_entries SOCKET: the world's live entries (entries.list total)
+live_entries() {
+  "$WORLDFS_BIN" ctl --socket "$1" entries.list '{"state":"live","limit":1}' |
+    python3 -c 'import json, sys; print(json.load(sys.stdin)["total"])'
+}
+# wait_world SOCKET WANT: until WANT entries are live and none waits to be hashed and counted
+# (ingest is asynchronous, and its thread counts tokens when idle, building the tokenizer on first
+# use), at most 10 s; prints the live entries as entries.list reports them
+wait_world() {
+  local i c=0 s=1
+  for ((i = 0; i < 100; i++)); do
+    read -r c s < <("$WORLDFS_BIN" ctl --socket "$1" stats | python3 -c 'import json, sys
+w = json.load(sys.stdin)["world"]; print(w["entries"]["live"], w["stale_entries"])') || { c=0; s=1; }
+    [ "$c" -ge "$2" ] && [ "$s" = 0 ] && break
+    sleep 0.1
+  done
+  [ "$s" = 0 ] || wfs_log "WARNING: $s entries still wait to be hashed and counted"
+  live_entries "$1"
+}
+projection_once() {  # SOCKET: one projection.get (anthropic, 8k); prints its token estimate
+  "$WORLDFS_BIN" ctl --socket "$1" projection.get '{"format":"anthropic","budget":8000}' |
+    python3 -c 'import json, sys; print("tokens", json.load(sys.stdin).get("tokens"))'
+}
+
+# ---------- rss ----------
 bench_rss() {
-  local n=${RSS_FILES:-100000} dir=$BW/rss rows=() t0 res
+  local n=${RSS_FILES:-100000} obs=${RSS_OBSERVED:-2000} dir=$BW/rss rows=() t0 res want entries
+  local sock=$BW/rss/wfs.sock
   ensure_rss_tree "$dir/tree" "$n"
   mkdir -p "$dir/mnt"
-  wfs_mount "$dir/tree" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  wfs_mount "$dir/tree" "$dir/mnt" -- --socket "$sock" "${MOUNT_ARGS[@]}"
   local pid=$WFS_PID
   step() {  # LABEL COMMAND...
     local label=$1 secs; shift
@@ -248,8 +312,9 @@ bench_rss() {
     res=$("$@" 2>&1 | tail -n 1) || wfs_log "WARNING: $label failed: $res"
     secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
     read -r r h f t <<< "$(proc_mem "$pid")"
-    rows+=("| $label | $secs | $r | $h | $f | $t |")
-    wfs_log "$label: ${secs}s, VmRSS ${r} MiB, VmHWM ${h} MiB, fds $f, threads $t"
+    entries=$(live_entries "$sock") || entries="?"
+    rows+=("| $label | $secs | $r | $h | $f | $t | $entries |")
+    wfs_log "$label: ${secs}s, VmRSS ${r} MiB, VmHWM ${h} MiB, fds $f, threads $t, live entries $entries"
   }
   count() { "$@" | wc -l; }
   step "after mount" true
@@ -259,15 +324,212 @@ bench_rss() {
   step "git status (again)" count git -C "$dir/mnt" status --porcelain
   # shellcheck disable=SC2016  # $1 expands in the inner shell
   step "stat every file" count bash -c 'find "$1" -type f -not -path "*/.git/*" -print0 | xargs -0 stat -c %i' _ "$dir/mnt"
+  pick_files "$dir/tree" "$obs" "$dir/observed.txt"
+  want=$(wc -l < "$dir/observed.txt")
+  step "cat $want distinct files, 16 per cat (agent reads)" agent_read "$dir/mnt" "$dir/observed.txt"
+  step "world caught up (entries live, hashed, counted)" wait_world "$sock" "$want"
+  [ "$entries" = "$want" ] || wfs_log "WARNING: $entries live entries after reading $want files"
+  step "projection.get (anthropic, 8k budget)" projection_once "$sock"
   wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+  local verdict
+  verdict=$(awk -v r="$r" -v h="$h" 'BEGIN { lim = 100e6 / 1048576
+    printf "VmRSS %.1f MiB (%.1f MB), VmHWM %.1f MiB (%.1f MB): %s", r, r * 1.048576, h, h * 1.048576,
+      (h <= lim ? "meets the target" : "**over the target**") }')
   md_header "daemon memory on a $n-file tree"
   {
-    echo "- tree: bench-work/rss/tree, $n synthetic files (1000 dirs of 100, 40-240 bytes each) in one git commit; mount: bench-work/rss/mnt"
-    echo "- measured from /proc/PID/status of the daemon after each step (steps run in this order); fds = open descriptors of the daemon"
+    echo "- tree: bench-work/rss/tree, $n synthetic files (1000 dirs of 100, 40-240 bytes each) in one git commit; mount: bench-work/rss/mnt, \`--socket bench-work/rss/wfs.sock\`"
+    echo "- command: \`RSS_FILES=$n RSS_OBSERVED=$obs scripts/bench.sh rss\`; steps run in this order; the agent reads are $want files spread evenly over \`git ls-files\`, read with \`xargs -d '\\n' -n 16 cat\` through the mount"
+    echo "- measured from /proc/PID/status of the daemon after each step; fds = open descriptors of the daemon; live entries = \`worldfs ctl entries.list '{\"state\":\"live\"}'\` total, after the step"
     echo
-    echo "| after step | step s | VmRSS MiB | VmHWM MiB | fds | threads |"
-    echo "|---|---|---|---|---|---|"
+    echo "| after step | step s | VmRSS MiB | VmHWM MiB | fds | threads | live entries |"
+    echo "|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
+    echo
+    echo "Target (issue 3: 100k-file tree, 2,000 files observed, at most 100 MB = 95.4 MiB): $verdict after the last step, with $entries live entries."
+  } | record
+}
+
+# ---------- socket ----------
+ensure_src_tree() {  # DIR N: synthetic source-like git tree of N files (1-8 KB of code each)
+  local tree=$1 n=$2
+  if [ "$(cat "$tree.ready" 2> /dev/null || true)" = "src-v1 $n" ] && [ -d "$tree/.git" ]; then return 0; fi
+  wfs_log "creating a synthetic source-like $n-file git tree in $tree (once)"
+  rm -rf "$tree" "$tree.ready"; mkdir -p "$tree"
+  python3 - "$tree" "$n" << 'EOF'
+import os, random, sys
+root, n = sys.argv[1], int(sys.argv[2])
+rnd = random.Random(4)
+words = ("world cache entry path token budget read write open close stat mount socket client "
+         "server policy render buffer index parse event queue batch range node tree hash state "
+         "config error result value item list map key count limit start stop span line").split()
+def ident(): return "_".join(rnd.sample(words, rnd.randint(1, 3)))
+def rust(i):
+    out = [f"//! Module {i}: {' '.join(rnd.sample(words, 8))}.", "", "use std::collections::HashMap;", ""]
+    for k in range(rnd.randint(3, 25)):
+        name, arg = ident(), ident()
+        out += [f"/// {' '.join(rnd.sample(words, 10))}.", f"pub fn {name}_{k}({arg}: &[u64]) -> u64 {{",
+                f"    let mut {name} = HashMap::new();"]
+        for j in range(rnd.randint(2, 10)):
+            out.append(f"    {name}.insert({j}, {arg}.iter().map(|x| x * {rnd.randint(2, 99)}).sum::<u64>());")
+        out += [f"    {name}.values().copied().max().unwrap_or({k})", "}", ""]
+    if i % 50 == 0:
+        out += ["fn main() {", f'    println!("{{}}", item_0(&[{i}]));', "}"]
+    return out
+def python(i):
+    out = [f'"""Module {i}: {" ".join(rnd.sample(words, 8))}."""', "", "import os", ""]
+    for k in range(rnd.randint(3, 25)):
+        name, arg = ident(), ident()
+        out += [f"def {name}_{k}({arg}):", f'    """{" ".join(rnd.sample(words, 10))}."""', f"    {name} = {{}}"]
+        for j in range(rnd.randint(2, 10)):
+            out.append(f"    {name}[{j}] = sum(x * {rnd.randint(2, 99)} for x in {arg})")
+        out += [f"    return max({name}.values(), default={k})", ""]
+    return out
+def ts(i):
+    out = [f"// Module {i}: {' '.join(rnd.sample(words, 8))}.", "", "import { readFileSync } from 'fs';", ""]
+    for k in range(rnd.randint(3, 25)):
+        name, arg = ident(), ident()
+        out += [f"export function {name}_{k}({arg}: number[]): number {{", f"  const {name} = new Map<number, number>();"]
+        for j in range(rnd.randint(2, 10)):
+            out.append(f"  {name}.set({j}, {arg}.reduce((a, x) => a + x * {rnd.randint(2, 99)}, 0));")
+        out += [f"  return Math.max({k}, ...{name}.values());", "}", ""]
+    return out
+def md(i):
+    out = [f"# Notes {i}", ""]
+    for k in range(rnd.randint(3, 25)):
+        out += [f"## {ident()}", "", " ".join(rnd.choice(words) for _ in range(rnd.randint(20, 60))) + ".", ""]
+    return out
+kinds = (("rs", rust), ("py", python), ("ts", ts), ("rs", rust), ("md", md))
+for i in range(n):
+    d = os.path.join(root, f"pkg{i // 1000:03d}", f"mod{(i // 100) % 10}", f"sub{(i // 10) % 10}")
+    if i % 10 == 0:
+        os.makedirs(d, exist_ok=True)
+    ext, gen = kinds[i % len(kinds)]
+    with open(os.path.join(d, f"{ident()}_{i}.{ext}"), "w") as f:
+        f.write("\n".join(gen(i)) + "\n")
+EOF
+  git -C "$tree" init -q
+  git -C "$tree" add -A
+  git -C "$tree" -c user.name=bench -c user.email=bench@localhost -c commit.gpgsign=false commit -q -m "synthetic source tree"
+  echo "src-v1 $n" > "$tree.ready"
+}
+
+LOAD_PID=""
+# start_load KIND NATIVE MNT DIR: runs the load in the background (its own process group, under
+# `timeout`, so it can never outlive the run by long); one line per finished round in DIR/load.rounds
+start_load() {
+  local kind=$1 native=$2 mnt=$3 dir=$4 limit=$((${SOCKET_SECS:-30} * 3 + 120))
+  : > "$dir/load.rounds"
+  case "$kind" in
+    fsbench)
+      [ -x "$FSBENCH" ] || wfs_die "fsbench not found at $FSBENCH (set SHARED_DIR or FSBENCH, or SOCKET_LOAD=loop)"
+      # shellcheck disable=SC2016  # expands in the inner shell
+      timeout -k 5 "$limit" bash -c 'n=0; while :; do
+          "$1" -n 1 -W 0 -w "$2" "$3" "$4" > "$5.out" 2>&1 || { echo "fsbench failed" >> "$5"; exit 1; }
+          echo done >> "$5"; done' _ \
+        "$FSBENCH" "${SOCKET_WORKLOADS:-find,stat,lsR,grep,rg,catall,gitstatus}" "$native" "$mnt" "$dir/load.rounds" &
+      ;;
+    loop)
+      # shellcheck disable=SC2016  # expands in the inner shell
+      timeout -k 5 "$limit" bash -c 't=$1/tree; while :; do
+          find "$t" -type f > /dev/null
+          grep -rIl --exclude-dir=.git "fn main" "$t" > /dev/null
+          find "$t" -type f -not -path "*/.git/*" -print0 | xargs -0 cat > /dev/null
+          echo done >> "$2"; done' _ "$mnt" "$dir/load.rounds" &
+      ;;
+    *) wfs_die "SOCKET_LOAD=$kind: fsbench or loop" ;;
+  esac
+  LOAD_PID=$!
+}
+stop_load() {
+  [ -n "$LOAD_PID" ] || return 0
+  kill -TERM -- "-$LOAD_PID" 2> /dev/null || kill -TERM "$LOAD_PID" 2> /dev/null || true
+  wait "$LOAD_PID" 2> /dev/null || true
+  LOAD_PID=""
+}
+
+bench_socket() {
+  local n=${SOCKET_FILES:-20000} obs=${SOCKET_OBSERVED:-500} secs=${SOCKET_SECS:-30}
+  local clients=${SOCKET_CLIENTS:-16} kind=${SOCKET_LOAD:-fsbench}
+  local dir=$BW/socket bin want entries lines=() la0 base_secs
+  local native=$dir/native mnt=$dir/mnt sock=$dir/wfs.sock out=$dir/socket_load.out
+  base_secs=$(( secs / 3 > 0 ? secs / 3 : 1 ))
+  wfs_log "building examples/socket_load.rs"
+  cargo build --release --quiet --example socket_load || wfs_die "cannot build the socket_load example"
+  bin=${CARGO_TARGET_DIR:-$WFS_ROOT/target}/release/examples/socket_load
+  case "$bin" in /*) ;; *) bin=$WFS_ROOT/$bin ;; esac
+  [ "$kind" != fsbench ] || ensure_rg
+  ensure_src_tree "$native/tree" "$n"
+  mkdir -p "$mnt"
+  la0=$(cut -d' ' -f1-3 /proc/loadavg)
+  wfs_mount "$native" "$mnt" -- --socket "$sock" "${MOUNT_ARGS[@]}"
+  pick_files "$native/tree" "$obs" "$dir/observed.txt"
+  want=$(wc -l < "$dir/observed.txt")
+  wfs_log "reading $want files through the mount with cat (agent reads)"
+  agent_read "$mnt/tree" "$dir/observed.txt"
+  entries=$(wait_world "$sock" "$want")
+  wfs_log "live entries: $entries (of $want read)"
+  [ "$entries" -ge $((want * 9 / 10)) ] || wfs_die "only $entries live entries after reading $want files"
+  : > "$out"
+  phase() {  # LABEL LOAD METHOD SECS [CLIENTS]
+    local line la c=${5:-$clients}
+    wfs_log "phase $1: $3, $c clients, $4 s, load: $2"
+    line=$("$bin" --socket "$sock" --clients "$c" --secs "$4" --method "$3" --label "$1") ||
+      wfs_log "WARNING: socket_load reported errors ($1)"
+    la=$(cut -d' ' -f1-3 /proc/loadavg)
+    echo "$line" | tee -a "$out"
+    lines+=("$2|$la|$line")
+  }
+  phase idle none projection.get "$base_secs" 1
+  phase idle none projection.get "$secs"
+  phase idle none goal.get "$base_secs"
+  local desc
+  if [ "$kind" = fsbench ]; then
+    desc="\`fsbench -n 1 -W 0 -w ${SOCKET_WORKLOADS:-find,stat,lsR,grep,rg,catall,gitstatus} bench-work/socket/native bench-work/socket/mnt\` in a loop"
+  else
+    desc="find, grep -rIl and find | xargs cat of bench-work/socket/mnt/tree in a loop"
+  fi
+  start_load "$kind" "$native" "$mnt" "$dir"
+  sleep 2
+  phase loaded "$kind" projection.get "$secs"
+  phase loaded "$kind" goal.get "$base_secs"
+  local rounds
+  rounds=$(grep -c '^done' "$dir/load.rounds" || true)
+  stop_load
+  if grep -q failed "$dir/load.rounds"; then
+    wfs_log "WARNING: the load failed: $(tail -5 "$dir/load.rounds.out" 2> /dev/null)"
+    rounds="$rounds (then it FAILED)"
+  fi
+  local after stats_json
+  after=$(live_entries "$sock") || after="?"
+  stats_json=$("$WORLDFS_BIN" ctl --socket "$sock" stats | python3 -c 'import json, sys
+s = json.load(sys.stdin)
+q = s.get("latency", {}).get("projection.get", {})
+print("dropped observations: %s; the daemon'"'"'s own projection.get histogram over all phases: %s calls, p50 %s us, p99 %s us, max %s us"
+      % (s["drops"]["observations"], q.get("count"), q.get("p50_us"), q.get("p99_us"), q.get("max_us")))') || stats_json="(stats failed)"
+  wfs_unmount "$mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+
+  md_header "socket latency under load: $clients clients, $want observed files, $n-file tree"
+  {
+    echo "- tree: bench-work/socket/native/tree, $n synthetic source-like files (.rs/.py/.ts/.md, 1-8 KB, 10 per dir, 3 levels) in one git commit; mirror mount at bench-work/socket/mnt with \`--socket bench-work/socket/wfs.sock\`"
+    echo "- command: \`SOCKET_FILES=$n SOCKET_OBSERVED=$obs SOCKET_SECS=$secs SOCKET_CLIENTS=$clients SOCKET_LOAD=$kind scripts/bench.sh socket\`; load average before mounting: $la0"
+    echo "- observed: $want files spread over \`git ls-files\`, read with \`xargs -d '\\n' -n 16 cat\` through the mount; live entries (entries.list): $entries before the phases, $after after them"
+    echo "- each phase: \`target/release/examples/socket_load --socket bench-work/socket/wfs.sock --clients C --secs S --method M\` (projection.get params: anthropic, budget 8000), phases in this order; latency per call measured in the client (write the request, read and parse the whole response); server mean = the daemon's own mean time in the method during the phase (its \`stats\` histogram, before and after); parse = one thread parsing one response, after the phase; load average after each phase includes the benchmark's own clients"
+    echo "- load: $desc; ${rounds:-0} rounds finished during the loaded phases; $stats_json"
+    echo
+    echo "| phase | load on the mount | method | clients | s | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | mean ms | server mean ms | parse ms | tokens | load avg after |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    local l load la rest
+    for l in "${lines[@]}"; do
+      load=${l%%|*}; rest=${l#*|}; la=${rest%%|*}; rest=${rest#*|}
+      echo "$rest" | awk -v load="$load" -v la="$la" '{
+        for (i = 2; i <= NF; i++) { k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v); f[k] = v }
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+          f["label"], load, f["method"], f["clients"], f["secs"], f["count"], f["errors"], f["rate_per_s"],
+          f["p50_ms"], f["p95_ms"], f["p99_ms"], f["max_ms"], f["mean_ms"], f["server_mean_ms"],
+          f["parse_ms"], f["tokens"], la }'
+    done
+    echo
+    echo "Target (issue 4): projection.get p50 <= 2 ms, p99 <= 10 ms with the mount under load."
   } | record
 }
 
@@ -276,6 +538,7 @@ for p in "${PARTS[@]}"; do
     fs) bench_fs ;;
     latency) bench_latency ;;
     rss) bench_rss ;;
+    socket) bench_socket ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"
