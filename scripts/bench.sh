@@ -21,8 +21,8 @@
 #            read with `cat` through the mount (checked with entries.list), then
 #            examples/socket_load.rs: 16 clients call projection.get (anthropic, budget 8000)
 #            back to back for SOCKET_SECS, first on an idle mount, then while fsbench's tree
-#            workloads run in a loop on the mount; goal.get (the socket round trip alone) the
-#            same way, for comparison
+#            workloads run in a loop on the mount; for comparison, one client alone and
+#            goal.get (the socket round trip alone), SOCKET_SECS/3 each, in both conditions
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -34,7 +34,8 @@
 #   SOCKET_FILES=20000    files in the socket tree
 #   SOCKET_OBSERVED=500   files the socket part reads as the agent
 #   SOCKET_CLIENTS=16     concurrent socket clients
-#   SOCKET_SECS=30        seconds per projection.get phase (goal.get phases: a third of it)
+#   SOCKET_SECS=30        seconds of each 16-client projection.get phase (the one-client and
+#                         goal.get phases: a third of it)
 #   SOCKET_LOAD=fsbench   load on the mount: `fsbench` (fsbench -n 1 -W 0 -w SOCKET_WORKLOADS
 #                         bench-work/socket/native bench-work/socket/mnt, in a loop; it
 #                         alternates the native and the mount side) or `loop` (find, grep -r
@@ -96,9 +97,9 @@ md_header() {  # TITLE
     echo
     echo "- machine: $(machine); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the numbers assume an otherwise idle machine)"
     echo "- worldfs: commit $(commit); \`$MOUNT_DESC\`"
-  } >> "$MD"
+  } | record
 }
-record() { [ "${BENCH_NO_RECORD:-0}" = 1 ] || cat >> "$MD"; }
+record() { if [ "${BENCH_NO_RECORD:-0}" = 1 ]; then cat > /dev/null; else cat >> "$MD"; fi; }
 ensure_md() {
   [ "${BENCH_NO_RECORD:-0}" = 1 ] || [ -f "$MD" ] || printf '# worldfs benchmarks\n\nAppended by make bench (scripts/bench.sh).\n' > "$MD"
 }
@@ -490,6 +491,7 @@ bench_socket() {
   fi
   start_load "$kind" "$native" "$mnt" "$dir"
   sleep 2
+  phase loaded "$kind" projection.get "$base_secs" 1
   phase loaded "$kind" projection.get "$secs"
   phase loaded "$kind" goal.get "$base_secs"
   local rounds
