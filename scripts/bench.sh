@@ -76,10 +76,12 @@ mkdir -p "$BW"
 export PATH="$HOME/.cargo/bin:$PATH"
 
 # ---------- machine and revision ----------
-commit() {
+commit() {  # BENCHMARKS.md aside: the parts append to it (and a section is being written)
   local c
   c=$(git -C "$WFS_ROOT" rev-parse --short HEAD 2> /dev/null) || { echo "(no commit yet)"; return; }
-  if [ -n "$(git -C "$WFS_ROOT" status --porcelain --untracked-files=no 2> /dev/null)" ]; then c="$c+uncommitted changes"; fi
+  if [ -n "$(git -C "$WFS_ROOT" status --porcelain --untracked-files=no -- . ':!BENCHMARKS.md' 2> /dev/null)" ]; then
+    c="$c+uncommitted changes"
+  fi
   echo "$c"
 }
 machine() {
@@ -516,7 +518,7 @@ print("dropped observations: %s; the daemon'"'"'s own projection.get histogram o
     echo "- command: \`SOCKET_FILES=$n SOCKET_OBSERVED=$obs SOCKET_SECS=$secs SOCKET_CLIENTS=$clients SOCKET_LOAD=$kind scripts/bench.sh socket\`; load average before mounting: $la0"
     echo "- observed: $want files spread over \`git ls-files\`, read with \`xargs -d '\\n' -n 16 cat\` through the mount; live entries (entries.list): $entries before the phases, $after after them"
     echo "- each phase: \`target/release/examples/socket_load --socket bench-work/socket/wfs.sock --clients C --secs S --method M\` (projection.get params: anthropic, budget 8000), phases in this order; latency per call measured in the client (write the request, read and parse the whole response); server mean = the daemon's own mean time in the method during the phase (its \`stats\` histogram, before and after); parse = one thread parsing one response, after the phase; load average after each phase includes the benchmark's own clients"
-    echo "- load: $desc; ${rounds:-0} rounds finished during the loaded phases; $stats_json"
+    echo "- load: $desc; rounds finished during the loaded phases: ${rounds:-0}; $stats_json"
     echo
     echo "| phase | load on the mount | method | clients | s | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | mean ms | server mean ms | parse ms | tokens | load avg after |"
     echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
