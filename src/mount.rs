@@ -305,6 +305,8 @@ fn start_socket(
     });
     let counter = sink.clone();
     opts.emitted = Some(Arc::new(move || counter.emitted()));
+    // Every change to SOURCE reaches the world only while the watcher runs.
+    opts.cache_renders = cfg.watch;
     Server::start(Arc::clone(world), opts).context("starting the socket")
 }
 

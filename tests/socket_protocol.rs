@@ -85,6 +85,45 @@ fn projection_respects_budget_and_formats() {
     );
 }
 
+/// Renders are reused only while nothing they show changed: every harness call that changes
+/// state, every agent access and every change behind the mount makes the next one fresh.
+#[test]
+fn reused_projections_are_never_stale() {
+    let f = Fixture::new();
+    f.read("src/lib.rs");
+    let mut c = f.connect();
+    let text = |c: &mut Conn| {
+        let r = c.call("projection.get", json!({"format": "text", "budget": 8000}));
+        r["body"].as_str().unwrap_or("").to_owned()
+    };
+    let first = text(&mut c);
+    assert_eq!(
+        text(&mut c),
+        first,
+        "an unchanged world renders the same bytes"
+    );
+    c.call("goal.set", json!({"goal": "make add saturate"}));
+    let with_goal = text(&mut c);
+    assert!(with_goal.contains("make add saturate"), "{with_goal}");
+    f.external_write(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a.saturating_add(b)\n}\n",
+    );
+    let edited = text(&mut c);
+    assert!(edited.contains("saturating_add"), "{edited}");
+    f.write(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 {\n    a.wrapping_add(b)\n}\n",
+    );
+    let rewritten = text(&mut c);
+    assert!(
+        rewritten.contains("wrapping_add") && !rewritten.contains("saturating_add"),
+        "{rewritten}"
+    );
+    f.read("src/util.rs");
+    assert!(text(&mut c).contains("fn helper()"));
+}
+
 #[test]
 fn projection_rejects_bad_parameters_clearly() {
     let f = Fixture::new();

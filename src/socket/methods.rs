@@ -10,6 +10,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::Sender;
+use parking_lot::Mutex;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
@@ -17,7 +18,7 @@ use serde_json::{Map, Value, json};
 use super::commands::{self, Validity};
 use super::metrics::{Histogram, TokenAccount, count_tokens};
 use super::protocol::{self, Incoming, Parsed, RpcError, code};
-use super::render::{Format, ProjectionParams, Renderer};
+use super::render::{Format, ProjectionParams, Rendered, Renderer};
 use super::subscriptions::{self, Filter, Registry};
 use crate::fs::op_stats::OpStats;
 use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
@@ -60,6 +61,22 @@ pub const METHODS: &[&str] = &[
     "stats",
 ];
 
+/// Methods that change nothing a projection shows.
+const READ_ONLY: &[&str] = &[
+    "initialize",
+    "projection.get",
+    "goal.get",
+    "commands.list",
+    "state.get",
+    "framing.get",
+    "entries.list",
+    "entries.read",
+    "changes.since",
+    "observations.subscribe",
+    "observations.unsubscribe",
+    "stats",
+];
+
 /// What the daemon serves, for `initialize`, `stats` and `worldfs status`.
 #[derive(Debug, Clone, Default)]
 pub struct DaemonInfo {
@@ -88,7 +105,21 @@ pub struct Shared {
     pub conns: ConnCounters,
     pub started: Instant,
     pub started_wall: SystemTime,
+    /// The last projections rendered, reused while nothing they depend on changed
+    /// (`None`: renders are never reused).
+    renders: Option<Mutex<Vec<(RenderKey, Rendered)>>>,
 }
+
+/// What a rendered projection depends on besides SOURCE, whose changes bump the generation.
+#[derive(Debug, Clone, PartialEq)]
+struct RenderKey {
+    params: ProjectionParams,
+    generation: u64,
+    turn: u64,
+}
+
+/// Renders kept for reuse: one per distinct request shape in use.
+const RENDER_CACHE: usize = 8;
 
 #[derive(Debug, Default)]
 pub struct ConnCounters {
@@ -108,6 +139,7 @@ impl Shared {
         info: DaemonInfo,
         op_stats: Option<Arc<OpStats>>,
         emitted: Option<EmittedFn>,
+        cache_renders: bool,
     ) -> Self {
         Self {
             world,
@@ -122,6 +154,7 @@ impl Shared {
             conns: ConnCounters::default(),
             started: Instant::now(),
             started_wall: SystemTime::now(),
+            renders: cache_renders.then(|| Mutex::new(Vec::new())),
         }
     }
 
@@ -168,6 +201,11 @@ fn handle_parsed(shared: &Shared, conn: &dyn Connection, p: Parsed) -> Option<Va
         Ok(req) => {
             let start = Instant::now();
             let outcome = dispatch(shared, conn, &req.method, req.params);
+            if !READ_ONLY.contains(&req.method.as_str()) {
+                // It may have changed the harness state a projection shows (goal, steps, state,
+                // pins): no rendering made before it may be reused.
+                shared.world.bump_generation();
+            }
             shared.record_latency(&req.method, start.elapsed());
             if outcome.is_err() {
                 shared.conns.errors.fetch_add(1, Ordering::Relaxed);
@@ -551,10 +589,34 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Value, RpcError> 
     ingest_barrier(shared);
     // Outputs whose inputs changed must not reach the renderer.
     shared.validity.sweep(w);
-    let r = shared
-        .renderer
-        .render(w, &params)
-        .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
+    let key = RenderKey {
+        params,
+        generation: w.generation(),
+        turn: w.turn(),
+    };
+    let cached = shared.renders.as_ref().and_then(|c| {
+        c.lock()
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, r)| r.clone())
+    });
+    let r = match cached {
+        Some(r) => r,
+        None => {
+            let r = shared.renderer.render(w, &key.params).map_err(|e| {
+                RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}"))
+            })?;
+            if let Some(c) = &shared.renders {
+                let mut c = c.lock();
+                c.retain(|(k, _)| k.params != key.params);
+                if c.len() >= RENDER_CACHE {
+                    c.remove(0);
+                }
+                c.push((key, r.clone()));
+            }
+            r
+        }
+    };
     shared.tokens.projection(r.tokens);
     Ok(r.value)
 }
@@ -628,11 +690,7 @@ fn ingest_barrier(shared: &Shared) {
     let Some(emitted) = &shared.emitted else {
         return;
     };
-    let target = emitted();
-    let deadline = Instant::now() + INGEST_BARRIER;
-    while shared.world.recent().last_seq() < target && Instant::now() < deadline {
-        std::thread::sleep(Duration::from_millis(1));
-    }
+    shared.world.await_ingest(emitted(), INGEST_BARRIER);
 }
 
 fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> {

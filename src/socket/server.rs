@@ -48,6 +48,10 @@ pub struct ServerOptions {
     pub op_stats: Option<Arc<OpStats>>,
     pub emitted: Option<EmittedFn>,
     pub renderer: Arc<dyn Renderer>,
+    /// Reuse a rendered projection while the world's generation, the turn and the harness state
+    /// are unchanged. Only sound when every change to SOURCE reaches the world (the watcher
+    /// runs); off by default.
+    pub cache_renders: bool,
 }
 
 impl ServerOptions {
@@ -65,6 +69,7 @@ impl ServerOptions {
             op_stats: None,
             emitted: None,
             renderer: Arc::new(Projections::default()),
+            cache_renders: false,
         }
     }
 }
@@ -138,6 +143,7 @@ impl Server {
             info,
             opts.op_stats.clone(),
             opts.emitted.clone(),
+            opts.cache_renders,
         ));
         let fanout = shared
             .subs

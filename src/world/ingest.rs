@@ -77,7 +77,7 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
                 // After applying: a reader that sees a record also sees its effect.
                 world.recent.push_batch(recent);
                 if partial && !stopping {
-                    std::thread::sleep(COALESCE);
+                    world.nap(COALESCE);
                 }
             }
             None => idle(world, rx),
@@ -275,6 +275,23 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
     if !matches!(obs.op, Op::External { .. }) {
         world.counters.class(class);
     }
+    // A read that counted for nothing (a scan, an ignored path) leaves every projection as it
+    // was; anything else may not. Withdrawals bump in `access`.
+    let passive = matches!(
+        obs.op,
+        Op::Open {
+            write: false,
+            truncate: false,
+            created: false,
+            ..
+        } | Op::Read { .. }
+            | Op::ReadDir
+            | Op::Close { wrote: false }
+            | Op::SetAttr
+    ) && !matches!(class, Some(Class::Agent) | Some(Class::Weak));
+    if !passive {
+        world.bump_generation();
+    }
     JournalItem { obs, class, comm }
 }
 
@@ -363,6 +380,9 @@ fn access(
     let verdict = attr.classify(cx.pid, cx.proc.as_deref(), path, cx.time, looking);
     for p in &verdict.withdraw {
         withdraw(w, p);
+    }
+    if !verdict.withdraw.is_empty() {
+        w.bump_generation();
     }
     let class = verdict.class;
     let stamp = if class == Some(Class::Agent) {

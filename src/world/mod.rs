@@ -31,7 +31,7 @@ pub mod turns;
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::SystemTime;
 
@@ -172,6 +172,9 @@ impl WorldBuilder {
             harness: harness::Harness::default(),
             recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
             layouts: Mutex::new(HashMap::new()),
+            generation: AtomicU64::new(0),
+            urgent: AtomicU64::new(0),
+            nap: (Mutex::new(()), parking_lot::Condvar::new()),
         }))
     }
 }
@@ -212,6 +215,13 @@ pub struct World {
     recent: recent::Recent,
     /// What the last selection for each requester key kept ([`World::select_with_extra`]).
     layouts: Mutex<HashMap<String, Layout>>,
+    /// Bumped whenever an observation may have changed what a projection shows (anything but a
+    /// read that counted for nothing): lets the socket reuse a rendering while it is unchanged.
+    generation: AtomicU64,
+    /// Readers waiting for ingest to catch up ([`World::await_ingest`]); ingest skips its nap
+    /// while there are any.
+    urgent: AtomicU64,
+    nap: (Mutex<()>, parking_lot::Condvar),
 }
 
 impl World {
@@ -466,6 +476,40 @@ impl World {
             }
         }
         sel
+    }
+
+    /// Changes when an observation may have changed what a projection shows.
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn bump_generation(&self) {
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Waits until ingest has applied every observation up to sequence number `seq`, or until
+    /// `timeout`; true if it did. Ingest stops coalescing (napping) while anyone waits here.
+    pub fn await_ingest(&self, seq: u64, timeout: std::time::Duration) -> bool {
+        if self.recent.last_seq() >= seq {
+            return true;
+        }
+        self.urgent.fetch_add(1, Ordering::AcqRel);
+        {
+            // Under the nap lock, so a napping ingest thread cannot miss the wake-up.
+            let _g = self.nap.0.lock();
+            self.nap.1.notify_all();
+        }
+        let done = self.recent.wait_for_seq(seq, timeout);
+        self.urgent.fetch_sub(1, Ordering::AcqRel);
+        done
+    }
+
+    /// Ingest's pause between partial batches; cut short by [`World::await_ingest`].
+    pub(crate) fn nap(&self, d: std::time::Duration) {
+        let mut g = self.nap.0.lock();
+        if self.urgent.load(Ordering::Acquire) == 0 {
+            self.nap.1.wait_for(&mut g, d);
+        }
     }
 
     /// [`World::select`] with the configured budget and policy.

@@ -114,6 +114,19 @@ impl Recent {
         self.grew.notify_all();
     }
 
+    /// Waits until a record with sequence number `seq` or above was pushed, at most `timeout`;
+    /// true if one was.
+    pub fn wait_for_seq(&self, seq: u64, timeout: Duration) -> bool {
+        let deadline = std::time::Instant::now() + timeout;
+        let mut ring = self.ring.lock();
+        while self.last_seq() < seq {
+            if self.grew.wait_until(&mut ring, deadline).timed_out() {
+                return self.last_seq() >= seq;
+            }
+        }
+        true
+    }
+
     /// Records with a sequence number above `seq`, oldest first, at most `limit`.
     pub fn since_seq(&self, seq: u64, limit: usize) -> SinceSeq {
         let ring = self.ring.lock();

@@ -88,6 +88,9 @@ impl Fixture {
         let mut opts = ServerOptions::new(&sock);
         opts.source = Some(src.path().to_path_buf());
         opts.mount_point = Some(src.path().to_path_buf());
+        // As a mount with its watcher serves it. Tests that change files behind the world's back
+        // say so through observations, as the watcher would.
+        opts.cache_renders = true;
         tweak(&mut opts);
         let server = must(Server::start(Arc::clone(&world), opts));
         Fixture {
