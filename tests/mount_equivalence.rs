@@ -2675,6 +2675,207 @@ fn st_ino_matches_source() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// Writes, truncates, O_TRUNC opens, chowns and fallocates clear set-id bits and
+/// `security.capability` exactly as natively. With FUSE_HANDLE_KILLPRIV_V2 the kernel leaves
+/// the clearing to the daemon, which acts as root (and root keeps the bits on its own writes),
+/// so each caller kind matters: an unprivileged owner, root, and root without CAP_FSETID; in
+/// both I/O modes (kernel passthrough writes bypass the daemon).
+#[test]
+fn set_id_bits_cleared_as_natively() {
+    const NOBODY: u32 = 65534;
+    let who: &[(&str, &[&str])] = &[
+        (
+            "nobody",
+            &[
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+                "--",
+            ],
+        ),
+        ("root", &[]),
+        (
+            "root-without-fsetid",
+            &["setpriv", "--bounding-set=-fsetid", "--"],
+        ),
+    ];
+    let actions: &[(&str, &str)] = &[
+        ("append", "printf x >> f"),
+        (
+            "pwrite",
+            "printf y | dd of=f bs=1 seek=1 conv=notrunc 2>/dev/null",
+        ),
+        ("truncate", "truncate -s 1 f"),
+        ("o_trunc", ": > f"),
+        ("chgrp", "chgrp 65534 f"),
+        ("fallocate", "fallocate -l 8192 f"),
+    ];
+    // (mode, group): suid+sgid+group-exec; sgid without group-exec in the writer's group and
+    // outside it (only the latter loses it natively); suid alone.
+    let files: &[(u32, u32)] = &[
+        (0o6775, NOBODY),
+        (0o2664, NOBODY),
+        (0o2664, 0),
+        (0o4755, NOBODY),
+    ];
+    // A version 2 vfs_cap_data granting cap_net_raw, effective.
+    let mut cap = Vec::new();
+    cap.extend_from_slice(&0x0200_0001u32.to_le_bytes());
+    cap.extend_from_slice(&(1u32 << 13).to_le_bytes());
+    cap.extend_from_slice(&[0u8; 12]);
+
+    let mut cases = Vec::new();
+    for (w, prefix) in who {
+        for (a, script) in actions {
+            for (mode, gid) in files {
+                cases.push((
+                    format!("{w}-{a}-{mode:o}-{gid}"),
+                    *prefix,
+                    *script,
+                    *mode,
+                    *gid,
+                ));
+            }
+        }
+    }
+    let prepare = |root: &Path| {
+        std::fs::set_permissions(root, std::fs::Permissions::from_mode(0o755)).unwrap();
+        for (dir, _, _, mode, gid) in &cases {
+            let d = root.join(dir);
+            std::fs::create_dir(&d).unwrap();
+            let f = d.join("f");
+            std::fs::write(&f, b"data").unwrap();
+            std::os::unix::fs::chown(&f, Some(NOBODY), Some(*gid)).unwrap();
+            std::fs::set_permissions(&f, std::fs::Permissions::from_mode(*mode)).unwrap();
+            let c = cpath(&f);
+            // SAFETY: valid path, name and buffer.
+            let r = unsafe {
+                libc::setxattr(
+                    c.as_ptr(),
+                    c"security.capability".as_ptr(),
+                    cap.as_ptr().cast(),
+                    cap.len(),
+                    0,
+                )
+            };
+            assert_eq!(
+                r,
+                0,
+                "setxattr security.capability: {}",
+                errno_name(errno())
+            );
+        }
+    };
+    // (exit code, permission bits, has security.capability) after each case
+    let observe = |root: &Path| -> Vec<(String, i32, u32, bool)> {
+        cases
+            .iter()
+            .map(|(dir, prefix, script, _, _)| {
+                let d = root.join(dir);
+                let mut cmd = Command::new(prefix.first().copied().unwrap_or("sh"));
+                if !prefix.is_empty() {
+                    cmd.args(&prefix[1..]).arg("sh");
+                }
+                let code = cmd
+                    .arg("-c")
+                    .arg(script)
+                    .current_dir(&d)
+                    .stdin(std::process::Stdio::null())
+                    .status()
+                    .expect("spawn the case's shell")
+                    .code()
+                    .unwrap_or(-1);
+                let f = d.join("f");
+                let mode = std::fs::metadata(&f)
+                    .map(|m| m.mode() & 0o7777)
+                    .unwrap_or(0);
+                let c = cpath(&f);
+                // SAFETY: valid path and name; a zero size only asks for the length.
+                let n = unsafe {
+                    libc::getxattr(
+                        c.as_ptr(),
+                        c"security.capability".as_ptr(),
+                        std::ptr::null_mut(),
+                        0,
+                    )
+                };
+                (dir.clone(), code, mode, n > 0)
+            })
+            .collect()
+    };
+
+    let (_t, nbase) = tempdir();
+    std::fs::set_permissions(&nbase, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let native_root = nbase.join("n");
+    std::fs::create_dir(&native_root).unwrap();
+    prepare(&native_root);
+    let native = observe(&native_root);
+    // The native run must show every rule the mount has to follow, or the comparison proves
+    // little.
+    let nat = |dir: &str| native.iter().find(|c| c.0 == dir).unwrap();
+    assert_eq!(
+        nat("nobody-append-6775-65534").2,
+        0o775,
+        "native: suid+sgid go"
+    );
+    assert_eq!(
+        nat("nobody-append-2664-65534").2,
+        0o2664,
+        "native: in-group sgid stays"
+    );
+    assert_eq!(
+        nat("nobody-append-2664-0").2,
+        0o664,
+        "native: out-of-group sgid goes"
+    );
+    assert_eq!(
+        nat("root-append-6775-65534").2,
+        0o6775,
+        "native: root keeps the bits"
+    );
+    assert_eq!(
+        nat("root-without-fsetid-truncate-4755-65534").2,
+        0o755,
+        "native: root without CAP_FSETID loses suid"
+    );
+    assert!(!nat("root-append-4755-65534").3, "native: capability goes");
+
+    for args in [&["--io", "passthrough"][..], &["--io", "daemon"][..]] {
+        let m = Mount::start(common::Mode::Mirror, args, |src| prepare(src));
+        std::fs::set_permissions(&m.base, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let got = observe(&m.root);
+        let mut problems = Vec::new();
+        for (n, g) in native.iter().zip(&got) {
+            if n != g {
+                problems.push(format!(
+                    "{}: native (exit, mode, capability) {:?}, through the mount {:?}",
+                    n.0,
+                    (n.1, format!("{:o}", n.2), n.3),
+                    (g.1, format!("{:o}", g.2), g.3)
+                ));
+            }
+            // what the mount shows is what the backing file holds (no stale cached mode)
+            if let Ok(st) = m.backing_lstat(&format!("{}/f", g.0)) {
+                if st.st_mode & 0o7777 != g.2 {
+                    problems.push(format!(
+                        "{}: mode {:o} through the mount but {:o} in SOURCE",
+                        g.0,
+                        g.2,
+                        st.st_mode & 0o7777
+                    ));
+                }
+            }
+        }
+        assert!(
+            problems.is_empty(),
+            "{args:?}:\n{}\n--- daemon output ---\n{}",
+            problems.join("\n"),
+            m.log()
+        );
+    }
+}
+
 /// statfs through the mount describes the backing file system.
 #[test]
 fn statfs_matches_backing() {

@@ -26,14 +26,14 @@ struct CapHeader {
 
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
-struct CapData {
-    effective: u32,
-    permitted: u32,
-    inheritable: u32,
+pub(super) struct CapData {
+    pub effective: u32,
+    pub permitted: u32,
+    pub inheritable: u32,
 }
 
-/// Re-raises the DAC capabilities the kernel drops from the effective set when fsuid leaves 0.
-fn raise_dac_override() -> io::Result<()> {
+/// The calling thread's capability sets (capabilities are per thread on Linux).
+pub(super) fn thread_caps() -> io::Result<[CapData; 2]> {
     let mut header = CapHeader {
         version: LINUX_CAPABILITY_VERSION_3,
         pid: 0,
@@ -43,16 +43,31 @@ fn raise_dac_override() -> io::Result<()> {
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
-    let want = (1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH);
-    if data[0].permitted & want != want {
-        return Ok(());
-    }
-    data[0].effective |= want;
+    Ok(data)
+}
+
+/// Sets the calling thread's capability sets; the raw syscall affects this thread only.
+pub(super) fn set_thread_caps(data: &[CapData; 2]) -> io::Result<()> {
+    let mut header = CapHeader {
+        version: LINUX_CAPABILITY_VERSION_3,
+        pid: 0,
+    };
     let r = unsafe { libc::syscall(libc::SYS_capset, &mut header, data.as_ptr()) };
     if r != 0 {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// Re-raises the DAC capabilities the kernel drops from the effective set when fsuid leaves 0.
+fn raise_dac_override() -> io::Result<()> {
+    let mut data = thread_caps()?;
+    let want = (1 << CAP_DAC_OVERRIDE) | (1 << CAP_DAC_READ_SEARCH);
+    if data[0].permitted & want != want {
+        return Ok(());
+    }
+    data[0].effective |= want;
+    set_thread_caps(&data)
 }
 
 impl AsCaller {

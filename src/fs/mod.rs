@@ -3,7 +3,8 @@
 //!
 //! One concern per file, after virtiofsd's `passthrough/`: `inode_store` (node ids and how to
 //! reach backing inodes), `file_handle` (kernel file handles), `handles` (open files and
-//! directories), `credentials` (acting as the caller), `attr` (stat to FUSE attributes),
+//! directories), `credentials` (acting as the caller), `kill_priv`
+//! (clearing set-id bits as a native write would), `attr` (stat to FUSE attributes),
 //! `watcher` (changes behind the mount -> kernel cache invalidation), `passthrough` (the
 //! operations), `sys` (libc wrappers).
 
@@ -12,6 +13,7 @@ pub mod credentials;
 pub mod file_handle;
 pub mod handles;
 pub mod inode_store;
+pub mod kill_priv;
 pub mod op_stats;
 pub mod passthrough;
 pub mod self_changes;

@@ -22,6 +22,7 @@ use super::attr::{dirent_type, to_attr};
 use super::credentials::AsCaller;
 use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
+use super::kill_priv::{self, run_as_caller_would};
 use super::op_stats::{OpStats, bump};
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
@@ -67,6 +68,10 @@ struct Opened {
     /// Set for CREATE, whose reply carries the new entry.
     attr: Option<FileAttr>,
     generation: u64,
+    /// Writes must reach the daemon (set-id bits to clear) although kernel passthrough is on:
+    /// the open is answered with FOPEN_DIRECT_IO, the only non-passthrough mode the kernel lets
+    /// coexist with passthrough opens of the same inode.
+    direct: bool,
 }
 
 fn errno(e: io::Error) -> Errno {
@@ -249,11 +254,22 @@ impl Passthrough {
         Ok((fd, path))
     }
 
+    /// The caller's gid when an operation on a file with mode `mode` must clear its set-id bits
+    /// as the caller would natively (it lacks CAP_FSETID); `None` when root may keep them.
+    fn kill_for(&self, req: &Request, mode: u32) -> Option<kill_priv::Caller> {
+        if !kill_priv::has_set_id_bits(mode) {
+            return None;
+        }
+        kill_priv::caller_lacking_fsetid(req.pid(), req.uid(), req.gid())
+    }
+
+    /// `kill`: truncate and chown clear set-id bits as the caller would (see `kill_priv`).
     fn do_setattr(
         &self,
         inode: &Inode,
         change: AttrChange,
         fh: Option<FileHandle>,
+        kill: Option<kill_priv::Caller>,
     ) -> io::Result<FileAttr> {
         let AttrChange {
             mode,
@@ -275,23 +291,25 @@ impl Passthrough {
         if uid.is_some() || gid.is_some() {
             let u = uid.unwrap_or(u32::MAX);
             let g = gid.unwrap_or(u32::MAX);
-            cvt(unsafe {
-                libc::fchownat(
-                    pfd.as_fd().as_raw_fd(),
-                    sys::EMPTY.as_ptr(),
-                    u,
-                    g,
-                    libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-                )
+            run_as_caller_would(kill.as_ref(), || {
+                cvt(unsafe {
+                    libc::fchownat(
+                        pfd.as_fd().as_raw_fd(),
+                        sys::EMPTY.as_ptr(),
+                        u,
+                        g,
+                        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+                    )
+                })
             })?;
         }
         if let Some(size) = size {
-            match &file {
+            run_as_caller_would(kill.as_ref(), || match &file {
                 Some(f) if f.writable => {
-                    cvt(unsafe { libc::ftruncate(f.fd.as_raw_fd(), size as i64) })?
+                    cvt(unsafe { libc::ftruncate(f.fd.as_raw_fd(), size as i64) })
                 }
-                _ => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as i64) })?,
-            };
+                _ => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as i64) }),
+            })?;
         }
         if atime.is_some() || mtime.is_some() {
             let times = [system_time_spec(atime), system_time_spec(mtime)];
@@ -323,12 +341,33 @@ impl Passthrough {
     /// Opens the backing file; the caller replies, so errors never leave a reply unsent.
     fn do_open(&self, req: &Request, ino: INodeNo, flags: i32, reply: &ReplyOpen) -> Res<Opened> {
         let inode = self.inode(ino)?;
-        let fd = self
-            .store
-            .open(&inode, backing_open_flags(flags))
-            .map_err(errno)?;
         let (read, write) = access_mode(flags);
-        let backing = self.backing_for(&inode, &fd, |fd| reply.open_backing(fd));
+        let truncate = flags & libc::O_TRUNC != 0;
+        // Set-id bits only matter to opens that can write; read-only opens cost nothing more.
+        let mode = if write || truncate {
+            self.stat_inode(&inode).map_err(errno)?.st_mode
+        } else {
+            0
+        };
+        let set_id = kill_priv::has_set_id_bits(mode);
+        // O_TRUNC reaches the backing file in this open (FUSE_ATOMIC_O_TRUNC).
+        let kill = if truncate {
+            self.kill_for(req, mode)
+        } else {
+            None
+        };
+        let fd = run_as_caller_would(kill.as_ref(), || {
+            self.store.open(&inode, backing_open_flags(flags))
+        })
+        .map_err(errno)?;
+        // Passthrough writes never reach the daemon, and the backing file system writes them as
+        // root, keeping set-id bits a native write by the caller would clear.
+        let direct = write && set_id && self.passthrough.load(Ordering::Relaxed);
+        let backing = if direct {
+            None
+        } else {
+            self.backing_for(&inode, &fd, |fd| reply.open_backing(fd))
+        };
         let fh = self.files.insert(OpenFile {
             fd,
             nodeid: inode.nodeid,
@@ -338,10 +377,9 @@ impl Passthrough {
         let op = Op::Open {
             read,
             write,
-            truncate: flags & libc::O_TRUNC != 0,
+            truncate,
             created: false,
         };
-        let _ = req;
         Ok(Opened {
             fh,
             backing,
@@ -349,6 +387,7 @@ impl Passthrough {
             op,
             attr: None,
             generation: inode.generation,
+            direct,
         })
     }
 
@@ -379,7 +418,15 @@ impl Passthrough {
         self.note_name(&parent_inode, name, NameChange::Created);
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
         let (read, write) = access_mode(flags);
-        let backing = self.backing_for(&inode, &fd, |fd| reply.open_backing(fd));
+        // As in `do_open`: writes to a set-id file must come through the daemon.
+        let direct = write
+            && kill_priv::has_set_id_bits(st.st_mode)
+            && self.passthrough.load(Ordering::Relaxed);
+        let backing = if direct {
+            None
+        } else {
+            self.backing_for(&inode, &fd, |fd| reply.open_backing(fd))
+        };
         let fh = self.files.insert(OpenFile {
             fd,
             nodeid: inode.nodeid,
@@ -398,6 +445,7 @@ impl Passthrough {
             },
             attr: Some(to_attr(inode.nodeid, &st)),
             generation: inode.generation,
+            direct,
         })
     }
 
@@ -488,7 +536,11 @@ impl Filesystem for Passthrough {
             | InitFlags::FUSE_EXPORT_SUPPORT
             // The kernel then keeps each inode's ACLs cached (and enforces them with
             // default_permissions), so `ls -l` does not cost a GETXATTR round trip per file.
-            | InitFlags::FUSE_POSIX_ACL;
+            | InitFlags::FUSE_POSIX_ACL
+            // The kernel then stops asking for security.capability before writes (a GETXATTR
+            // round trip per write to a file whose attributes were refreshed) and leaves
+            // clearing set-id bits to us: see `kill_priv`.
+            | InitFlags::FUSE_HANDLE_KILLPRIV_V2;
         let passthrough = self.opts.io_mode != IoMode::Daemon
             && caps.contains(InitFlags::FUSE_PASSTHROUGH)
             && unsafe { libc::geteuid() } == 0;
@@ -583,7 +635,14 @@ impl Filesystem for Passthrough {
                 atime,
                 mtime,
             };
-            self.do_setattr(&inode, change, fh).map_err(errno)
+            // Only a truncate or chown of a file with set-id bits can clear them; one fstat tells.
+            let kill = if size.is_some() || uid.is_some() || gid.is_some() {
+                let st = self.stat_inode(&inode).map_err(errno)?;
+                self.kill_for(req, st.st_mode)
+            } else {
+                None
+            };
+            self.do_setattr(&inode, change, fh, kill).map_err(errno)
         });
         match result {
             Ok(attr) => {
@@ -745,6 +804,7 @@ impl Filesystem for Passthrough {
             Ok(o) => {
                 match &o.backing {
                     Some(id) => reply.opened_passthrough(FileHandle(o.fh), FopenFlags::empty(), id),
+                    None if o.direct => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO),
                     // The watcher invalidates pages changed behind the mount, so cached pages
                     // may be kept across opens.
                     None => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
@@ -790,14 +850,23 @@ impl Filesystem for Passthrough {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         bump(&self.stats.write);
         let result = self.files.get(fh.0).and_then(|f| {
-            let n = sys::pwrite(f.fd.as_fd(), data, offset)?;
+            // The kernel flags writes by callers without CAP_FSETID; only a file that has set-id
+            // bits needs the slower write that clears them.
+            let kill = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
+                let st = sys::fstat(f.fd.as_fd())?;
+                kill_priv::has_set_id_bits(st.st_mode)
+                    .then(|| kill_priv::caller(req.pid(), req.gid()))
+            } else {
+                None
+            };
+            let n = run_as_caller_would(kill.as_ref(), || sys::pwrite(f.fd.as_fd(), data, offset))?;
             Ok((f.nodeid, n))
         });
         match result {
@@ -1141,6 +1210,7 @@ impl Filesystem for Passthrough {
                 nodeid,
                 op,
                 generation,
+                direct,
             }) => {
                 let fh = FileHandle(fh);
                 let ttl = &self.opts.entry_ttl;
@@ -1158,7 +1228,11 @@ impl Filesystem for Passthrough {
                         &attr,
                         Generation(generation),
                         fh,
-                        FopenFlags::FOPEN_KEEP_CACHE,
+                        if direct {
+                            FopenFlags::FOPEN_DIRECT_IO
+                        } else {
+                            FopenFlags::FOPEN_KEEP_CACHE
+                        },
                     ),
                 }
                 (op, nodeid)
@@ -1181,7 +1255,14 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.fallocate);
         let result = self.files.get(fh.0).and_then(|f| {
-            cvt(unsafe { libc::fallocate(f.fd.as_raw_fd(), mode, offset as i64, length as i64) })?;
+            // fallocate clears set-id bits natively too, and FALLOCATE carries no kill flag.
+            let st = sys::fstat(f.fd.as_fd())?;
+            let kill = self.kill_for(req, st.st_mode);
+            run_as_caller_would(kill.as_ref(), || {
+                cvt(unsafe {
+                    libc::fallocate(f.fd.as_raw_fd(), mode, offset as i64, length as i64)
+                })
+            })?;
             Ok(f.nodeid)
         });
         match result {
