@@ -143,6 +143,7 @@ fn main() -> anyhow::Result<()> {
                 op,
                 path,
                 pid,
+                caller: None,
             };
             if tx.send(o).is_err() {
                 break;

@@ -9,6 +9,7 @@ pub mod fs;
 pub mod mount;
 pub mod mountinfo;
 pub mod observation;
+pub mod proc_stat;
 pub mod projection;
 pub mod replay;
 pub mod runtime;

@@ -24,6 +24,20 @@ pub struct Observation {
     pub path: PathBuf,
     /// Pid of the calling process as the kernel reported it; 0 when unknown (watcher, release).
     pub pid: u32,
+    /// The caller's program and parent, read while it was still running (opens, creates and
+    /// daemon-mode reads and writes); the world falls back to it when the pid is gone from
+    /// `/proc` by the time it looks.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub caller: Option<Arc<CallerStamp>>,
+}
+
+/// Who made a request, read from `/proc/PID/stat` on the FUSE thread right after replying.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct CallerStamp {
+    pub comm: Arc<str>,
+    pub ppid: u32,
+    /// With the pid, identifies the process (a reused pid has another start time).
+    pub start_time: u64,
 }
 
 /// What kind of access an observation records.
@@ -146,6 +160,17 @@ impl ObservationSink {
     /// Records an observation without ever blocking. `path` is only called when observing is on,
     /// so callers can defer path resolution to here.
     pub fn emit(&self, op: Op, pid: u32, path: impl FnOnce() -> Option<PathBuf>) {
+        self.emit_from(op, pid, None, path);
+    }
+
+    /// [`emit`](Self::emit) with what is known about the caller.
+    pub fn emit_from(
+        &self,
+        op: Op,
+        pid: u32,
+        caller: Option<Arc<CallerStamp>>,
+        path: impl FnOnce() -> Option<PathBuf>,
+    ) {
         let Some(inner) = &self.inner else { return };
         let Some(path) = path() else { return };
         let seq = inner.seq.fetch_add(1, Ordering::Relaxed) + 1;
@@ -155,6 +180,7 @@ impl ObservationSink {
             op,
             path,
             pid,
+            caller,
         };
         match inner.tx.try_send(obs) {
             Ok(()) => {}

@@ -48,6 +48,7 @@ impl Script {
             op,
             path: PathBuf::from(path),
             pid: CLAUDE,
+            caller: None,
         });
     }
 

@@ -275,6 +275,7 @@ fn command_record_with_explicit_files_and_bad_input() {
         },
         path: "missing.txt".into(),
         pid: 0,
+        caller: None,
     }]);
     assert_eq!(
         c.call("commands.list", json!({}))["commands"]

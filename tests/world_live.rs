@@ -74,6 +74,7 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
         std::fs::write(src.join("src/app.py"), "print('app')\n").expect("write");
         std::fs::write(src.join("src/util.py"), "def helper():\n    return 1\n").expect("write");
         std::fs::write(src.join(".env"), "API_KEY=very-secret\n").expect("write");
+        std::fs::write(src.join("src/notes.txt"), "notes\n").expect("write");
         for i in 0..MODULES {
             std::fs::write(
                 src.join(format!("src/pkg/m{i}.py")),
@@ -94,11 +95,29 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
     });
     let app = entry(&list, "src/app.py").expect("app entry");
     assert_eq!(app["state"], "live");
-    // The program name is resolved from /proc by the ingest thread, after the fact: a `cat`
-    // that has already exited leaves it unknown (docs/observation.md). When it is known, it
-    // must be the reader.
+    // The FUSE thread reads the caller's name right after replying, so even a `cat` that has
+    // exited before the world looks is usually named; but it may exit before that read, too
+    // (docs/observation.md). When the name is known, it must be the reader.
     let programs = app["programs"].as_array().cloned().unwrap_or_default();
     assert!(programs.iter().all(|x| x == "cat"), "{app}");
+
+    // A reader still running when its open is served is named for certain, also after it
+    // exited: it is blocked on its stdin (held here) until the world has recorded the read.
+    let mut held = Command::new("cat")
+        .args(["src/notes.txt", "-"])
+        .current_dir(&root)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("spawn cat");
+    let list = until(&mut c, "held reader recorded", |l| {
+        entry(l, "src/notes.txt").is_some_and(|e| e["reads"].as_u64() >= Some(1))
+    });
+    drop(held.stdin.take());
+    let st = held.wait().expect("wait for cat");
+    assert!(st.success(), "cat: {st}");
+    let notes = entry(&list, "src/notes.txt").expect("notes entry");
+    assert_eq!(notes["programs"], json!(["cat"]), "{notes}");
 
     // A whole-tree scan and an interpreter importing many modules must not flood the world.
     sh(&root, "grep -r needle . > /dev/null || true");

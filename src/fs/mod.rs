@@ -3,12 +3,14 @@
 //!
 //! One concern per file, after virtiofsd's `passthrough/`: `inode_store` (node ids and how to
 //! reach backing inodes), `file_handle` (kernel file handles), `handles` (open files and
-//! directories), `credentials` (acting as the caller), `kill_priv`
+//! directories), `callers` (who made a request, read while it runs), `credentials` (acting as
+//! the caller), `kill_priv`
 //! (clearing set-id bits as a native write would), `attr` (stat to FUSE attributes),
 //! `watcher` (changes behind the mount -> kernel cache invalidation), `passthrough` (the
 //! operations), `sys` (libc wrappers).
 
 pub mod attr;
+pub mod callers;
 pub mod credentials;
 pub mod file_handle;
 pub mod handles;

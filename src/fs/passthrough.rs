@@ -19,6 +19,7 @@ use fuser::{
 use tracing::{debug, info, warn};
 
 use super::attr::{dirent_type, to_attr};
+use super::callers::Callers;
 use super::credentials::AsCaller;
 use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
@@ -41,6 +42,8 @@ pub struct Passthrough {
     stats: Arc<OpStats>,
     /// Namespace changes made through the mount, for the watcher to recognise.
     self_changes: Arc<SelfChanges>,
+    /// Program names of callers, read while they still run.
+    callers: Callers,
     /// No SELinux on this host: an unlabelled file answers `security.selinux` queries with
     /// EOPNOTSUPP rather than ENODATA, so `ls -l` (which asks for every file, and the kernel
     /// never caches the answer) learns once per mount that there are no labels to show.
@@ -48,6 +51,10 @@ pub struct Passthrough {
 }
 
 type Res<T> = Result<T, Errno>;
+
+/// The kernel's `__FMODE_EXEC` open flag (not in libc): the file is opened to be executed, so
+/// the opener is about to run another program.
+const FMODE_EXEC: i32 = 0o40;
 
 /// The attributes one SETATTR asks to change.
 struct AttrChange {
@@ -141,6 +148,7 @@ impl Passthrough {
             passthrough: AtomicBool::new(false),
             stats: Arc::new(OpStats::default()),
             self_changes,
+            callers: Callers::default(),
             no_selinux: !Path::new("/sys/fs/selinux/enforce").exists(),
         }
     }
@@ -156,6 +164,17 @@ impl Passthrough {
 
     fn emit(&self, op: Op, pid: u32, nodeid: u64) {
         self.observe.emit(op, pid, || self.store.path_of(nodeid));
+    }
+
+    /// `emit` for requests that show a program reading or writing: stamps the caller's program
+    /// and parent (see `callers`). Called after the reply, so the caller does not wait for it.
+    fn emit_stamped(&self, op: Op, pid: u32, nodeid: u64) {
+        if !self.observe.is_enabled() {
+            return;
+        }
+        let caller = self.callers.stamp(pid);
+        self.observe
+            .emit_from(op, pid, caller, || self.store.path_of(nodeid));
     }
 
     fn emit_child(&self, op: Op, pid: u32, parent: u64, name: &OsStr) {
@@ -809,7 +828,11 @@ impl Filesystem for Passthrough {
                     // may be kept across opens.
                     None => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
                 }
-                self.emit(o.op, req.pid(), o.nodeid);
+                self.emit_stamped(o.op, req.pid(), o.nodeid);
+                if flags.0 & FMODE_EXEC != 0 {
+                    // The caller is about to become another program.
+                    self.callers.forget(req.pid());
+                }
             }
             Err(e) => reply.error(e),
         }
@@ -837,7 +860,7 @@ impl Filesystem for Passthrough {
             Ok((nodeid, buf)) => {
                 reply.data(&buf);
                 let len = buf.len() as u64;
-                self.emit(Op::Read { offset, len }, req.pid(), nodeid);
+                self.emit_stamped(Op::Read { offset, len }, req.pid(), nodeid);
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -873,7 +896,7 @@ impl Filesystem for Passthrough {
             Ok((nodeid, n)) => {
                 reply.written(n as u32);
                 let len = n as u64;
-                self.emit(Op::Write { offset, len }, req.pid(), nodeid);
+                self.emit_stamped(Op::Write { offset, len }, req.pid(), nodeid);
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -1240,7 +1263,7 @@ impl Filesystem for Passthrough {
             Ok(_) => return reply.error(Errno::EIO),
             Err(e) => return reply.error(e),
         };
-        self.emit(o.0, req.pid(), o.1);
+        self.emit_stamped(o.0, req.pid(), o.1);
     }
 
     fn fallocate(

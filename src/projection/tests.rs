@@ -143,6 +143,7 @@ impl Built {
             op,
             path: PathBuf::from(path),
             pid: CLAUDE,
+            caller: None,
         }
     }
 

@@ -278,6 +278,7 @@ mod tests {
                 },
                 path: path.into(),
                 pid: 9,
+                caller: None,
             },
             class,
             comm: Some(Arc::from("mv")),

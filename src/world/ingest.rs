@@ -22,7 +22,7 @@ use super::ranges::ByteRange;
 use super::source::{Opened, SourceError, SourceRoot};
 use super::stats::Counters;
 use super::{CurrentContent, ReadError, World, tokens};
-use crate::observation::{ExternalChange, Observation, Op};
+use crate::observation::{CallerStamp, ExternalChange, Observation, Op};
 
 /// Observations applied per lock of the attributor.
 const BATCH: usize = 1024;
@@ -142,13 +142,36 @@ impl Ctx<'_> {
     }
 }
 
+/// Who `pid` is: `/proc` (through the world's cache) while it still answers for the same
+/// process, else what the FUSE thread read while serving it, with the ancestry continuing from
+/// its parent if that is still known.
+fn caller(world: &World, pid: u32, stamp: Option<&CallerStamp>) -> Option<Arc<ProcInfo>> {
+    let known = world.procs.lookup(pid);
+    match (known, stamp) {
+        // A pid reused since the request: the stamp describes the caller, /proc someone else.
+        (Some(p), Some(s)) if p.start_time != s.start_time => Some(from_stamp(world, pid, s)),
+        (Some(p), _) => Some(p),
+        (None, Some(s)) => Some(from_stamp(world, pid, s)),
+        (None, None) => None,
+    }
+}
+
+fn from_stamp(world: &World, pid: u32, stamp: &CallerStamp) -> Arc<ProcInfo> {
+    // A parent that started after the caller is a later process reusing the parent's pid.
+    let parent = (stamp.ppid > 1)
+        .then(|| world.procs.lookup(stamp.ppid))
+        .flatten()
+        .filter(|p| p.start_time <= stamp.start_time);
+    Arc::new(ProcInfo::from_stamp(pid, stamp, parent.as_deref()))
+}
+
 /// Applies one observation and returns its journal record.
 pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> JournalItem {
     Counters::bump(&world.counters.observations);
     let proc = if obs.pid == 0 || matches!(obs.op, Op::External { .. }) {
         None
     } else {
-        world.procs.lookup(obs.pid)
+        caller(world, obs.pid, obs.caller.as_deref())
     };
     let comm = proc.as_ref().map(|p| Arc::clone(&p.comm));
     let cx = Ctx {

@@ -267,6 +267,7 @@ mod tests {
                 op: Op::Read { offset: 0, len: 10 },
                 path: PathBuf::from(format!("dir/file-{seq:06}.rs")),
                 pid: 42,
+                caller: None,
             },
             class: Some(Class::Agent),
             comm: Some(Arc::from("cat")),

@@ -16,6 +16,9 @@ use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
 
+use crate::observation::CallerStamp;
+use crate::proc_stat::{self, ProcStat};
+
 /// One ancestor in a process's chain.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Ancestor {
@@ -59,6 +62,31 @@ impl ProcInfo {
     }
 }
 
+impl ProcInfo {
+    /// A process that was gone from `/proc` before the world looked, from what the FUSE thread
+    /// read while serving it. Its ancestry continues from its parent when that is still known.
+    pub fn from_stamp(pid: u32, stamp: &CallerStamp, parent: Option<&ProcInfo>) -> Self {
+        let mut ancestry = Vec::new();
+        if let Some(parent) = parent {
+            ancestry.push(Ancestor {
+                pid: parent.pid,
+                comm: Arc::clone(&parent.comm),
+            });
+            ancestry.extend(parent.ancestry.iter().cloned());
+        }
+        Self {
+            pid,
+            start_time: stamp.start_time,
+            ppid: stamp.ppid,
+            session: parent.map_or(pid, |p| p.session),
+            comm: Arc::clone(&stamp.comm),
+            // Not read on the FUSE thread (one read of `stat` per process is the budget).
+            args: Arc::from(Vec::new()),
+            ancestry: Arc::from(ancestry),
+        }
+    }
+}
+
 /// Resolves pids. The real one reads `/proc`; tests and replays supply a table.
 pub trait ProcessSource: Send + Sync {
     fn lookup(&self, pid: u32) -> Option<Arc<ProcInfo>>;
@@ -82,31 +110,6 @@ impl ProcessSource for StaticProcesses {
     fn lookup(&self, pid: u32) -> Option<Arc<ProcInfo>> {
         self.table.get(&pid).cloned()
     }
-}
-
-/// Fields of `/proc/PID/stat` we use.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Stat {
-    comm: String,
-    ppid: u32,
-    session: u32,
-    start_time: u64,
-}
-
-/// Parses `/proc/PID/stat`. `comm` is in parentheses and may itself contain spaces and
-/// parentheses, so fields are counted from the last `)`.
-fn parse_stat(s: &str) -> Option<Stat> {
-    let open = s.find('(')?;
-    let close = s.rfind(')')?;
-    let comm = s.get(open + 1..close)?.to_owned();
-    let rest: Vec<&str> = s.get(close + 1..)?.split_ascii_whitespace().collect();
-    // rest[0] is field 3 (state), so field N is rest[N - 3].
-    Some(Stat {
-        comm,
-        ppid: rest.get(1)?.parse().ok()?,
-        session: rest.get(3)?.parse().ok()?,
-        start_time: rest.get(19)?.parse().ok()?,
-    })
 }
 
 struct Cached {
@@ -145,9 +148,8 @@ impl ProcFs {
         }
     }
 
-    fn read_stat(&self, pid: u32) -> Option<Stat> {
-        let s = std::fs::read_to_string(self.root.join(pid.to_string()).join("stat")).ok()?;
-        parse_stat(&s)
+    fn read_stat(&self, pid: u32) -> Option<ProcStat> {
+        proc_stat::read(&self.root, pid)
     }
 
     fn read_comm(&self, pid: u32) -> Option<String> {
@@ -267,23 +269,6 @@ impl ProcessSource for ProcFs {
 mod tests {
     use super::*;
     use std::fs;
-
-    #[test]
-    fn parses_stat_with_awkward_comm() {
-        let line = "4242 (my (odd) prog) S 100 4242 99 34816 4242 4194304 98 0 0 0 0 0 0 0 20 0 1 0 777 1000 200";
-        let st = parse_stat(line);
-        assert_eq!(
-            st,
-            Some(Stat {
-                comm: "my (odd) prog".into(),
-                ppid: 100,
-                session: 99,
-                start_time: 777
-            })
-        );
-        assert_eq!(parse_stat("garbage"), None);
-        assert_eq!(parse_stat("1 (x) S 0"), None);
-    }
 
     fn fake_proc(
         dir: &std::path::Path,

@@ -202,6 +202,7 @@ mod tests {
                 op: Op::ReadDir,
                 path: PathBuf::from(format!("d{seq}")),
                 pid: 1,
+                caller: None,
             },
             class: None,
             comm: None,

@@ -85,6 +85,7 @@ impl Script {
             op,
             path: PathBuf::from(path),
             pid,
+            caller: None,
         });
         self.seq
     }
@@ -521,4 +522,53 @@ fn thrash_guard_learns_from_evictions() {
         sel.kept.first().map(|k| k.path.as_path()),
         Some(Path::new("big.txt"))
     );
+}
+
+/// A process gone from `/proc` before the world looked is named by what the FUSE thread read
+/// while serving it, with its ancestry continuing from its live parent; a pid reused since the
+/// request is not mistaken for the caller.
+#[test]
+fn exited_callers_are_named_from_their_stamp() {
+    const GONE: u32 = 900;
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    let stamp = |comm: &str, ppid: u32, start_time: u64| {
+        Some(Arc::new(crate::observation::CallerStamp {
+            comm: Arc::from(comm),
+            ppid,
+            start_time,
+        }))
+    };
+    s.read(GONE, "src/main.py");
+    s.out[0].caller = stamp("cat", BASH, 5);
+    // RG's pid now belongs to another process than the `head` that made this request.
+    s.read(RG, "src/util.py");
+    s.out[1].caller = stamp("head", BASH, 7);
+    // Gone and never stamped: unknown.
+    s.read(GONE + 1, "README.md");
+    w.ingest(s.take());
+
+    let entries = w.entries();
+    let get = |p: &str| {
+        entries
+            .iter()
+            .find(|(path, _)| path == Path::new(p))
+            .map(|(_, e)| {
+                programs(e)
+                    .into_iter()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+            })
+    };
+    assert_eq!(get("src/main.py"), Some(vec!["cat".to_string()]));
+    assert_eq!(get("src/util.py"), Some(vec!["head".to_string()]));
+    // `cat` descends from the agent through its live parent, so its read counts as the agent's.
+    let main = entries
+        .iter()
+        .find(|(p, _)| p == Path::new("src/main.py"))
+        .map(|(_, e)| e.reads);
+    assert_eq!(main, Some(1));
+    assert!(get("README.md").is_none_or(|p| p.is_empty()));
 }

@@ -114,6 +114,7 @@ impl Fixture {
             op,
             path: PathBuf::from(path),
             pid,
+            caller: None,
         }
     }
 

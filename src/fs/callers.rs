@@ -1,0 +1,148 @@
+//! Who made a request, read while the caller still exists.
+//!
+//! The world resolves pids from `/proc` after the fact, and a `cat` has usually exited by then.
+//! So for the requests that show a program reading or writing (OPEN, CREATE, daemon-mode READ
+//! and WRITE) the FUSE thread reads `/proc/PID/stat` itself, once it has replied, so the caller
+//! never waits for it. A small cache keyed by pid keeps that to one read per process and
+//! [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the window is
+//! over the entry is read again, which also notices a reused pid (another start time) and an
+//! exec (another comm); an exec through the mount (an OPEN with `FMODE_EXEC`) drops the entry
+//! at once.
+
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use parking_lot::Mutex;
+
+use crate::observation::CallerStamp;
+use crate::proc_stat;
+
+/// How long a stamp is reused without reading `/proc` again; the world's own cache trusts a
+/// resolved process as long.
+pub const TRUST: Duration = Duration::from_millis(100);
+/// Processes remembered at most; a full cache drops what is past its window, then everything.
+const CAPACITY: usize = 512;
+
+struct Entry {
+    read_at: Instant,
+    stamp: Arc<CallerStamp>,
+}
+
+#[derive(Default)]
+pub struct Callers {
+    map: Mutex<HashMap<u32, Entry>>,
+}
+
+impl Callers {
+    /// The caller `pid` as it is now; `None` if it is already gone (the world then falls back on
+    /// what it resolved earlier, if anything).
+    pub fn stamp(&self, pid: u32) -> Option<Arc<CallerStamp>> {
+        self.stamp_under(Path::new("/proc"), pid, Instant::now())
+    }
+
+    fn stamp_under(&self, proc_root: &Path, pid: u32, now: Instant) -> Option<Arc<CallerStamp>> {
+        if pid == 0 {
+            return None;
+        }
+        let previous = {
+            let map = self.map.lock();
+            match map.get(&pid) {
+                Some(e) if now.duration_since(e.read_at) < TRUST => return Some(e.stamp.clone()),
+                Some(e) => Some(e.stamp.clone()),
+                None => None,
+            }
+        };
+        // Read without holding the lock: other FUSE threads go on meanwhile.
+        let st = proc_stat::read(proc_root, pid)?;
+        let stamp = match previous {
+            // The same process, same program: keep sharing the allocation.
+            Some(p) if p.start_time == st.start_time && *p.comm == *st.comm => p,
+            _ => Arc::new(CallerStamp {
+                comm: Arc::from(st.comm),
+                ppid: st.ppid,
+                start_time: st.start_time,
+            }),
+        };
+        let mut map = self.map.lock();
+        if map.len() >= CAPACITY && !map.contains_key(&pid) {
+            map.retain(|_, e| now.duration_since(e.read_at) < TRUST);
+            if map.len() >= CAPACITY {
+                map.clear();
+            }
+        }
+        map.insert(
+            pid,
+            Entry {
+                read_at: now,
+                stamp: stamp.clone(),
+            },
+        );
+        Some(stamp)
+    }
+
+    /// `pid` is about to run another program: its next request reads `/proc` again.
+    pub fn forget(&self, pid: u32) {
+        self.map.lock().remove(&pid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::fs;
+
+    fn fake(dir: &Path, pid: u32, comm: &str, ppid: u32, start: u64) {
+        let d = dir.join(pid.to_string());
+        fs::create_dir_all(&d).unwrap_or_else(|e| panic!("{e}"));
+        let stat = format!(
+            "{pid} ({comm}) S {ppid} {pid} {pid} 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 {start} 0 0"
+        );
+        fs::write(d.join("stat"), stat).unwrap_or_else(|e| panic!("{e}"));
+    }
+
+    #[test]
+    fn one_read_per_window_then_reused_pids_and_execs_are_noticed() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = Callers::default();
+        let t0 = Instant::now();
+        fake(dir.path(), 40, "cat", 30, 7);
+        let a = c
+            .stamp_under(dir.path(), 40, t0)
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!((&*a.comm, a.ppid, a.start_time), ("cat", 30, 7));
+        // Within the window the cache answers: even a vanished /proc entry is not read.
+        fs::remove_dir_all(dir.path().join("40")).unwrap_or_else(|e| panic!("{e}"));
+        let b = c.stamp_under(dir.path(), 40, t0 + TRUST / 2);
+        assert!(b.is_some_and(|b| Arc::ptr_eq(&a, &b)));
+        // After it, a reused pid shows its own program.
+        fake(dir.path(), 40, "rg", 31, 9);
+        let r = c.stamp_under(dir.path(), 40, t0 + TRUST * 2);
+        assert_eq!(
+            r.map(|r| (r.comm.to_string(), r.ppid, r.start_time)),
+            Some(("rg".into(), 31, 9))
+        );
+        // An exec through the mount drops the entry at once.
+        fake(dir.path(), 40, "python3", 31, 9);
+        c.forget(40);
+        let p = c.stamp_under(dir.path(), 40, t0 + TRUST * 2);
+        assert_eq!(p.map(|p| p.comm.to_string()), Some("python3".into()));
+        // Gone and past the window: unknown.
+        fs::remove_dir_all(dir.path().join("40")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(c.stamp_under(dir.path(), 40, t0 + TRUST * 4).is_none());
+        assert!(c.stamp_under(dir.path(), 0, t0).is_none());
+    }
+
+    #[test]
+    fn stays_bounded() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = Callers::default();
+        let t0 = Instant::now();
+        for pid in 1..=(CAPACITY as u32 + 10) {
+            fake(dir.path(), pid, "sh", 1, u64::from(pid));
+            assert!(c.stamp_under(dir.path(), pid, t0).is_some());
+        }
+        assert!(c.map.lock().len() <= CAPACITY);
+    }
+}

@@ -1,0 +1,71 @@
+//! `/proc/PID/stat`, read and parsed: the FUSE threads stamp callers with it while they still
+//! exist, and the world resolves processes with it after the fact.
+
+use std::path::Path;
+
+/// The fields of `/proc/PID/stat` worldfs uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub comm: String,
+    pub ppid: u32,
+    pub session: u32,
+    /// Clock ticks since boot at which the process started (field 22): with the pid, it tells
+    /// a process from a later one that reused its pid.
+    pub start_time: u64,
+}
+
+/// Parses the text of `/proc/PID/stat`. `comm` is in parentheses and may itself contain spaces
+/// and parentheses, so fields are counted from the last `)`.
+pub fn parse(s: &str) -> Option<ProcStat> {
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s.get(open + 1..close)?.to_owned();
+    let rest: Vec<&str> = s.get(close + 1..)?.split_ascii_whitespace().collect();
+    // rest[0] is field 3 (state), so field N is rest[N - 3].
+    Some(ProcStat {
+        comm,
+        ppid: rest.get(1)?.parse().ok()?,
+        session: rest.get(3)?.parse().ok()?,
+        start_time: rest.get(19)?.parse().ok()?,
+    })
+}
+
+/// Reads and parses `ROOT/PID/stat` (`ROOT` is `/proc`, or a fake tree in tests); `None` once
+/// the process is gone.
+pub fn read(root: &Path, pid: u32) -> Option<ProcStat> {
+    let s = std::fs::read_to_string(root.join(pid.to_string()).join("stat")).ok()?;
+    parse(&s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_stat_with_awkward_comm() {
+        let line = "4242 (my (odd) prog) S 100 4242 99 34816 4242 4194304 98 0 0 0 0 0 0 0 20 0 1 0 777 1000 200";
+        assert_eq!(
+            parse(line),
+            Some(ProcStat {
+                comm: "my (odd) prog".into(),
+                ppid: 100,
+                session: 99,
+                start_time: 777
+            })
+        );
+        // A comm ending in ") " must not shift the fields.
+        let tricky = "7 (a) S 1 2 3) R 55 7 66 0 0 0 0 0 0 0 0 0 0 0 20 0 1 0 888 0 0";
+        assert_eq!(
+            parse(tricky).map(|s| (s.comm, s.ppid, s.session, s.start_time)),
+            Some(("a) S 1 2 3".into(), 55, 66, 888))
+        );
+        assert_eq!(parse("garbage"), None);
+        assert_eq!(parse("1 (x) S 0"), None);
+    }
+
+    #[test]
+    fn reads_own_stat() {
+        let me = read(Path::new("/proc"), std::process::id());
+        assert!(me.is_some_and(|s| !s.comm.is_empty() && s.start_time > 0));
+    }
+}
