@@ -179,11 +179,14 @@ pub fn handle_line(shared: &Shared, conn: &dyn Connection, line: &[u8]) -> Optio
         return None; // blank lines are keep-alives, not errors
     }
     match protocol::parse_line(line) {
-        Incoming::Single(p) => handle_parsed(shared, conn, p).map(|v| protocol::to_line(&v)),
+        Incoming::Single(p) => {
+            handle_parsed(shared, conn, p).map(|(id, r)| protocol::response_line(&id, &r))
+        }
         Incoming::Batch(items) => {
             let out: Vec<Value> = items
                 .into_iter()
                 .filter_map(|p| handle_parsed(shared, conn, p))
+                .map(|(id, r)| protocol::response(&id, &r))
                 .collect();
             // A batch of notifications only gets no answer at all (JSON-RPC 2.0, section 6).
             (!out.is_empty()).then(|| protocol::to_line(&Value::Array(out)))
@@ -191,12 +194,17 @@ pub fn handle_line(shared: &Shared, conn: &dyn Connection, line: &[u8]) -> Optio
     }
 }
 
-fn handle_parsed(shared: &Shared, conn: &dyn Connection, p: Parsed) -> Option<Value> {
+/// Runs one parsed request: the id to answer and the outcome (`None` for a notification).
+fn handle_parsed(
+    shared: &Shared,
+    conn: &dyn Connection,
+    p: Parsed,
+) -> Option<(Value, Result<Value, RpcError>)> {
     shared.conns.requests.fetch_add(1, Ordering::Relaxed);
     match p {
         Err((id, e)) => {
             shared.conns.errors.fetch_add(1, Ordering::Relaxed);
-            Some(protocol::response(&id, &Err(e)))
+            Some((id, Err(e)))
         }
         Ok(req) => {
             let start = Instant::now();
@@ -210,7 +218,7 @@ fn handle_parsed(shared: &Shared, conn: &dyn Connection, p: Parsed) -> Option<Va
             if outcome.is_err() {
                 shared.conns.errors.fetch_add(1, Ordering::Relaxed);
             }
-            req.id.map(|id| protocol::response(&id, &outcome))
+            req.id.map(|id| (id, outcome))
         }
     }
 }
