@@ -101,6 +101,11 @@ mod request;
 mod request_param;
 mod session;
 mod time;
+// worldfs patch: FUSE-over-io_uring transport.
+#[cfg(target_os = "linux")]
+mod uring;
+#[cfg(target_os = "linux")]
+pub use crate::uring::io_uring_usable;
 
 /// We generally support async reads
 #[cfg(not(target_os = "macos"))]

@@ -34,6 +34,9 @@ use crate::session::SessionEventLoop;
 pub(crate) struct RequestWithSender<'a> {
     /// Channel sender for sending the reply
     ch: ChannelSender,
+    /// worldfs patch: replies go into this io_uring entry instead (see `uring.rs`).
+    #[cfg(target_os = "linux")]
+    ring: Option<crate::uring::RingReplySender>,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
 }
@@ -49,7 +52,34 @@ impl<'a> RequestWithSender<'a> {
             }
         };
 
-        Some(Self { ch, request })
+        Some(Self {
+            ch,
+            request,
+            #[cfg(target_os = "linux")]
+            ring: None,
+        })
+    }
+
+    /// worldfs patch: a request that arrived through an io_uring entry; its reply is written
+    /// back into that entry. The ring sender is consumed by the first reply made.
+    #[cfg(target_os = "linux")]
+    pub(crate) fn with_ring(
+        ch: ChannelSender,
+        ring: crate::uring::RingReplySender,
+        data: &'a [u8],
+    ) -> Option<RequestWithSender<'a>> {
+        let mut req = Self::new(ch, data)?;
+        req.ring = Some(ring);
+        Some(req)
+    }
+
+    /// The sender a reply to this request must use.
+    fn reply_sender(&self) -> ReplySender {
+        #[cfg(target_os = "linux")]
+        if let Some(ring) = &self.ring {
+            return ReplySender::Ring(ring.clone());
+        }
+        ReplySender::Channel(self.ch.clone())
     }
 
     /// Dispatch request to the given filesystem.
@@ -304,7 +334,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectory::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.reply_sender(),
                         x.size() as usize,
                     ),
                 );
@@ -479,7 +509,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        ReplySender::Channel(self.ch.clone()),
+                        self.reply_sender(),
                         x.size() as usize,
                     ),
                 );
@@ -552,7 +582,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), ReplySender::Channel(self.ch.clone()))
+        Reply::new(self.request.unique(), self.reply_sender())
     }
 
     /// Returns a Request reference for this request

@@ -139,6 +139,10 @@ pub struct Session<FS: Filesystem> {
     /// The field is set to `Some` when the init message is received.
     pub(crate) proto_version: Option<Version>,
     pub(crate) config: Config,
+    /// worldfs patch: set when INIT negotiated FUSE_OVER_IO_URING; `run` then serves requests
+    /// through per-CPU io_uring queues (see `uring.rs`).
+    #[cfg(target_os = "linux")]
+    pub(crate) uring: Option<crate::uring::RingParams>,
 }
 
 impl<FS: Filesystem> AsFd for Session<FS> {
@@ -186,6 +190,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config: options.clone(),
+            #[cfg(target_os = "linux")]
+            uring: None,
         };
 
         session.handshake()?;
@@ -214,6 +220,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner: geteuid(),
             proto_version: None,
             config,
+            #[cfg(target_os = "linux")]
+            uring: None,
         };
 
         session.handshake()?;
@@ -252,6 +260,8 @@ impl<FS: Filesystem> Session<FS> {
             session_owner,
             proto_version: _,
             config,
+            #[cfg(target_os = "linux")]
+            uring,
         } = self;
 
         let n_threads = config.n_threads.unwrap_or(1);
@@ -268,6 +278,15 @@ impl<FS: Filesystem> Session<FS> {
         };
 
         let mut filesystem = Arc::new(filesystem);
+
+        // worldfs patch: the kernel holds requests back until every ring queue has registered,
+        // so the ring comes up before anything else, and a ring that cannot start ends the
+        // session (returning here unmounts, or lets the caller unmount).
+        #[cfg(target_os = "linux")]
+        let ring_threads = match uring {
+            Some(params) => crate::uring::start(params, &ch, &filesystem, allowed, session_owner)?,
+            None => Vec::new(),
+        };
 
         let mut channels = Vec::with_capacity(n_threads);
 
@@ -289,6 +308,8 @@ impl<FS: Filesystem> Session<FS> {
         channels.push(ch);
 
         let mut threads = Vec::with_capacity(n_threads);
+        #[cfg(target_os = "linux")]
+        threads.extend(ring_threads);
 
         for (i, ch) in channels.into_iter().enumerate() {
             let thread_name = format!("fuser-{i}");
@@ -469,12 +490,32 @@ impl<FS: Filesystem> Session<FS> {
                 config.max_write
             );
 
+            // worldfs patch: remember what the ring will need once `run` starts it.
+            #[cfg(target_os = "linux")]
+            if (init.capabilities() & config.requested).contains(InitFlags::FUSE_OVER_IO_URING) {
+                self.uring = Some(crate::uring::RingParams::new(
+                    config.max_write,
+                    config.max_readahead,
+                ));
+            }
+
             let response = init.reply(&config);
             <ReplyRaw as Reply>::new(request.unique(), ReplySender::Channel(self.ch.sender()))
                 .send_ll(&response);
 
             return Ok(());
         }
+    }
+
+    /// worldfs patch: whether INIT negotiated FUSE-over-io_uring, so that `run` will serve
+    /// requests through per-CPU io_uring queues (the filesystem asks for it by adding
+    /// `InitFlags::FUSE_OVER_IO_URING` in `init`; the kernel offers it only when the `fuse`
+    /// module parameter `enable_uring` is set).
+    pub fn io_uring(&self) -> bool {
+        #[cfg(target_os = "linux")]
+        return self.uring.is_some();
+        #[cfg(not(target_os = "linux"))]
+        return false;
     }
 
     /// Unmount the filesystem
