@@ -4,7 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
-use crate::fs::IoMode;
+use crate::fs::{IoMode, IoUringMode};
 
 /// worldfs: a FUSE passthrough that records what a coding agent reads and writes, so a harness
 /// can send the model the present state of its files instead of a growing, stale history.
@@ -38,6 +38,14 @@ pub enum Command {
         /// `daemon` routes every read and write through worldfs (byte ranges observed).
         #[arg(long, value_enum, default_value_t = IoMode::Auto)]
         io: IoMode,
+        /// How requests travel between the kernel and worldfs. `auto` uses FUSE-over-io_uring
+        /// when the kernel offers it: one queue per CPU, so a request is served on the CPU that
+        /// made it (much faster metadata on small VMs); `on` fails at mount time if it is not
+        /// available; `off` uses /dev/fuse only. The kernel (Linux 6.14+) offers it only while
+        /// /sys/module/fuse/parameters/enable_uring is Y (root: `echo Y > ...`; worldfs never
+        /// changes it).
+        #[arg(long, value_enum, default_value_t = IoUringMode::Auto, env = "WORLDFS_IO_URING")]
+        io_uring: IoUringMode,
         /// Do not record observations (pure passthrough, for comparison).
         #[arg(long)]
         no_observe: bool,

@@ -12,7 +12,10 @@ use fuser::{Config, MountOption, Session, SessionACL};
 use tracing::{info, warn};
 
 use crate::fs::self_changes::SelfChanges;
-use crate::fs::{FsOptions, InodeStore, IoMode, Passthrough, sys, watcher::Watcher};
+use crate::fs::{
+    FsOptions, InodeStore, IoMode, IoUringMode, Passthrough, io_uring_available, sys,
+    watcher::Watcher,
+};
 use crate::mountinfo;
 use crate::observation::ObservationSink;
 use crate::world::{Config as WorldConfig, World};
@@ -23,6 +26,8 @@ pub struct MountConfig {
     pub source: PathBuf,
     pub mountpoint: Option<PathBuf>,
     pub io_mode: IoMode,
+    /// Transport: FUSE-over-io_uring or /dev/fuse.
+    pub io_uring: IoUringMode,
     pub observe: bool,
     pub threads: usize,
     pub cache_timeout: Duration,
@@ -104,6 +109,19 @@ fn open_dir(path: &Path) -> anyhow::Result<OwnedFd> {
 /// Mounts and serves until unmounted or signalled. Returns once nothing is mounted any more.
 pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let plan = validate(&cfg)?;
+    // Decided before mounting: once INIT negotiates the ring, the kernel holds every request
+    // until the ring is up, so only ask for it when it can work.
+    let io_uring = match (cfg.io_uring, io_uring_available()) {
+        (IoUringMode::Off, _) => IoUringMode::Off,
+        (IoUringMode::On, Err(why)) => {
+            bail!("--io-uring on: FUSE-over-io_uring unavailable: {why}")
+        }
+        (IoUringMode::Auto, Err(why)) => {
+            info!("FUSE-over-io_uring not used: {why}");
+            IoUringMode::Off
+        }
+        (mode, Ok(())) => mode,
+    };
     sys::raise_nofile_limit();
 
     // Opened before mounting: in place, SOURCE's path will lead into the mount itself.
@@ -133,6 +151,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     };
     let opts = FsOptions {
         io_mode: cfg.io_mode,
+        io_uring,
         entry_ttl: ttl,
         attr_ttl: ttl,
     };
@@ -205,6 +224,15 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         let u = s.unmount_callable();
         (s, Unmounter::Fuser(u))
     };
+    info!(
+        io_uring = session.io_uring(),
+        "transport: {}",
+        if session.io_uring() {
+            "FUSE-over-io_uring (one queue per CPU)"
+        } else {
+            "/dev/fuse"
+        }
+    );
     let notifier = session.notifier();
     if let Some(w) = watcher {
         w.run(store.clone(), notifier, sink.clone(), self_changes)

@@ -39,9 +39,43 @@ pub enum IoMode {
     Daemon,
 }
 
+/// Which transport carries FUSE requests (`worldfs mount --io-uring`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum IoUringMode {
+    /// FUSE-over-io_uring when the kernel offers it, /dev/fuse otherwise.
+    Auto,
+    /// FUSE-over-io_uring or fail at mount time.
+    On,
+    /// /dev/fuse only.
+    Off,
+}
+
+/// The `fuse` module parameter that lets the kernel offer FUSE-over-io_uring (read at INIT).
+pub const ENABLE_URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether the kernel will offer FUSE-over-io_uring to the next mount, and if not, why.
+pub fn io_uring_available() -> Result<(), String> {
+    match std::fs::read_to_string(ENABLE_URING_PARAM) {
+        Ok(v) if v.trim() == "Y" || v.trim() == "1" => {}
+        Ok(_) => {
+            return Err(format!(
+                "{ENABLE_URING_PARAM} is N (as root: echo Y > {ENABLE_URING_PARAM})"
+            ));
+        }
+        Err(e) => {
+            return Err(format!(
+                "{ENABLE_URING_PARAM}: {e} (the kernel lacks FUSE-over-io_uring; it needs Linux 6.14+ with CONFIG_FUSE_IO_URING)"
+            ));
+        }
+    }
+    fuser::io_uring_usable().map_err(|e| format!("io_uring is not usable by this process: {e}"))
+}
+
 #[derive(Debug, Clone)]
 pub struct FsOptions {
     pub io_mode: IoMode,
+    /// Ask the kernel for FUSE-over-io_uring in INIT (decided before mounting).
+    pub io_uring: IoUringMode,
     /// How long the kernel may trust a name lookup (also negative ones).
     pub entry_ttl: Duration,
     /// How long the kernel may trust attributes.

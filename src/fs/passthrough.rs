@@ -27,7 +27,7 @@ use super::kill_priv::{self, run_as_caller_would};
 use super::op_stats::{OpStats, bump};
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
-use super::{FsOptions, IoMode};
+use super::{FsOptions, IoMode, IoUringMode};
 use crate::observation::{ObservationSink, Op};
 
 pub struct Passthrough {
@@ -569,6 +569,19 @@ impl Filesystem for Passthrough {
             return Err(io::Error::other(
                 "--io passthrough: the kernel does not offer FUSE passthrough or the daemon is not root",
             ));
+        }
+        match self.opts.io_uring {
+            IoUringMode::Off => {}
+            _ if caps.contains(InitFlags::FUSE_OVER_IO_URING) => {
+                want |= InitFlags::FUSE_OVER_IO_URING;
+            }
+            IoUringMode::Auto => {}
+            IoUringMode::On => {
+                return Err(io::Error::other(format!(
+                    "--io-uring on: the kernel did not offer FUSE-over-io_uring (is {} Y?)",
+                    super::ENABLE_URING_PARAM
+                )));
+            }
         }
         if let Err(missing) = config.add_capabilities(want & caps) {
             debug!("kernel lacks init flags {missing:?}");
