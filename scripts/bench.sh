@@ -43,6 +43,9 @@
 #   SOCKET_WORKLOADS=find,stat,lsR,grep,rg,catall,gitstatus
 #   BENCH_NO_RECORD=1     print only, do not touch BENCHMARKS.md
 #   WORLDFS_MOUNT_ARGS    extra arguments for `worldfs mount` (e.g. "--io daemon")
+#   BENCH_IO_URING=1      as root, set /sys/module/fuse/parameters/enable_uring to Y for the
+#                         run (0: N, to measure /dev/fuse) and restore its value on exit;
+#                         worldfs itself never changes it (README, "Speed")
 set -euo pipefail
 export LC_ALL=C
 WFS_PROG=bench.sh
@@ -65,6 +68,22 @@ wfs_init
 bench_exit() { local s=$?; [ -z "${LOAD_PID:-}" ] || stop_load; (exit "$s"); wfs_cleanup; }
 trap bench_exit EXIT
 wfs_find_bin
+
+# FUSE-over-io_uring is off by default in the kernel; benchmarks measure the configuration we
+# recommend, so turn it on for the run, and put the machine back as it was afterwards.
+URING_PARAM=/sys/module/fuse/parameters/enable_uring
+URING_WANT=$([ "${BENCH_IO_URING:-1}" = 0 ] && echo N || echo Y)
+if [ -w "$URING_PARAM" ]; then
+  URING_WAS=$(cat "$URING_PARAM")
+  if [ "$URING_WAS" != "$URING_WANT" ]; then
+    echo "$URING_WANT" > "$URING_PARAM" || wfs_die "cannot write $URING_PARAM"
+    wfs_defer "echo $URING_WAS > $URING_PARAM"
+    wfs_log "set $URING_PARAM to $URING_WANT for this run (was $URING_WAS; restored on exit)"
+  fi
+elif [ -e "$URING_PARAM" ]; then
+  wfs_log "note: $URING_PARAM is $(cat "$URING_PARAM") and not writable here; measuring as is"
+fi
+uring_state() { cat "$URING_PARAM" 2> /dev/null || echo "absent (kernel without FUSE-over-io_uring)"; }
 cd "$WFS_ROOT"
 BW=$WFS_ROOT/bench-work
 MD=$WFS_ROOT/BENCHMARKS.md
@@ -98,7 +117,7 @@ md_header() {  # TITLE
     echo "## $1: $(date -u '+%Y-%m-%d %H:%M UTC')"
     echo
     echo "- machine: $(machine); load average at the end: $(cut -d' ' -f1-3 /proc/loadavg) (the numbers assume an otherwise idle machine)"
-    echo "- worldfs: commit $(commit); \`$MOUNT_DESC\`"
+    echo "- worldfs: commit $(commit); \`$MOUNT_DESC\`; enable_uring: $(uring_state) (transport: io_uring when Y, /dev/fuse when N)"
   } | record
 }
 record() { if [ "${BENCH_NO_RECORD:-0}" = 1 ]; then cat > /dev/null; else cat >> "$MD"; fi; }
