@@ -148,7 +148,8 @@ ensure_build() {  # NATIVE/build: a copy of this crate, dependencies fetched
   local b=$1/build d
   rm -rf "$b"; mkdir -p "$b"
   cp Cargo.toml Cargo.lock "$b/"
-  for d in src build.rs examples tests benches; do [ -e "$d" ] && cp -a "$d" "$b/"; done
+  # vendor/: the patched fuser ([patch.crates-io] in Cargo.toml)
+  for d in src build.rs examples tests benches vendor; do [ -e "$d" ] && cp -a "$d" "$b/"; done
   # stand-alone: never part of an enclosing workspace
   grep -q '^\[workspace\]' "$b/Cargo.toml" || printf '\n[workspace]\n' >> "$b/Cargo.toml"
   cargo fetch --locked --quiet --manifest-path "$b/Cargo.toml" || wfs_die "cargo fetch failed"

@@ -92,6 +92,8 @@ fn help_mentions_every_option() {
         "--io",
         "passthrough",
         "daemon",
+        "--io-uring",
+        "enable_uring",
         "-v",
         "SIGINT",
         "SIGTERM",
@@ -280,6 +282,68 @@ fn error_bad_io_value() {
         out.status
     );
     assert_nothing_mounted("--io bogus", &[&mnt]);
+}
+
+/// `--io-uring on` either mounts over FUSE-over-io_uring or, when the kernel will not offer it,
+/// refuses with a one-line error naming the module parameter; `off` always mounts. Which branch
+/// runs depends on the machine (the parameter is root's to set), and both are checked for what
+/// they promise.
+#[test]
+fn io_uring_on_mounts_or_names_the_parameter() {
+    let enabled = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .map(|v| v.trim() == "Y")
+        .unwrap_or(false);
+    if enabled {
+        let m = Mount::mirror_with(&["--io-uring", "on", "-v"]);
+        std::fs::write(m.path("f"), b"ring").unwrap();
+        assert_eq!(std::fs::read(m.path("f")).unwrap(), b"ring", "read back");
+        assert!(
+            m.log().contains("FUSE-over-io_uring"),
+            "the log does not name the transport:\n{}",
+            m.log()
+        );
+        m.signal(libc::SIGTERM);
+        let st = m.wait_exit(common::EXIT_TIMEOUT);
+        assert!(
+            matches!(st, Some(s) if s.success()),
+            "exit: {st:?}\n{}",
+            m.log()
+        );
+    } else {
+        let s = Scratch::new();
+        let src = s.join("src");
+        let mnt = s.join("mnt");
+        std::fs::create_dir(&src).unwrap();
+        std::fs::create_dir(&mnt).unwrap();
+        let out = fails(&[
+            os(&"mount"),
+            os(&src),
+            os(&mnt),
+            os(&"--io-uring"),
+            os(&"on"),
+        ]);
+        assert_error("--io-uring on", &out, &["enable_uring", "io_uring"]);
+        assert_nothing_mounted("--io-uring on", &[&mnt]);
+    }
+    let m = Mount::mirror_with(&["--io-uring", "off", "-v"]);
+    std::fs::write(m.path("g"), b"dev").unwrap();
+    assert_eq!(
+        std::fs::read(m.path("g")).unwrap(),
+        b"dev",
+        "read back (off)"
+    );
+    assert!(
+        m.log().contains("/dev/fuse"),
+        "the log does not name the transport:\n{}",
+        m.log()
+    );
+    m.signal(libc::SIGTERM);
+    let st = m.wait_exit(common::EXIT_TIMEOUT);
+    assert!(
+        matches!(st, Some(s) if s.success()),
+        "exit (off): {st:?}\n{}",
+        m.log()
+    );
 }
 
 // ---------------------------------------------------------------------------------------------
