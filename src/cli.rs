@@ -49,7 +49,8 @@ pub enum Command {
         /// Do not record observations (pure passthrough, for comparison).
         #[arg(long)]
         no_observe: bool,
-        /// Threads serving FUSE requests.
+        /// Threads reading FUSE requests from /dev/fuse. With FUSE-over-io_uring (--io-uring),
+        /// one more thread per CPU serves the requests and these carry only FORGET and INTERRUPT.
         #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
         threads: u16,
         /// Seconds the kernel may cache names and attributes. Safe to keep long: the watcher

@@ -535,16 +535,23 @@ impl<FS: Filesystem> Queue<FS> {
                         }
                         // The connection is gone (unmount or abort): the entry is released.
                         libc::ENOTCONN | libc::ECONNABORTED | libc::ECANCELED => ent.dead = true,
+                        // A refused REGISTER makes the kernel clear `fc->io_uring` and send
+                        // requests to /dev/fuse again (unless the ring was already complete, in
+                        // which case the other entries serve): the session goes on either way.
+                        e if ent.last_cmd == FUSE_IO_URING_CMD_REGISTER => {
+                            warn!(
+                                "io_uring queue {}: the kernel refused REGISTER: {}; requests \
+                                 fall back to /dev/fuse",
+                                self.qid,
+                                io::Error::from_raw_os_error(e)
+                            );
+                            ent.dead = true;
+                        }
                         e => {
                             return Err(io::Error::new(
                                 io::Error::from_raw_os_error(e).kind(),
                                 format!(
-                                    "{} failed: {}",
-                                    if ent.last_cmd == FUSE_IO_URING_CMD_REGISTER {
-                                        "REGISTER"
-                                    } else {
-                                        "COMMIT_AND_FETCH"
-                                    },
+                                    "COMMIT_AND_FETCH failed: {}",
                                     io::Error::from_raw_os_error(e)
                                 ),
                             ));
