@@ -3,7 +3,8 @@
 #
 #   make build          cargo build --release (target/release/worldfs)
 #   make run            mount the example workspace (examples/workspace) in place and show it
-#   make test           cargo test --all-targets + pjdfstest + fsx; last line "N passed, N failed"
+#   make test           cargo test --all-targets + pjdfstest + fsx + the mount suites over io_uring;
+#                       last line "N passed, N failed"
 #   make lint           cargo fmt --check + cargo clippy --all-targets -D warnings
 #   make bench          all four benchmarks below, appended to BENCHMARKS.md
 #   make bench-fs       fsbench native vs mount on a 10k-file git tree (BENCH_RUNS=5)

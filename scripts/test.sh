@@ -3,6 +3,10 @@
 #   1. cargo test --all-targets --no-fail-fast  (unit and integration tests; every binary runs)
 #   2. scripts/pjdfstest.sh          (pjdfstest 0.2.2 against a live mount)
 #   3. scripts/fsx.sh                (fsx 0.3.2: 1 process, then 2 at once; 100k ops each)
+#   4. uring: the mount suites (equivalence, staleness, crash) and one fsx process again with
+#      FUSE-over-io_uring forced on (WORLDFS_IO_URING=on; fsx: FSX_URING_OPS=30000); as root it sets
+#      /sys/module/fuse/parameters/enable_uring to Y for the suite and restores it after. A
+#      kernel without the parameter fails the suite, loudly.
 # Prints a summary per suite and, as its last line, the totals of individual tests
 # ("N passed, N failed": cargo tests + pjdfstest cases + fsx processes).
 # Exit status: non-zero if any suite failed.
@@ -13,7 +17,7 @@ set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 cd "$ROOT" || exit 2
 export PATH="$HOME/.cargo/bin:$PATH"
-SUITES=${SUITES:-cargo pjdfstest fsx}
+SUITES=${SUITES:-cargo pjdfstest fsx uring}
 RES=$(mktemp -d)
 trap 'rm -rf "$RES"' EXIT
 
@@ -58,6 +62,28 @@ for suite in $SUITES; do
       rc=0; WFS_RESULT_FILE=$RES/fsx scripts/fsx.sh || rc=$?
       read -r p f _ < "$RES/fsx" 2> /dev/null || { p=0 f=0; }
       record fsx "$rc" "$p" "$f" "fsx processes" $((SECONDS - t0)) ;;
+    uring)
+      banner "mount suites and fsx with FUSE-over-io_uring (WORLDFS_IO_URING=on)"
+      param=/sys/module/fuse/parameters/enable_uring
+      rc=0 p=0 f=0
+      if ! was=$(cat "$param" 2> /dev/null); then
+        echo "test.sh: $param is missing: this kernel has no FUSE-over-io_uring" >&2
+        rc=1
+      else
+        [ "$was" = Y ] || echo Y > "$param" || rc=1
+        if [ "$rc" = 0 ]; then
+          # shellcheck disable=SC2086
+          WORLDFS_IO_URING=on timeout -k 30 "${CARGO_TEST_TIMEOUT:-900}" cargo test --no-fail-fast ${CARGO_TEST_ARGS:-} \
+            --test mount_equivalence --test mount_staleness --test mount_crash 2>&1 | tee "$RES/uring.log" || rc=$?
+          p=$(grep -cE '^test .* \.\.\. ok$' "$RES/uring.log" || true)
+          f=$(grep -cE '^test .* \.\.\. FAILED$' "$RES/uring.log" || true)
+          WORLDFS_IO_URING=on WFS_RESULT_FILE=$RES/fsx-uring FSX_OPS="${FSX_URING_OPS:-30000}" scripts/fsx.sh || rc=$?
+          read -r fp ff _ < "$RES/fsx-uring" 2> /dev/null || { fp=0 ff=1; }
+          p=$((p + fp)) f=$((f + ff))
+        fi
+        [ "$was" = Y ] || echo "$was" > "$param" || echo "test.sh: could not restore $param to $was" >&2
+      fi
+      record uring "$rc" "$p" "$f" "mount tests + fsx, ring forced on" $((SECONDS - t0)) ;;
     *) echo "test.sh: unknown suite $suite" >&2; exit 2 ;;
   esac
 done
