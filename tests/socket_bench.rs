@@ -17,7 +17,11 @@ fn percentile(v: &mut [Duration], q: f64) -> Duration {
 #[test]
 #[ignore = "benchmark; run in release with --ignored"]
 fn projection_latency_16_clients_500_files() {
-    let f = Fixture::new();
+    // One synthetic `cat` reads all 500 files within milliseconds: by default the fan-out rule
+    // would take it for a scanner and withdraw every entry (the world would be empty).
+    let mut config = worldfs::world::Config::default();
+    config.attribution.fanout_threshold = 1_000_000;
+    let f = Fixture::with_config(config, |_| {});
     for i in 0..500 {
         let rel = format!("bench/d{}/f{i:03}.rs", i % 10);
         let p = f.root().join(&rel);
@@ -29,6 +33,12 @@ fn projection_latency_16_clients_500_files() {
         f.read(&rel);
     }
     let mut warm = f.connect();
+    let live = warm.call("entries.list", json!({}));
+    let n = live["entries"].as_array().map_or(0, Vec::len);
+    assert!(
+        n >= 500,
+        "expected 500 observed files in the world, found {n}"
+    );
     warm.call(
         "projection.get",
         json!({"format": "anthropic", "budget": 8000}),

@@ -107,7 +107,7 @@ pub struct Shared {
     pub started_wall: SystemTime,
     /// The last projections rendered, reused while nothing they depend on changed
     /// (`None`: renders are never reused).
-    renders: Option<Mutex<Vec<(RenderKey, Rendered)>>>,
+    renders: Option<Mutex<Vec<(RenderKey, Arc<Rendered>)>>>,
 }
 
 /// What a rendered projection depends on besides SOURCE, whose changes bump the generation.
@@ -602,31 +602,33 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Value, RpcError> 
         generation: w.generation(),
         turn: w.turn(),
     };
+    // Only the Arc is taken under the lock: copying a projection there would serialize every
+    // client behind the one copying.
     let cached = shared.renders.as_ref().and_then(|c| {
         c.lock()
             .iter()
             .find(|(k, _)| *k == key)
-            .map(|(_, r)| r.clone())
+            .map(|(_, r)| Arc::clone(r))
     });
     let r = match cached {
         Some(r) => r,
         None => {
-            let r = shared.renderer.render(w, &key.params).map_err(|e| {
+            let r = Arc::new(shared.renderer.render(w, &key.params).map_err(|e| {
                 RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}"))
-            })?;
+            })?);
             if let Some(c) = &shared.renders {
                 let mut c = c.lock();
                 c.retain(|(k, _)| k.params != key.params);
                 if c.len() >= RENDER_CACHE {
                     c.remove(0);
                 }
-                c.push((key, r.clone()));
+                c.push((key, Arc::clone(&r)));
             }
             r
         }
     };
     shared.tokens.projection(r.tokens);
-    Ok(r.value)
+    Ok(r.value.clone())
 }
 
 #[derive(Deserialize)]

@@ -76,11 +76,21 @@ impl Fixture {
 
     /// A fixture whose server options `tweak` may change.
     pub fn with(tweak: impl FnOnce(&mut ServerOptions)) -> Self {
+        Self::with_config(worldfs::world::Config::default(), tweak)
+    }
+
+    /// A fixture whose world uses `config`.
+    #[allow(dead_code)] // not every test binary that includes this module uses it
+    pub fn with_config(
+        config: worldfs::world::Config,
+        tweak: impl FnOnce(&mut ServerOptions),
+    ) -> Self {
         let src = must(tempfile::tempdir());
         write_tree(src.path());
         let sockdir = must(tempfile::Builder::new().prefix("wfs").tempdir_in("/tmp"));
         let world = must(
             must(World::builder_at(src.path()))
+                .config(config)
                 .process_source(procs())
                 .build(),
         );
