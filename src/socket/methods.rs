@@ -107,7 +107,7 @@ pub struct Shared {
     pub started_wall: SystemTime,
     /// The last projections rendered, reused while nothing they depend on changed
     /// (`None`: renders are never reused).
-    renders: Option<Mutex<Vec<(RenderKey, Arc<Rendered>)>>>,
+    renders: Option<Mutex<RenderCache>>,
 }
 
 /// What a rendered projection depends on besides SOURCE, whose changes bump the generation.
@@ -117,6 +117,9 @@ struct RenderKey {
     generation: u64,
     turn: u64,
 }
+
+/// Projections rendered recently, by what they depend on.
+type RenderCache = Vec<(RenderKey, Arc<Rendered>)>;
 
 /// Renders kept for reuse: one per distinct request shape in use.
 const RENDER_CACHE: usize = 8;
