@@ -14,7 +14,7 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 
 use dashmap::DashMap;
@@ -54,9 +54,42 @@ pub struct Inode {
     dir_fd: Mutex<Option<Arc<OwnedFd>>>,
     /// Kernel passthrough registration, shared by every open of this inode.
     pub backing_id: Mutex<Weak<BackingId>>,
+    /// Fingerprint of the attributes last sent to the kernel for this inode (0: none yet), so
+    /// the watcher can tell the echo of the mount's own change from a change made behind it.
+    told: AtomicU64,
+}
+
+/// What the kernel caches of a stat, folded into 64 bits (never 0).
+pub fn attr_fingerprint(st: &libc::stat) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::hash::DefaultHasher::new();
+    (
+        st.st_size,
+        st.st_mtime,
+        st.st_mtime_nsec,
+        st.st_ctime,
+        st.st_ctime_nsec,
+        st.st_mode,
+        st.st_nlink,
+        st.st_uid,
+        st.st_gid,
+        st.st_blocks,
+    )
+        .hash(&mut h);
+    h.finish() | 1
 }
 
 impl Inode {
+    /// Records that the kernel was just given the attributes in `st`.
+    pub fn told(&self, st: &libc::stat) {
+        self.told.store(attr_fingerprint(st), Ordering::Relaxed);
+    }
+
+    /// Whether `st` is exactly what the kernel was last given for this inode.
+    pub fn kernel_has(&self, st: &libc::stat) -> bool {
+        self.told.load(Ordering::Relaxed) == attr_fingerprint(st)
+    }
+
     /// Whether `backing` names the same backing inode as this one. File handles carry the
     /// inode's generation, so a reused inode number shows up as a different handle.
     fn same_backing(&self, backing: &Backing, dev: u64, kind: u32) -> bool {
@@ -102,6 +135,9 @@ pub struct InodeStore {
     synthetic: DashMap<(u64, u64), u64>,
     next_synthetic: AtomicU64,
     cached_dir_fds: AtomicUsize,
+    /// Regular files' data goes through kernel passthrough, so the kernel holds no pages of them
+    /// that a change behind the mount could leave stale (only attributes).
+    pub no_file_pages: AtomicBool,
 }
 
 impl InodeStore {
@@ -124,6 +160,7 @@ impl InodeStore {
             name: Mutex::new(None),
             dir_fd: Mutex::new(None),
             backing_id: Mutex::new(Weak::new()),
+            told: AtomicU64::new(0),
         });
         let map = DashMap::new();
         map.insert(ROOT_ID, root);
@@ -136,6 +173,7 @@ impl InodeStore {
             synthetic: DashMap::new(),
             next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
             cached_dir_fds: AtomicUsize::new(0),
+            no_file_pages: AtomicBool::new(false),
         })
     }
 
@@ -247,6 +285,7 @@ impl InodeStore {
             name: Mutex::new(Some((parent.nodeid, name_os.to_owned()))),
             dir_fd: Mutex::new(None),
             backing_id: Mutex::new(Weak::new()),
+            told: AtomicU64::new(0),
         });
         // Two threads may race to insert the same inode; the first one wins and both count.
         let mut replaced = None;

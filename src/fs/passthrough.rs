@@ -197,17 +197,21 @@ impl Passthrough {
             Some(file) => sys::fstat(file.fd.as_fd())?,
             None => self.stat_inode(inode)?,
         };
+        inode.told(&st);
         Ok(to_attr(inode.nodeid, &st))
     }
 
     fn reply_entry(&self, reply: ReplyEntry, result: io::Result<(Arc<Inode>, libc::stat)>) {
         match result {
-            Ok((inode, st)) => reply.entry_with_ttls(
-                &self.opts.attr_ttl,
-                &self.opts.entry_ttl,
-                &to_attr(inode.nodeid, &st),
-                Generation(inode.generation),
-            ),
+            Ok((inode, st)) => {
+                inode.told(&st);
+                reply.entry_with_ttls(
+                    &self.opts.attr_ttl,
+                    &self.opts.entry_ttl,
+                    &to_attr(inode.nodeid, &st),
+                    Generation(inode.generation),
+                )
+            }
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -354,6 +358,7 @@ impl Passthrough {
             Some(f) => sys::fstat(f.fd.as_fd())?,
             None => sys::fstat(pfd.as_fd())?,
         };
+        inode.told(&st);
         Ok(to_attr(inode.nodeid, &st))
     }
 
@@ -462,7 +467,10 @@ impl Passthrough {
                 truncate: flags & libc::O_TRUNC != 0,
                 created: true,
             },
-            attr: Some(to_attr(inode.nodeid, &st)),
+            attr: Some({
+                inode.told(&st);
+                to_attr(inode.nodeid, &st)
+            }),
             generation: inode.generation,
             direct,
         })
@@ -595,6 +603,9 @@ impl Filesystem for Passthrough {
         let _ = config.set_max_write(1024 * 1024);
         let _ = config.set_max_readahead(1024 * 1024);
         self.passthrough.store(passthrough, Ordering::Relaxed);
+        self.store
+            .no_file_pages
+            .store(passthrough, Ordering::Relaxed);
         info!(
             passthrough,
             file_handles = self.store.uses_file_handles(),
@@ -1041,6 +1052,7 @@ impl Filesystem for Passthrough {
             let Ok(c) = cstr(name) else { return true };
             match store.lookup(&parent, &c) {
                 Ok((inode, st)) => {
+                    inode.told(&st);
                     let full = reply.add(
                         INodeNo(inode.nodeid),
                         e.next_offset as u64,

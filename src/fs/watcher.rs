@@ -10,6 +10,7 @@ use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use anyhow::Context;
@@ -156,7 +157,7 @@ impl Invalidator {
                         self.inval_inode(parent);
                     }
                 }
-                _ => self.inval_known(st.as_ref()),
+                _ => self.inval_changed(st.as_ref()),
             }
             self.observe
                 .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
@@ -177,6 +178,26 @@ impl Invalidator {
         if let Some(id) = st.and_then(|st| self.store.known(st.st_dev, st.st_ino)) {
             self.inval_inode(id);
         }
+    }
+
+    /// [`Invalidator::inval_known`] for a content or metadata change of a regular file, except
+    /// when the kernel already has exactly these attributes and holds no pages of the file
+    /// (kernel passthrough): then the event is the echo of the mount's own write or setattr,
+    /// and dropping the kernel's attributes would only cost a GETATTR per file (an `rm -rf`
+    /// after creating files through the mount paid one each).
+    fn inval_changed(&self, st: Option<&libc::stat>) {
+        let Some(st) = st else { return };
+        if st.st_mode & libc::S_IFMT == libc::S_IFREG
+            && self.store.no_file_pages.load(Ordering::Relaxed)
+            && let Some(inode) = self
+                .store
+                .known(st.st_dev, st.st_ino)
+                .and_then(|id| self.store.get(id).ok())
+            && inode.kernel_has(st)
+        {
+            return;
+        }
+        self.inval_known(Some(st));
     }
 
     fn inval_inode(&self, id: u64) {
