@@ -132,6 +132,13 @@ fn access_mode(flags: i32) -> (bool, bool) {
     }
 }
 
+/// The attributes for `st` as the kernel will cache them, noting on the inode what it was told
+/// (the watcher compares against it to recognise the echo of the mount's own changes).
+fn told_attr(inode: &Inode, st: &libc::stat) -> FileAttr {
+    inode.told(st);
+    to_attr(inode.nodeid, st)
+}
+
 impl Passthrough {
     pub fn new(
         store: Arc<InodeStore>,
@@ -197,21 +204,17 @@ impl Passthrough {
             Some(file) => sys::fstat(file.fd.as_fd())?,
             None => self.stat_inode(inode)?,
         };
-        inode.told(&st);
-        Ok(to_attr(inode.nodeid, &st))
+        Ok(told_attr(inode, &st))
     }
 
     fn reply_entry(&self, reply: ReplyEntry, result: io::Result<(Arc<Inode>, libc::stat)>) {
         match result {
-            Ok((inode, st)) => {
-                inode.told(&st);
-                reply.entry_with_ttls(
-                    &self.opts.attr_ttl,
-                    &self.opts.entry_ttl,
-                    &to_attr(inode.nodeid, &st),
-                    Generation(inode.generation),
-                )
-            }
+            Ok((inode, st)) => reply.entry_with_ttls(
+                &self.opts.attr_ttl,
+                &self.opts.entry_ttl,
+                &told_attr(&inode, &st),
+                Generation(inode.generation),
+            ),
             Err(e) => reply.error(errno(e)),
         }
     }
@@ -358,8 +361,7 @@ impl Passthrough {
             Some(f) => sys::fstat(f.fd.as_fd())?,
             None => sys::fstat(pfd.as_fd())?,
         };
-        inode.told(&st);
-        Ok(to_attr(inode.nodeid, &st))
+        Ok(told_attr(inode, &st))
     }
 
     /// Opens the backing file; the caller replies, so errors never leave a reply unsent.
@@ -467,10 +469,7 @@ impl Passthrough {
                 truncate: flags & libc::O_TRUNC != 0,
                 created: true,
             },
-            attr: Some({
-                inode.told(&st);
-                to_attr(inode.nodeid, &st)
-            }),
+            attr: Some(told_attr(&inode, &st)),
             generation: inode.generation,
             direct,
         })
@@ -1054,13 +1053,12 @@ impl Filesystem for Passthrough {
             let Ok(c) = cstr(name) else { return true };
             match store.lookup(&parent, &c) {
                 Ok((inode, st)) => {
-                    inode.told(&st);
                     let full = reply.add(
                         INodeNo(inode.nodeid),
                         e.next_offset as u64,
                         name,
                         &opts.entry_ttl,
-                        &to_attr(inode.nodeid, &st),
+                        &told_attr(&inode, &st),
                         Generation(inode.generation),
                     );
                     if full {

@@ -218,45 +218,38 @@ struct Response<'a> {
     error: Option<&'a RpcError>,
 }
 
+impl<'a> Response<'a> {
+    fn of(id: &'a Value, outcome: &'a Result<Value, RpcError>) -> Self {
+        Response {
+            jsonrpc: "2.0",
+            id,
+            result: outcome.as_ref().ok(),
+            error: outcome.as_ref().err(),
+        }
+    }
+}
+
 /// A response object.
 pub fn response(id: &Value, outcome: &Result<Value, RpcError>) -> Value {
-    let r = match outcome {
-        Ok(v) => Response {
-            jsonrpc: "2.0",
-            id,
-            result: Some(v),
-            error: None,
-        },
-        Err(e) => Response {
-            jsonrpc: "2.0",
-            id,
-            result: None,
-            error: Some(e),
-        },
-    };
     // Serializing plain JSON values and strings cannot fail.
-    serde_json::to_value(r).unwrap_or(Value::Null)
+    serde_json::to_value(Response::of(id, outcome)).unwrap_or(Value::Null)
 }
 
 /// A response as one line, newline included, serialized straight from `outcome` (a projection
 /// is tens of kilobytes: no intermediate copy of it).
 pub fn response_line(id: &Value, outcome: &Result<Value, RpcError>) -> Vec<u8> {
-    let r = Response {
-        jsonrpc: "2.0",
-        id,
-        result: outcome.as_ref().ok(),
-        error: outcome.as_ref().err(),
-    };
-    let mut out = serde_json::to_vec(&r).unwrap_or_else(|_| b"null".to_vec());
+    line(serde_json::to_vec(&Response::of(id, outcome)))
+}
+
+fn line(json: serde_json::Result<Vec<u8>>) -> Vec<u8> {
+    let mut out = json.unwrap_or_else(|_| b"null".to_vec());
     out.push(b'\n');
     out
 }
 
 /// `value` as one line, newline included.
 pub fn to_line(value: &Value) -> Vec<u8> {
-    let mut out = serde_json::to_vec(value).unwrap_or_else(|_| b"null".to_vec());
-    out.push(b'\n');
-    out
+    line(serde_json::to_vec(value))
 }
 
 /// A notification line.
