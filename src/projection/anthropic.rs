@@ -1,17 +1,19 @@
 //! The `anthropic` format: `{system, messages, tools}` for `POST /v1/messages`.
 //!
-//! Messages: the goal as user text; one assistant `tool_use` / user `tool_result` pair per entry,
-//! oldest change first, so an unchanged world renders a byte-identical prefix; the structured
-//! state and still-valid command outputs as user text (merged after the last results, which
-//! stay first in their message); the last real step verbatim; and it always ends on a user
-//! message. `cache_control` breakpoints go, in this priority, at the end of the stable part
-//! (entries unchanged since before this turn), at the very end, at the end of the entries (next
-//! turn's stable end, so it is read back then), and at the end of the part stable since the
-//! previous turn (what the previous request wrote); at most `max_breakpoints`.
+//! Messages: the goal as user text; then the stream ([`Input::pieces`]), oldest change first,
+//! so an unchanged world renders a byte-identical prefix: one assistant `tool_use` / user
+//! `tool_result` pair per read call (an entry shown as several ranges has one per range), and
+//! still-valid command outputs as user text (merged after
+//! the results before them, which stay first in their message); then the structured state; the
+//! last real step verbatim; and it always ends on a user message. `cache_control` breakpoints
+//! go, in this priority, at the end of the stream (what the next request reads back), at the
+//! end of the part of the stream placed before this turn (what the previous request wrote, so
+//! it is read back now), at the very end, and at the end of the part placed before the last
+//! turn; at most `max_breakpoints`.
 
 use serde_json::{Map, Value, json};
 
-use super::gather::{Input, MINIMAL_USER_TEXT};
+use super::gather::{Input, MINIMAL_USER_TEXT, Piece};
 use super::request::Format;
 use super::tools;
 
@@ -56,27 +58,27 @@ fn tool_result(id: &str, content: &str, is_error: bool) -> Value {
 pub fn render(input: &Input) -> Value {
     let mut msgs: Vec<Msg> = Vec::new();
     let goal_loc = push(&mut msgs, "user", vec![text(&input.goal.text)]);
-    let mut entry_locs: Vec<(u64, Loc)> = Vec::with_capacity(input.entries.len());
-    for e in &input.entries {
-        let uses = e
-            .calls
-            .iter()
-            .map(|c| tool_use(&c.id, &input.read_tool.name, &c.input))
-            .collect();
-        push(&mut msgs, "assistant", uses);
-        let results = e
-            .calls
-            .iter()
-            .map(|c| tool_result(&c.id, &c.result, c.is_error))
-            .collect();
-        let loc = push(&mut msgs, "user", results);
-        entry_locs.push((e.order_turn, loc));
+    let pieces = input.pieces();
+    let mut piece_locs: Vec<(u64, Loc)> = Vec::with_capacity(pieces.len());
+    for piece in &pieces {
+        let loc = match piece {
+            Piece::Call(e, i) => {
+                let c = &e.calls[*i];
+                let uses = vec![tool_use(&c.id, &input.read_tool.name, &c.input)];
+                push(&mut msgs, "assistant", uses);
+                push(
+                    &mut msgs,
+                    "user",
+                    vec![tool_result(&c.id, &c.result, c.is_error)],
+                )
+            }
+            // After results in the same user message: results stay first, as the API requires.
+            Piece::Command(c) => push(&mut msgs, "user", vec![text(&c.text)]),
+        };
+        piece_locs.push((piece.turn(), loc));
     }
     if let Some(s) = &input.state {
         push(&mut msgs, "user", vec![text(&s.text)]);
-    }
-    for c in &input.commands {
-        push(&mut msgs, "user", vec![text(&c.text)]);
     }
     if let Some(s) = &input.step {
         let assistant = match &s.raw_anthropic {
@@ -106,18 +108,22 @@ pub fn render(input: &Input) -> Value {
     let last = msgs.len() - 1;
     let end = (last, msgs[last].content.len().saturating_sub(1));
     let stable = |before: u64| {
-        entry_locs
+        piece_locs
             .iter()
             .rev()
             .find(|(turn, _)| *turn < before)
             .map(|(_, loc)| *loc)
     };
+    // The stream only grows at its end while the world allows, so its end is what the next
+    // request reads back, and what the previous request wrote is where the stream stood before
+    // this turn: writing there and reading there bills only what is new. The state and the
+    // last step change every turn; a breakpoint after them would write what is never read.
     let mut wanted: Vec<Loc> = Vec::new();
-    wanted.push(stable(input.turn).unwrap_or(goal_loc));
-    wanted.push(end);
-    if let Some((_, loc)) = entry_locs.last() {
-        wanted.push(*loc);
+    wanted.push(piece_locs.last().map_or(goal_loc, |(_, loc)| *loc));
+    if let Some(loc) = stable(input.turn) {
+        wanted.push(loc);
     }
+    wanted.push(end);
     if input.turn > 0
         && let Some(loc) = stable(input.turn - 1)
     {

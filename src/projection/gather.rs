@@ -11,6 +11,7 @@ use std::path::{Path, PathBuf};
 use serde_json::{Map, Value, json};
 
 use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
+use crate::world::placements::Placement;
 use crate::world::{
     ByteRange, Candidate, CurrentContent, Entry, EntryKind, EntryState, EvictReason, Extent, Form,
     Policy, ReadError, SourceError, World,
@@ -64,6 +65,9 @@ pub struct Call {
     pub lines: Option<(u64, u64)>,
     pub result: String,
     pub is_error: bool,
+    /// Where it sits in the stream ([`super::placement`]): each call of an entry has its own
+    /// place, so a new range read of a file adds a call at the end instead of moving the file.
+    pub place: Placement,
 }
 
 /// What an entry's calls show.
@@ -115,6 +119,8 @@ pub struct CommandPart {
     pub exit_code: Option<i32>,
     pub output: String,
     pub seq: u64,
+    /// Where it sits in the stream ([`super::placement`]).
+    pub place: Placement,
     /// How the message formats show it (a user text block).
     pub text: String,
     pub cost: u64,
@@ -161,9 +167,59 @@ pub struct Input {
     /// Rendered framing fields, for the json format.
     pub framing_fields: Option<Framing>,
     pub state_fields: Option<StructuredState>,
+    /// The requester's layout key (policy, budget, format): what placements are kept under.
+    pub layout: String,
+}
+
+/// One part of the stream of world content between the goal and the state: one read call of
+/// an entry (by index), or a still-current command output.
+#[derive(Debug, Clone, Copy)]
+pub enum Piece<'a> {
+    Call(&'a EntryPart, usize),
+    Command(&'a CommandPart),
+}
+
+impl Piece<'_> {
+    fn place(&self) -> Placement {
+        match self {
+            Piece::Call(e, i) => e.calls.get(*i).map(|c| c.place).unwrap_or_default(),
+            Piece::Command(c) => c.place,
+        }
+    }
+
+    /// Turn in which the piece was placed where it is.
+    pub fn turn(&self) -> u64 {
+        self.place().turn
+    }
+
+    fn order(&self) -> (u64, u64, u8) {
+        let p = self.place();
+        (
+            p.major,
+            p.minor,
+            u8::from(matches!(self, Piece::Command(_))),
+        )
+    }
 }
 
 impl Input {
+    /// Entries' calls and command outputs as one stream, in their places: unchanged pieces
+    /// where the previous projection for the same requester had them, then new and changed
+    /// ones, oldest change first. Command outputs never change once recorded (they are dropped
+    /// when an input changes), so they join the stable, cacheable prefix instead of following
+    /// every entry; the state and the last step come after the stream.
+    pub fn pieces(&self) -> Vec<Piece<'_>> {
+        let mut v: Vec<Piece<'_>> = self
+            .entries
+            .iter()
+            .flat_map(|e| (0..e.calls.len()).map(move |i| Piece::Call(e, i)))
+            .chain(self.commands.iter().map(Piece::Command))
+            .collect();
+        // Stable: an entry's calls, and entries among equal keys, keep their order.
+        v.sort_by_key(Piece::order);
+        v
+    }
+
     /// Whether the body contains tool calls (and so must define tools).
     pub fn has_calls(&self) -> bool {
         self.step.is_some() || self.entries.iter().any(|e| !e.calls.is_empty())
@@ -268,7 +324,12 @@ pub fn gather(
         Some(s) => Some(step_part(s, format)?),
         None => None,
     };
-    let command_parts = command_parts(world, &commands, format, &mut report)?;
+    let mut command_parts = command_parts(world, &commands, format, &mut report)?;
+    // The last step's own output, recorded as a command output too, is shown once: as the step
+    // now, and as a command output in the stream from the next turn on.
+    if let Some(s) = &step {
+        command_parts.retain(|c| !is_step_output(c, s));
+    }
     let read_tool = tools::read_tool(req);
 
     let mut input = Input {
@@ -286,6 +347,7 @@ pub fn gather(
         report,
         framing_fields: (framing != Framing::default()).then_some(framing),
         state_fields: (!state.is_empty()).then_some(state),
+        layout: format!("{}/{budget}/{format:?}", policy.name()),
     };
 
     // What the entries may use: the budget minus everything else, with the tool definitions
@@ -365,7 +427,7 @@ pub fn gather(
         .iter()
         .map(|c| {
             Candidate::seen_once(
-                command_key(c.seq),
+                command_key(c),
                 EntryKind::Command,
                 u32::try_from(c.cost).unwrap_or(u32::MAX),
                 turn_now.saturating_sub(c.turn),
@@ -373,7 +435,7 @@ pub fn gather(
             )
         })
         .collect();
-    let layout = format!("{}/{budget}/{format:?}", policy.name());
+    let layout = input.layout.clone();
     let selection = world.select_with_extra(
         entries_budget,
         policy,
@@ -385,7 +447,7 @@ pub fn gather(
         .commands
         .iter()
         .map(|c| {
-            let key = command_key(c.seq);
+            let key = command_key(c);
             selection.kept.iter().any(|k| k.path == key)
         })
         .collect();
@@ -449,13 +511,45 @@ pub fn gather(
     input.entries = entries;
     input.report.withheld.sort();
     input.report.withheld.dedup();
+    super::placement::assign(world, &layout, &mut input);
     Ok(input)
 }
 
-/// The policy's name for a command output (by its sequence number): absolute, so it never
-/// names a world entry.
-fn command_key(seq: u64) -> PathBuf {
-    PathBuf::from(format!("/command/{seq}"))
+/// Whether `c` is the output of the step `s` (same text, and the step's input names the
+/// command).
+fn is_step_output(c: &CommandPart, s: &Step) -> bool {
+    c.output == s.result
+        && match &s.input {
+            Value::String(v) => *v == c.command,
+            Value::Object(m) => m.values().any(|v| v.as_str() == Some(c.command.as_str())),
+            _ => false,
+        }
+}
+
+/// The place of a piece before [`super::placement::assign`]: by its own stamps.
+fn unplaced(seq: u64, turn: u64) -> Placement {
+    Placement {
+        major: 0,
+        minor: seq,
+        turn,
+        fingerprint: 0,
+    }
+}
+
+/// The name of a command output for the policy and for placements: absolute, so it never
+/// names a world entry, and unique among the outputs (the harness keeps one per command and
+/// working directory; several may be recorded at one observation sequence number).
+pub(super) fn command_key(c: &CommandPart) -> PathBuf {
+    let mut h = blake3::Hasher::new();
+    h.update(c.cwd.as_bytes());
+    h.update(&[0]);
+    h.update(c.command.as_bytes());
+    let d = h.finalize();
+    PathBuf::from(format!(
+        "/command/{}/{}",
+        c.seq,
+        ids::hash_hex(d.as_bytes())
+    ))
 }
 
 /// A conservative guess of a path's tokens without tokenizing it (paths tokenize at about
@@ -755,6 +849,7 @@ fn command_parts(
             exit_code: c.exit_code,
             output: c.output.clone(),
             seq: c.seq,
+            place: unplaced(c.seq, c.turn),
             text,
             cost,
         });
@@ -933,6 +1028,9 @@ fn entry_part(
         Ok(c) => content_calls(req, &mut part, &c, form)?,
         Err(shown) => notice_call(req, &mut part, shown),
     }
+    for call in &mut part.calls {
+        call.place = unplaced(order_seq, order_turn);
+    }
     part.cost = entry_cost(req, &part)?;
     Ok(Rendered::Part(part))
 }
@@ -975,6 +1073,7 @@ fn notice_call(req: &ProjectionRequest, part: &mut EntryPart, shown: Shown) {
         lines: None,
         result,
         is_error,
+        place: unplaced(0, 0),
     });
 }
 
@@ -1001,6 +1100,7 @@ fn content_calls(
                 listing.clone()
             },
             is_error: false,
+            place: unplaced(0, 0),
         });
         if req.format == Format::Json {
             part.segments.push(Segment {
@@ -1042,12 +1142,19 @@ fn content_calls(
         } else {
             numbered(bytes, &starts, first, count, req.line_numbers)
         };
+        // A part of a file is named by what it shows, so an edit elsewhere in the file leaves
+        // its id, bytes and place alone.
+        let id = match &ranges {
+            Some(_) => ids::call_id(&part.path, blake3::hash(result.as_bytes()).as_bytes(), &tag),
+            None => ids::call_id(&part.path, &c.hash, &tag),
+        };
         part.calls.push(Call {
-            id: ids::call_id(&part.path, &c.hash, &tag),
+            id,
             input: input_for(req, &part.display, lines_arg),
             lines: ranges.as_ref().map(|_| (first as u64 + 1, count as u64)),
             result,
             is_error: false,
+            place: unplaced(0, 0),
         });
         if req.format == Format::Json && n > 0 {
             let start = starts[first];
@@ -1076,10 +1183,12 @@ fn entry_cost(req: &ProjectionRequest, part: &EntryPart) -> Result<u64, Projecti
     };
     Ok(match req.format {
         Format::Anthropic | Format::OpenaiChat | Format::OpenaiResponses => {
-            let mut c = 2 * MESSAGE_OVERHEAD;
+            // Every call is an assistant message and a result message of its own.
+            let mut c = 0;
             for call in &part.calls {
                 let input = Value::Object(call.input.clone()).to_string();
-                c += CALL_OVERHEAD
+                c += 2 * MESSAGE_OVERHEAD
+                    + CALL_OVERHEAD
                     + 2 * budget::count_str(&call.id)?
                     + budget::count_str(&req.tool_name)?
                     + budget::count_str(&input)?

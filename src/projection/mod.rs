@@ -16,6 +16,7 @@ pub mod ids;
 mod json;
 mod openai_chat;
 mod openai_responses;
+mod placement;
 mod request;
 mod text;
 mod tools;
@@ -158,6 +159,7 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         })?;
     let mut input = gather::gather(world, req, policy.as_ref(), budget)?;
     budget::fit(&mut input, budget, req.format)?;
+    placement::record(world, &input.layout, &input);
     let tokens = budget::total(&input, req.format);
     let body = match req.format {
         Format::Anthropic => anthropic::render(&input),

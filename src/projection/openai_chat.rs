@@ -1,13 +1,13 @@
 //! The `openai_chat` format: `{messages, tools}` for `POST /v1/chat/completions`.
 //!
-//! Same content and order as the anthropic format. Each entry is an assistant message with
-//! `tool_calls` followed by one `tool` message per call, in call order; arguments are JSON
+//! Same content and order as the anthropic format. Each read call is an assistant message with
+//! one of `tool_calls` followed by its `tool` message; arguments are JSON
 //! strings with sorted keys, so unchanged entries keep their bytes (OpenAI caches prefixes
 //! automatically, no breakpoints). There is no error flag: error results say so in their text.
 
 use serde_json::{Map, Value, json};
 
-use super::gather::Input;
+use super::gather::{Input, Piece};
 use super::request::Format;
 use super::tools;
 
@@ -31,22 +31,19 @@ pub fn render(input: &Input) -> Value {
         msgs.push(json!({"role": "system", "content": f.text}));
     }
     msgs.push(json!({"role": "user", "content": input.goal.text}));
-    for e in &input.entries {
-        let calls: Vec<Value> = e
-            .calls
-            .iter()
-            .map(|c| call(&c.id, &input.read_tool.name, &c.input))
-            .collect();
-        msgs.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
-        for c in &e.calls {
-            msgs.push(tool_msg(&c.id, &c.result, c.is_error));
+    for piece in input.pieces() {
+        match piece {
+            Piece::Call(e, i) => {
+                let c = &e.calls[i];
+                let calls = vec![call(&c.id, &input.read_tool.name, &c.input)];
+                msgs.push(json!({"role": "assistant", "content": null, "tool_calls": calls}));
+                msgs.push(tool_msg(&c.id, &c.result, c.is_error));
+            }
+            Piece::Command(c) => msgs.push(json!({"role": "user", "content": c.text})),
         }
     }
     if let Some(s) = &input.state {
         msgs.push(json!({"role": "user", "content": s.text}));
-    }
-    for c in &input.commands {
-        msgs.push(json!({"role": "user", "content": c.text}));
     }
     if let Some(s) = &input.step {
         msgs.push(json!({"role": "assistant", "content": s.assistant_text,

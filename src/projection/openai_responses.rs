@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::gather::Input;
+use super::gather::{Input, Piece};
 use super::request::Format;
 use super::tools;
 
@@ -32,17 +32,18 @@ fn message(role: &str, text: &str) -> Value {
 
 pub fn render(input: &Input) -> Value {
     let mut items = vec![message("user", &input.goal.text)];
-    for e in &input.entries {
-        for c in &e.calls {
-            items.push(call(&c.id, &input.read_tool.name, &c.input));
-            items.push(output(&c.id, &c.result, c.is_error));
+    for piece in input.pieces() {
+        match piece {
+            Piece::Call(e, i) => {
+                let c = &e.calls[i];
+                items.push(call(&c.id, &input.read_tool.name, &c.input));
+                items.push(output(&c.id, &c.result, c.is_error));
+            }
+            Piece::Command(c) => items.push(message("user", &c.text)),
         }
     }
     if let Some(s) = &input.state {
         items.push(message("user", &s.text));
-    }
-    for c in &input.commands {
-        items.push(message("user", &c.text));
     }
     if let Some(s) = &input.step {
         if let Some(t) = &s.assistant_text {

@@ -307,6 +307,26 @@ fn leaf_tokens(v: &Value) -> u64 {
     }
 }
 
+/// Every string in `v` (recursively).
+fn strings(v: &Value) -> Vec<&str> {
+    match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().flat_map(strings).collect(),
+        Value::Object(m) => m.values().flat_map(strings).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether message `m` shows a command output that `after` no longer shows (it read a file
+/// that changed since, so it was dropped).
+fn shows_dropped_command(m: &Value, after: &Value) -> bool {
+    let rest = strings(after);
+    strings(m)
+        .into_iter()
+        .filter(|t| t.starts_with("Output of `"))
+        .any(|t| !rest.contains(&t))
+}
+
 fn strip_cache_control(v: &Value) -> Value {
     match v {
         Value::Object(m) => Value::Object(
@@ -403,9 +423,9 @@ proptest! {
         b.write_file(&name, &format!("{new_text}\nchanged"));
         let after = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
         let (list_key, is_call): (&str, fn(&Value, &str) -> bool) = match format {
-            Format::Anthropic => ("messages", |m, name| {
-                m["role"] == "assistant" && m["content"].as_array().is_some_and(|c| c.iter().any(|b| b["input"]["file_path"] == name))
-            }),
+            // Blocks (below), as a prompt cache sees them: consecutive user texts merge into
+            // one message, so whole messages may differ where no block does.
+            Format::Anthropic => ("messages", |b, name| b["input"]["file_path"] == name),
             Format::OpenaiChat => ("messages", |m, name| {
                 m["tool_calls"].as_array().is_some_and(|c| c.iter().any(|c| c["function"]["arguments"].as_str().is_some_and(|a| a.contains(&format!("\"{name}\"")))))
             }),
@@ -413,11 +433,23 @@ proptest! {
                 m["type"] == "function_call" && m["arguments"].as_str().is_some_and(|a| a.contains(&format!("\"{name}\"")))
             }),
         };
-        let old = before.body[list_key].as_array().cloned().unwrap_or_default();
-        let new = after.body[list_key].as_array().cloned().unwrap_or_default();
-        let cut = old.iter().position(|m| is_call(m, &name)).unwrap_or(old.len());
-        // Everything before the changed file's old place: same bytes (breakpoint markers
-        // aside, which move with the stable boundary and are not part of the cached content).
+        let units = |body: &Value| -> Vec<Value> {
+            let list = body[list_key].as_array().cloned().unwrap_or_default();
+            if format != Format::Anthropic {
+                return list;
+            }
+            list.iter().flat_map(|m| m["content"].as_array().cloned().unwrap_or_default()).collect()
+        };
+        let old = units(&before.body);
+        let new = units(&after.body);
+        // The first place the change shows: the file's call, or a command output that read
+        // the file (command outputs share the stream with the files, in the order recorded).
+        let cut = old
+            .iter()
+            .position(|m| is_call(m, &name) || shows_dropped_command(m, &after.body))
+            .unwrap_or(old.len());
+        // Everything before it: same bytes (breakpoint markers aside, which move with the
+        // stable boundary and are not part of the cached content).
         let before_cut = |v: &[Value]| v.iter().take(cut).map(strip_cache_control).collect::<Vec<_>>();
         let old_prefix = before_cut(&old);
         let new_prefix = before_cut(&new);
@@ -556,4 +588,179 @@ fn raw_assistant_content_with_thinking_is_replayed_verbatim() {
         .map(|t| t.iter().filter_map(|t| t["name"].as_str()).collect())
         .unwrap_or_default();
     assert_eq!(names, vec!["Read", "Bash"]);
+}
+
+/// The texts of an anthropic body's blocks, in order, without breakpoint markers: what a
+/// prompt cache compares.
+fn block_texts(body: &Value) -> Vec<String> {
+    body["messages"]
+        .as_array()
+        .map(|msgs| {
+            msgs.iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .map(|b| strip_cache_control(&b).to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn read_obs(b: &mut Built, name: &str, offset: u64, len: u64) {
+    let o = b.obs(
+        name,
+        Op::Open {
+            read: true,
+            write: false,
+            truncate: false,
+            created: false,
+        },
+    );
+    let r = b.obs(name, Op::Read { offset, len });
+    b.world.ingest([o, r]);
+}
+
+/// Command outputs join the stream in the order they were recorded, so one recorded before a
+/// later read sits before that read (cacheable), not after every file; a new range of a file
+/// already shown is appended as its own call and leaves the earlier call in place.
+#[test]
+fn the_stream_only_grows_at_its_end() {
+    let lines: String = (1..=200).map(|i| format!("line {i}\n")).collect();
+    let s = Scenario {
+        files: vec![
+            ("big.py".into(), lines),
+            ("b.rs".into(), "fn b() {}".into()),
+        ],
+        actions: vec![Action::ReadRange(0, 0, 60)],
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let mut b = build(&s);
+    let seq = b.seq;
+    b.world.harness().record_command(CommandOutput {
+        command: "pytest -q".into(),
+        cwd: ".".into(),
+        output: "1 passed".into(),
+        exit_code: Some(0),
+        inputs: vec![],
+        turn: 0,
+        seq,
+    });
+    read_obs(&mut b, "b.rs", 0, 100);
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let first = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t1 = block_texts(&first.body);
+    let pos = |t: &[String], needle: &str| t.iter().position(|x| x.contains(needle));
+    let (cmd, b_rs) = (pos(&t1, "pytest -q"), pos(&t1, "fn b()"));
+    assert!(cmd.is_some() && cmd < b_rs, "{t1:#?}");
+
+    // A new range of big.py: the old call stays, the new one is appended.
+    b.world.advance_turn();
+    read_obs(&mut b, "big.py", 900, 60);
+    let second = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t2 = block_texts(&second.body);
+    assert_eq!(
+        t1[..t1.len()],
+        t2[..t1.len()],
+        "the earlier stream is a prefix"
+    );
+    let last_use = t2.iter().rposition(|x| x.contains(r#""type":"tool_use""#));
+    assert!(
+        last_use.is_some_and(|i| t2[i].contains("big.py") && i > t1.len() - 1),
+        "{t1:#?}\n{t2:#?}"
+    );
+    assert_eq!(validate_projection(&second), Ok(()));
+    // The breakpoint is at the end of the stream, where the next request reads back.
+    let msgs = second.body["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let marked: Vec<usize> = msgs
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.to_string().contains("cache_control"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(marked.last(), Some(&(msgs.len() - 1)), "{msgs:#?}");
+}
+
+/// A file that leaves the projection and comes back unchanged is appended, not put back in
+/// the middle where it would invalidate everything after it.
+#[test]
+fn a_returning_file_is_appended() {
+    let s = Scenario {
+        files: vec![
+            ("a.rs".into(), "fn a() {}".into()),
+            ("b.rs".into(), "fn b() {}".into()),
+            ("c.rs".into(), "fn c() {}".into()),
+        ],
+        actions: vec![Action::ReadWhole(0), Action::ReadWhole(1)],
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let mut b = build(&s);
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t = block_texts(&p.body);
+    assert!(
+        t.iter().position(|x| x.contains("fn a()")) < t.iter().position(|x| x.contains("fn b()"))
+    );
+    b.world.forget(Path::new("a.rs"));
+    render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    read_obs(&mut b, "c.rs", 0, 100);
+    read_obs(&mut b, "a.rs", 0, 100);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t = block_texts(&p.body);
+    let at = |n: &str| t.iter().position(|x| x.contains(n));
+    assert!(
+        at("fn b()") < at("fn c()") && at("fn c()") < at("fn a()"),
+        "{t:#?}"
+    );
+}
+
+/// The last step's own output, also recorded as a command output, is shown once.
+#[test]
+fn the_last_steps_output_is_not_shown_twice() {
+    let s = Scenario {
+        files: vec![("a.rs".into(), "x".into())],
+        actions: vec![Action::ReadWhole(0)],
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let b = build(&s);
+    let h = b.world.harness();
+    h.record_command(CommandOutput {
+        command: "pytest -q".into(),
+        cwd: ".".into(),
+        output: "3 passed in 0.1s".into(),
+        exit_code: Some(0),
+        inputs: vec![],
+        turn: 0,
+        seq: 99,
+    });
+    *h.last_step.write() = Some(Step {
+        tool_use_id: "toolu_01".into(),
+        tool_name: "Bash".into(),
+        input: serde_json::json!({"command": "pytest -q"}),
+        result: "3 passed in 0.1s".into(),
+        is_error: false,
+        assistant_text: None,
+        raw_assistant_content: None,
+        turn: 0,
+    });
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.body.to_string().matches("3 passed in 0.1s").count(), 1);
+    // Once another step is the last one, the output is in the stream.
+    *h.last_step.write() = None;
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.body.to_string().matches("3 passed in 0.1s").count(), 1);
+    assert!(p.body.to_string().contains("Output of `pytest -q`"));
 }

@@ -1,13 +1,13 @@
 //! The `text` format: plain markdown for prompt injection (hook `additionalContext`, custom
 //! prompts). Same content and order as the message formats, without tool calls: framing, goal,
-//! one section per entry (oldest change first), state, command outputs, the last step.
+//! one section per entry or command output (oldest change first), state, the last step.
 //!
 //! Every piece is produced by one function here, used both to count its tokens and to render
 //! it, so the count always describes the bytes sent.
 
 use serde_json::Value;
 
-use super::gather::{EntryPart, Input, Shown};
+use super::gather::{EntryPart, Input, Piece, Shown};
 use crate::world::EntryKind;
 
 /// A code fence longer than any run of backticks in `body`, so content cannot close it.
@@ -82,17 +82,17 @@ pub fn render(input: &Input) -> Value {
     if !input.goal.text.is_empty() {
         pieces.push(goal_piece(&input.goal.text));
     }
-    for e in &input.entries {
-        for (i, call) in e.calls.iter().enumerate() {
-            let (head, tail) = entry_frame(e, i);
-            pieces.push(format!("{head}{}{tail}", call.result));
+    for piece in input.pieces() {
+        match piece {
+            Piece::Call(e, i) => {
+                let (head, tail) = entry_frame(e, i);
+                pieces.push(format!("{head}{}{tail}", e.calls[i].result));
+            }
+            Piece::Command(c) => pieces.push(command_piece(&c.text)),
         }
     }
     if let Some(s) = &input.state {
         pieces.push(state_piece(&s.text));
-    }
-    for c in &input.commands {
-        pieces.push(command_piece(&c.text));
     }
     if let Some(s) = &input.step {
         let input_json = Value::Object(s.input.clone()).to_string();

@@ -17,6 +17,7 @@ pub mod harness;
 pub mod ignore_rules;
 mod ingest;
 pub mod journal;
+pub mod placements;
 pub mod policy;
 pub mod procinfo;
 pub mod ranges;
@@ -172,6 +173,7 @@ impl WorldBuilder {
             harness: harness::Harness::default(),
             recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
             layouts: Mutex::new(HashMap::new()),
+            placements: placements::Placements::default(),
             generation: AtomicU64::new(0),
             urgent: AtomicU64::new(0),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
@@ -186,7 +188,11 @@ const MAX_LAYOUTS: usize = 64;
 
 /// What one selection kept, and the newest access it knew of.
 struct Layout {
-    kept: HashSet<PathBuf>,
+    /// What was kept, in which form.
+    kept: HashMap<PathBuf, Form>,
+    /// Everything that selection saw: a candidate it did not see is new, whatever its stamp
+    /// (a command output held back while it was the last step's own output, for one).
+    offered: HashSet<PathBuf>,
     seq: u64,
 }
 
@@ -215,6 +221,7 @@ pub struct World {
     recent: recent::Recent,
     /// What the last selection for each requester key kept ([`World::select_with_extra`]).
     layouts: Mutex<HashMap<String, Layout>>,
+    placements: placements::Placements,
     /// Bumped whenever an observation may have changed what a projection shows (anything but a
     /// read that counted for nothing): lets the socket reuse a rendering while it is unchanged.
     generation: AtomicU64,
@@ -418,6 +425,16 @@ impl World {
         self.select_with_extra(budget, policy, adjust, Vec::new(), None)
     }
 
+    /// Where the last projection for `layout` placed its pieces (see [`placements`]).
+    pub fn placements(&self, layout: &str) -> Option<std::sync::Arc<placements::Layout>> {
+        self.placements.get(layout)
+    }
+
+    /// Records where a projection for `layout` placed its pieces.
+    pub fn set_placements(&self, layout: &str, placed: placements::Layout) {
+        self.placements.set(layout, placed);
+    }
+
     /// [`World::select_with`], with `extra` candidates that are not world entries (command
     /// outputs the harness recorded) competing for the same budget under the same policy. Their
     /// paths must not name entries (use absolute paths: entry paths are relative).
@@ -442,8 +459,9 @@ impl World {
             && let Some(prev) = self.layouts.lock().get(key)
         {
             for c in &mut cands {
-                c.shown_last = prev.kept.contains(&c.path);
-                c.fresh = c.last_seq > prev.seq;
+                c.last_form = prev.kept.get(&c.path).cloned();
+                c.shown_last = c.last_form.is_some();
+                c.fresh = c.last_seq > prev.seq || !prev.offered.contains(&c.path);
             }
         }
         let sel = policy.select(&cands, budget);
@@ -456,7 +474,12 @@ impl World {
             layouts.insert(
                 key.to_owned(),
                 Layout {
-                    kept: sel.kept.iter().map(|k| k.path.clone()).collect(),
+                    kept: sel
+                        .kept
+                        .iter()
+                        .map(|k| (k.path.clone(), k.form.clone()))
+                        .collect(),
+                    offered: cands.iter().map(|c| c.path.clone()).collect(),
                     seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
                 },
             );
@@ -642,6 +665,7 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         evictions: e.evictions,
         rereads_after_eviction: e.rereads_after_eviction,
         shown_last: false,
+        last_form: None,
         fresh: false,
     })
 }

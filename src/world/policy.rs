@@ -68,6 +68,8 @@ pub struct Candidate {
     pub rereads_after_eviction: u16,
     /// The previous projection with the same budget and policy showed it.
     pub shown_last: bool,
+    /// The form that projection showed it in.
+    pub last_form: Option<Form>,
     /// Accessed or recorded since that projection.
     pub fresh: bool,
 }
@@ -98,6 +100,7 @@ impl Candidate {
             evictions: 0,
             rereads_after_eviction: 0,
             shown_last: false,
+            last_form: None,
             fresh: false,
         }
     }

@@ -95,6 +95,21 @@ impl Worldfs {
         out
     }
 
+    /// [`Self::forms`], with the form the last projection showed first when nothing was read
+    /// since: switching forms (whole one turn, ranges the next as room comes and goes) would
+    /// change bytes mid-prefix for nothing the agent did.
+    fn forms_sticky(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
+        let mut forms = self.forms(c, cap);
+        if !c.fresh
+            && let Some(last) = &c.last_form
+            && let Some(at) = forms.iter().position(|(f, _)| f == last)
+        {
+            let f = forms.remove(at);
+            forms.insert(0, f);
+        }
+        forms
+    }
+
     /// The most one entry may take: a share of the budget, never less than a big file.
     fn cap(&self, budget: u64) -> u32 {
         let share = u32::try_from(budget.saturating_mul(2) / 5).unwrap_or(u32::MAX);
@@ -126,7 +141,7 @@ impl Policy for Worldfs {
             for &i in &order {
                 let c = &candidates[i];
                 if c.shown_last || c.fresh {
-                    fits &= p.offer(i, self.forms(c, cap));
+                    fits &= p.offer(i, self.forms_sticky(c, cap));
                 } else {
                     // Evicted earlier and untouched since: bringing it back would insert it
                     // mid-prefix; it returns when the agent reads it again.
