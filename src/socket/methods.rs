@@ -10,15 +10,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use crossbeam_channel::Sender;
-use parking_lot::Mutex;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::commands::{self, Validity};
 use super::metrics::{Histogram, TokenAccount, count_tokens};
-use super::protocol::{self, Incoming, Parsed, RpcError, code};
-use super::render::{Format, ProjectionParams, Rendered, Renderer};
+use super::protocol::{self, Incoming, Parsed, Reply, RpcError, code};
+use super::render::{Format, ProjectionParams, Renderer};
+use super::render_cache::RenderCache;
 use super::subscriptions::{self, Filter, Registry};
 use crate::fs::op_stats::OpStats;
 use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
@@ -105,24 +105,9 @@ pub struct Shared {
     pub conns: ConnCounters,
     pub started: Instant,
     pub started_wall: SystemTime,
-    /// The last projections rendered, reused while nothing they depend on changed
-    /// (`None`: renders are never reused).
-    renders: Option<Mutex<RenderCache>>,
+    /// The last projections rendered, reused while nothing they depend on changed.
+    renders: RenderCache,
 }
-
-/// What a rendered projection depends on besides SOURCE, whose changes bump the generation.
-#[derive(Debug, Clone, PartialEq)]
-struct RenderKey {
-    params: ProjectionParams,
-    generation: u64,
-    turn: u64,
-}
-
-/// Projections rendered recently, by what they depend on.
-type RenderCache = Vec<(RenderKey, Arc<Rendered>)>;
-
-/// Renders kept for reuse: one per distinct request shape in use.
-const RENDER_CACHE: usize = 8;
 
 #[derive(Debug, Default)]
 pub struct ConnCounters {
@@ -157,7 +142,7 @@ impl Shared {
             conns: ConnCounters::default(),
             started: Instant::now(),
             started_wall: SystemTime::now(),
-            renders: cache_renders.then(|| Mutex::new(Vec::new())),
+            renders: RenderCache::new(cache_renders),
         }
     }
 
@@ -189,7 +174,7 @@ pub fn handle_line(shared: &Shared, conn: &dyn Connection, line: &[u8]) -> Optio
             let out: Vec<Value> = items
                 .into_iter()
                 .filter_map(|p| handle_parsed(shared, conn, p))
-                .map(|(id, r)| protocol::response(&id, &r))
+                .map(|(id, r)| protocol::response(&id, &r.map(Reply::into_value)))
                 .collect();
             // A batch of notifications only gets no answer at all (JSON-RPC 2.0, section 6).
             (!out.is_empty()).then(|| protocol::to_line(&Value::Array(out)))
@@ -202,7 +187,7 @@ fn handle_parsed(
     shared: &Shared,
     conn: &dyn Connection,
     p: Parsed,
-) -> Option<(Value, Result<Value, RpcError>)> {
+) -> Option<(Value, Result<Reply, RpcError>)> {
     shared.conns.requests.fetch_add(1, Ordering::Relaxed);
     match p {
         Err((id, e)) => {
@@ -232,11 +217,24 @@ pub fn dispatch(
     conn: &dyn Connection,
     method: &str,
     params: Value,
+) -> Result<Reply, RpcError> {
+    match method {
+        // The one method whose result may come pre-serialized.
+        "projection.get" => projection_get(shared, parse(method, params)?),
+        _ => dispatch_value(shared, conn, method, params).map(Reply::Value),
+    }
+}
+
+/// Runs one method whose result is built as a value.
+fn dispatch_value(
+    shared: &Shared,
+    conn: &dyn Connection,
+    method: &str,
+    params: Value,
 ) -> Result<Value, RpcError> {
     let w = &*shared.world;
     match method {
         "initialize" => initialize(shared),
-        "projection.get" => projection_get(shared, parse(method, params)?),
         "goal.set" => {
             let p: GoalSet = parse(method, params)?;
             *w.harness().goal.write() = p.goal.filter(|g| !g.is_empty());
@@ -562,7 +560,7 @@ fn check_name(what: &str, v: &Option<String>) -> Result<(), RpcError> {
     Ok(())
 }
 
-fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Value, RpcError> {
+fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply, RpcError> {
     let w = &*shared.world;
     let budget = p.budget.unwrap_or(w.config().budget.tokens);
     if budget == 0 || budget > MAX_BUDGET {
@@ -600,38 +598,12 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Value, RpcError> 
     ingest_barrier(shared);
     // Outputs whose inputs changed must not reach the renderer.
     shared.validity.sweep(w);
-    let key = RenderKey {
-        params,
-        generation: w.generation(),
-        turn: w.turn(),
-    };
-    // Only the Arc is taken under the lock: copying a projection there would serialize every
-    // client behind the one copying.
-    let cached = shared.renders.as_ref().and_then(|c| {
-        c.lock()
-            .iter()
-            .find(|(k, _)| *k == key)
-            .map(|(_, r)| Arc::clone(r))
-    });
-    let r = match cached {
-        Some(r) => r,
-        None => {
-            let r = Arc::new(shared.renderer.render(w, &key.params).map_err(|e| {
-                RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}"))
-            })?);
-            if let Some(c) = &shared.renders {
-                let mut c = c.lock();
-                c.retain(|(k, _)| k.params != key.params);
-                if c.len() >= RENDER_CACHE {
-                    c.remove(0);
-                }
-                c.push((key, Arc::clone(&r)));
-            }
-            r
-        }
-    };
+    let r = shared
+        .renders
+        .get(w, params, |p| shared.renderer.render(w, p))
+        .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
     shared.tokens.projection(r.tokens);
-    Ok(r.value.clone())
+    Ok(Reply::Json(Arc::clone(&r.json)))
 }
 
 #[derive(Deserialize)]
@@ -1074,6 +1046,7 @@ fn stats(shared: &Shared) -> Value {
             "ring_capacity": w.recent().capacity(),
         },
         "commands_cached": w.harness().commands.read().len(),
+        "renders": shared.renders.counts(),
         "latency": latency,
         "connections": {
             "open": get(&c.open),

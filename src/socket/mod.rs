@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod paths;
 pub mod protocol;
 pub mod render;
+pub mod render_cache;
 pub mod server;
 pub mod subscriptions;
 

@@ -6,6 +6,7 @@
 //! is not a string or number, params that are not an object).
 
 use std::io::{self, BufRead};
+use std::sync::Arc;
 
 use serde::Serialize;
 use serde_json::{Map, Value};
@@ -208,6 +209,33 @@ pub fn parse_request(v: Value) -> Parsed {
     Ok(Request { id, method, params })
 }
 
+/// What a method answers: a JSON value, or a result already serialized (a reused projection:
+/// tens of kilobytes that would otherwise be cloned and serialized again on every call).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Reply {
+    Value(Value),
+    /// The compact JSON of a result, exactly as `serde_json::to_string` wrote it.
+    Json(Arc<str>),
+}
+
+impl Reply {
+    /// The reply as a value (for batches, which are rare enough to pay for a parse).
+    pub fn into_value(self) -> Value {
+        match self {
+            Reply::Value(v) => v,
+            // Our own serializer wrote it; failing to read it back would be a bug, answered as
+            // null rather than a panic.
+            Reply::Json(s) => serde_json::from_str(&s).unwrap_or(Value::Null),
+        }
+    }
+}
+
+impl From<Value> for Reply {
+    fn from(v: Value) -> Self {
+        Reply::Value(v)
+    }
+}
+
 #[derive(Serialize)]
 struct Response<'a> {
     jsonrpc: &'static str,
@@ -236,10 +264,39 @@ pub fn response(id: &Value, outcome: &Result<Value, RpcError>) -> Value {
 }
 
 /// A response as one line, newline included, serialized straight from `outcome` (a projection
-/// is tens of kilobytes: no intermediate copy of it).
-pub fn response_line(id: &Value, outcome: &Result<Value, RpcError>) -> Vec<u8> {
-    line(serde_json::to_vec(&Response::of(id, outcome)))
+/// is tens of kilobytes: no intermediate copy of it). A pre-serialized result is copied in as
+/// is, giving the same bytes as serializing the value it was made from.
+pub fn response_line(id: &Value, outcome: &Result<Reply, RpcError>) -> Vec<u8> {
+    match outcome {
+        Ok(Reply::Json(result)) => {
+            let id = serde_json::to_vec(id).unwrap_or_else(|_| b"null".to_vec());
+            let mut out =
+                Vec::with_capacity(RAW_HEAD.len() + id.len() + RAW_MID.len() + result.len() + 2);
+            out.extend_from_slice(RAW_HEAD);
+            out.extend_from_slice(&id);
+            out.extend_from_slice(RAW_MID);
+            out.extend_from_slice(result.as_bytes());
+            out.extend_from_slice(b"}\n");
+            out
+        }
+        Ok(Reply::Value(v)) => line(serde_json::to_vec(&Response {
+            jsonrpc: "2.0",
+            id,
+            result: Some(v),
+            error: None,
+        })),
+        Err(e) => line(serde_json::to_vec(&Response {
+            jsonrpc: "2.0",
+            id,
+            result: None,
+            error: Some(e),
+        })),
+    }
 }
+
+/// What [`Response`] serializes to around its id and result (field order: jsonrpc, id, result).
+const RAW_HEAD: &[u8] = b"{\"jsonrpc\":\"2.0\",\"id\":";
+const RAW_MID: &[u8] = b",\"result\":";
 
 fn line(json: serde_json::Result<Vec<u8>>) -> Vec<u8> {
     let mut out = json.unwrap_or_else(|_| b"null".to_vec());
@@ -448,5 +505,31 @@ mod tests {
         }
         let exact = lines(b"0123456789\n", 10, 4);
         assert_eq!(exact, vec![Line::Data(b"0123456789".to_vec())]);
+    }
+
+    #[test]
+    fn a_pre_serialized_result_gives_the_bytes_of_its_value() {
+        let result = serde_json::json!({
+            "z": [1, 2.5, null, true],
+            "a": "quote \" backslash \\ newline \n tab \t unicode \u{e9} \u{1f600} nul \u{0}",
+            "nested": {"b": {}, "a": []},
+        });
+        let raw: Arc<str> = serde_json::to_string(&result)
+            .unwrap_or_else(|e| panic!("{e}"))
+            .into();
+        for id in [
+            Value::from(7),
+            Value::from(-1.5),
+            Value::from("id \"with\" quotes \u{2028}"),
+            Value::Null,
+        ] {
+            let fresh = response_line(&id, &Ok(Reply::Value(result.clone())));
+            let reused = response_line(&id, &Ok(Reply::Json(Arc::clone(&raw))));
+            assert_eq!(
+                String::from_utf8_lossy(&reused),
+                String::from_utf8_lossy(&fresh)
+            );
+            assert_eq!(Reply::Json(Arc::clone(&raw)).into_value(), result);
+        }
     }
 }
