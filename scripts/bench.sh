@@ -22,7 +22,9 @@
 #            examples/socket_load.rs: 16 clients call projection.get (anthropic, budget 8000)
 #            back to back for SOCKET_SECS, first on an idle mount, then while fsbench's tree
 #            workloads run in a loop on the mount; for comparison, one client alone and
-#            goal.get (the socket round trip alone), SOCKET_SECS/3 each, in both conditions
+#            goal.get (the socket round trip alone), SOCKET_SECS/3 each, in both conditions.
+#            Latency is until the whole response line has arrived; each client then parses
+#            the response, timed apart (parse mean; call p50/p99 include it)
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -41,6 +43,9 @@
 #                         alternates the native and the mount side) or `loop` (find, grep -r
 #                         and cat of every file, through the mount only, in a loop)
 #   SOCKET_WORKLOADS=find,stat,lsR,grep,rg,catall,gitstatus
+#   SOCKET_NO_PARSE=1     clients do not parse responses (socket_load --no-parse: they only
+#                         check the line answers their id with a result, as a harness that
+#                         forwards the bytes would)
 #   BENCH_NO_RECORD=1     print only, do not touch BENCHMARKS.md
 #   WORLDFS_MOUNT_ARGS    extra arguments for `worldfs mount` (e.g. "--io daemon")
 #   BENCH_IO_URING=1      as root, set /sys/module/fuse/parameters/enable_uring to Y for the
@@ -496,7 +501,9 @@ bench_socket() {
   phase() {  # LABEL LOAD METHOD SECS [CLIENTS]
     local line la c=${5:-$clients}
     wfs_log "phase $1: $3, $c clients, $4 s, load: $2"
-    line=$("$bin" --socket "$sock" --clients "$c" --secs "$4" --method "$3" --label "$1") ||
+    local np=()
+    [ "${SOCKET_NO_PARSE:-0}" != 1 ] || np=(--no-parse)
+    line=$("$bin" --socket "$sock" --clients "$c" --secs "$4" --method "$3" --label "$1" "${np[@]}") ||
       wfs_log "WARNING: socket_load reported errors ($1)"
     la=$(cut -d' ' -f1-3 /proc/loadavg)
     echo "$line" | tee -a "$out"
@@ -528,29 +535,30 @@ bench_socket() {
   stats_json=$("$WORLDFS_BIN" ctl --socket "$sock" stats | python3 -c 'import json, sys
 s = json.load(sys.stdin)
 q = s.get("latency", {}).get("projection.get", {})
-print("dropped observations: %s; the daemon'"'"'s own projection.get histogram over all phases: %s calls, p50 %s us, p99 %s us, max %s us"
-      % (s["drops"]["observations"], q.get("count"), q.get("p50_us"), q.get("p99_us"), q.get("max_us")))') || stats_json="(stats failed)"
+r = s.get("renders") or {}
+print("dropped observations: %s; the daemon'"'"'s own projection.get histogram over all phases: %s calls, p50 %s us, p99 %s us, max %s us; renders: %s made, %s reused"
+      % (s["drops"]["observations"], q.get("count"), q.get("p50_us"), q.get("p99_us"), q.get("max_us"), r.get("rendered", "?"), r.get("reused", "?")))') || stats_json="(stats failed)"
   wfs_unmount "$mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
 
   md_header "socket latency under load: $clients clients, $want observed files, $n-file tree"
   {
     echo "- tree: bench-work/socket/native/tree, $n synthetic source-like files (.rs/.py/.ts/.md, 1-8 KB, 10 per dir, 3 levels) in one git commit; mirror mount at bench-work/socket/mnt with \`--socket bench-work/socket/wfs.sock\`"
-    echo "- command: \`SOCKET_FILES=$n SOCKET_OBSERVED=$obs SOCKET_SECS=$secs SOCKET_CLIENTS=$clients SOCKET_LOAD=$kind scripts/bench.sh socket\`; load average before mounting: $la0"
+    echo "- command: \`SOCKET_FILES=$n SOCKET_OBSERVED=$obs SOCKET_SECS=$secs SOCKET_CLIENTS=$clients SOCKET_LOAD=$kind SOCKET_NO_PARSE=${SOCKET_NO_PARSE:-0} scripts/bench.sh socket\`; load average before mounting: $la0"
     echo "- observed: $want files spread over \`git ls-files\`, read with \`xargs -d '\\n' -n 16 cat\` through the mount; live entries (entries.list): $entries before the phases, $after after them"
-    echo "- each phase: \`target/release/examples/socket_load --socket bench-work/socket/wfs.sock --clients C --secs S --method M\` (projection.get params: anthropic, budget 8000), phases in this order; latency per call measured in the client (write the request, read and parse the whole response); server mean = the daemon's own mean time in the method during the phase (its \`stats\` histogram, before and after); parse = one thread parsing one response, after the phase; load average after each phase includes the benchmark's own clients"
+    echo "- each phase: \`target/release/examples/socket_load --socket bench-work/socket/wfs.sock --clients C --secs S --method M\` (projection.get params: anthropic, budget 8000), phases in this order; latency per call (p50..mean) measured in the client from writing the request until the whole response line has arrived; each client then parses the response (untimed there, but on the same CPUs): parse mean = its mean time per call, call p50/p99 = request to parsed response (what this table reported as p50/p99 before 2026-11-23); server mean = the daemon's own mean time in the method during the phase (its \`stats\` histogram, before and after); parse = one thread parsing one response, after the phase; load average after each phase includes the benchmark's own clients"
     echo "- load: $desc; rounds finished during the loaded phases: ${rounds:-0}; $stats_json"
     echo
-    echo "| phase | load on the mount | method | clients | s | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | mean ms | server mean ms | parse ms | tokens | load avg after |"
-    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    echo "| phase | load on the mount | method | clients | s | calls | errors | calls/s | p50 ms | p95 ms | p99 ms | max ms | mean ms | server mean ms | parse ms | parse mean ms | call p50 ms | call p99 ms | tokens | load avg after |"
+    echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     local l load la rest
     for l in "${lines[@]}"; do
       load=${l%%|*}; rest=${l#*|}; la=${rest%%|*}; rest=${rest#*|}
       echo "$rest" | awk -v load="$load" -v la="$la" '{
         for (i = 2; i <= NF; i++) { k = $i; sub(/=.*/, "", k); v = $i; sub(/^[^=]*=/, "", v); f[k] = v }
-        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
+        printf "| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n",
           f["label"], load, f["method"], f["clients"], f["secs"], f["count"], f["errors"], f["rate_per_s"],
           f["p50_ms"], f["p95_ms"], f["p99_ms"], f["max_ms"], f["mean_ms"], f["server_mean_ms"],
-          f["parse_ms"], f["tokens"], la }'
+          f["parse_ms"], f["parse_mean_ms"], f["call_p50_ms"], f["call_p99_ms"], f["tokens"], la }'
     done
     echo
     echo "Target (issue 4): projection.get p50 <= 2 ms, p99 <= 10 ms with the mount under load."
