@@ -290,6 +290,15 @@ fn parse_ms(v: Option<&Value>) -> f64 {
     t[t.len() / 2]
 }
 
+/// Milliseconds with 3 decimals, or `-` when nothing was measured (`--no-parse`).
+fn or_dash(ms: f64) -> String {
+    if ms.is_nan() {
+        "-".into()
+    } else {
+        format!("{ms:.3}")
+    }
+}
+
 /// Mean of durations, in milliseconds.
 fn mean_ms(d: &[Duration]) -> f64 {
     if d.is_empty() {
@@ -365,8 +374,8 @@ fn main() -> ExitCode {
     println!(
         "socket_load: label={} method={} clients={} secs={:.1} count={} errors={} \
          rate_per_s={:.1} p50_ms={:.3} p95_ms={:.3} p99_ms={:.3} max_ms={:.3} mean_ms={:.3} \
-         tokens={} bytes={} server_mean_ms={} parse_ms={:.3} parse_mean_ms={:.3} \
-         call_p50_ms={:.3} call_p99_ms={:.3} call_mean_ms={:.3}",
+         tokens={} bytes={} server_mean_ms={} parse_ms={:.3} parse_mean_ms={} \
+         call_p50_ms={} call_p99_ms={} call_mean_ms={}",
         args.label,
         args.method,
         args.clients,
@@ -383,10 +392,10 @@ fn main() -> ExitCode {
         bytes,
         server_mean,
         parse_ms(last),
-        mean_ms(&parses),
-        quantile_ms(&calls, 0.50),
-        quantile_ms(&calls, 0.99),
-        mean_ms(&calls),
+        or_dash(mean_ms(&parses)),
+        or_dash(quantile_ms(&calls, 0.50)),
+        or_dash(quantile_ms(&calls, 0.99)),
+        or_dash(mean_ms(&calls)),
     );
     if let Some(e) = outcomes.iter().find_map(|o| o.first_error.as_ref()) {
         eprintln!("socket_load: {errors} error(s); the first: {e}");
