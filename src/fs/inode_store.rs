@@ -50,8 +50,8 @@ pub struct Inode {
     backing: Backing,
     nlookup: AtomicU64,
     /// Last name this inode was reached by, for reporting paths: (parent node id, name).
-    name: Mutex<Option<(u64, OsString)>>,
-    dir_fd: Mutex<Option<Arc<OwnedFd>>>,
+    /// Shared, so building a path for an observation copies no names.
+    name: Mutex<Option<(u64, Arc<OsStr>)>>,
     /// Kernel passthrough registration, shared by every open of this inode.
     pub backing_id: Mutex<Weak<BackingId>>,
     /// Fingerprint of the attributes last sent to the kernel for this inode (0: none yet), so
@@ -134,6 +134,10 @@ pub struct InodeStore {
     map: DashMap<u64, Arc<Inode>>,
     synthetic: DashMap<(u64, u64), u64>,
     next_synthetic: AtomicU64,
+    /// Cached directory descriptors by node id, with the generation of the inode they belong to
+    /// (a reused node id must not find the old directory's descriptor). Kept beside the inodes
+    /// rather than in them: only directories, 1% of a tree, have one.
+    dir_fds: DashMap<u64, (u64, Arc<OwnedFd>)>,
     cached_dir_fds: AtomicUsize,
     /// Regular files' data goes through kernel passthrough, so the kernel holds no pages of them
     /// that a change behind the mount could leave stale (only attributes).
@@ -158,7 +162,6 @@ impl InodeStore {
             backing: Backing::Root,
             nlookup: AtomicU64::new(1),
             name: Mutex::new(None),
-            dir_fd: Mutex::new(None),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
         });
@@ -172,6 +175,7 @@ impl InodeStore {
             map,
             synthetic: DashMap::new(),
             next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
+            dir_fds: DashMap::new(),
             cached_dir_fds: AtomicUsize::new(0),
             no_file_pages: AtomicBool::new(false),
         })
@@ -224,19 +228,27 @@ impl InodeStore {
                         .open(self.root_fd.as_fd(), libc::O_PATH | libc::O_NOFOLLOW)
                         .map(InodeFd::Owned);
                 }
-                let mut slot = inode.dir_fd.lock();
-                if let Some(fd) = slot.as_ref() {
-                    return Ok(InodeFd::Shared(fd.clone()));
+                if let Some(e) = self.dir_fds.get(&inode.nodeid)
+                    && e.0 == inode.generation
+                {
+                    return Ok(InodeFd::Shared(e.1.clone()));
                 }
                 let fd = h.open(self.root_fd.as_fd(), libc::O_PATH | libc::O_DIRECTORY)?;
-                if self.cached_dir_fds.fetch_add(1, Ordering::Relaxed) < MAX_CACHED_DIR_FDS {
-                    let fd = Arc::new(fd);
-                    *slot = Some(fd.clone());
-                    Ok(InodeFd::Shared(fd))
-                } else {
-                    self.cached_dir_fds.fetch_sub(1, Ordering::Relaxed);
-                    Ok(InodeFd::Owned(fd))
+                // A soft bound: threads racing past it overshoot by a few descriptors at most.
+                if self.cached_dir_fds.load(Ordering::Relaxed) >= MAX_CACHED_DIR_FDS {
+                    return Ok(InodeFd::Owned(fd));
                 }
+                let fd = Arc::new(fd);
+                // Two threads may open the same directory at once: the first one cached wins.
+                // A descriptor left by an older generation of this node id is replaced.
+                let mut slot = self.dir_fds.entry(inode.nodeid).or_insert_with(|| {
+                    self.cached_dir_fds.fetch_add(1, Ordering::Relaxed);
+                    (inode.generation, fd.clone())
+                });
+                if slot.0 != inode.generation {
+                    *slot = (inode.generation, fd);
+                }
+                Ok(InodeFd::Shared(slot.1.clone()))
             }
         }
     }
@@ -268,7 +280,12 @@ impl InodeStore {
         let generation = match existing {
             Some(existing) if existing.same_backing(&backing, st.st_dev, kind) => {
                 existing.nlookup.fetch_add(1, Ordering::Relaxed);
-                *existing.name.lock() = Some((parent.nodeid, name_os.to_owned()));
+                let mut slot = existing.name.lock();
+                // Usually the same name again: keep sharing it rather than allocating.
+                if !matches!(&*slot, Some((p, n)) if *p == parent.nodeid && **n == *name_os) {
+                    *slot = Some((parent.nodeid, Arc::from(name_os)));
+                }
+                drop(slot);
                 return Ok((existing, st));
             }
             Some(stale) => stale.generation + 1,
@@ -282,8 +299,7 @@ impl InodeStore {
             kind,
             backing,
             nlookup: AtomicU64::new(0),
-            name: Mutex::new(Some((parent.nodeid, name_os.to_owned()))),
-            dir_fd: Mutex::new(None),
+            name: Mutex::new(Some((parent.nodeid, Arc::from(name_os)))),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
         });
@@ -351,7 +367,13 @@ impl InodeStore {
     }
 
     fn drop_cached_fd(&self, inode: &Inode) {
-        if inode.dir_fd.lock().take().is_some() {
+        if self
+            .dir_fds
+            .remove_if(&inode.nodeid, |_, (generation, _)| {
+                *generation == inode.generation
+            })
+            .is_some()
+        {
             self.cached_dir_fds.fetch_sub(1, Ordering::Relaxed);
         }
     }
@@ -359,25 +381,40 @@ impl InodeStore {
     /// Records that `nodeid` is now reachable as `name` in `parent` (after rename or link).
     pub fn set_name(&self, nodeid: u64, parent: u64, name: &OsStr) {
         if let Some(inode) = self.map.get(&nodeid) {
-            *inode.name.lock() = Some((parent, name.to_owned()));
+            *inode.name.lock() = Some((parent, Arc::from(name)));
         }
     }
 
     /// The path of `nodeid` relative to the root, as far as names seen through the mount tell.
+    /// Called for every observation a FUSE thread emits, so it allocates once: the names are
+    /// shared, not copied, until the path is assembled at its final size.
     pub fn path_of(&self, nodeid: u64) -> Option<PathBuf> {
-        let mut parts: Vec<OsString> = Vec::new();
+        self.path_with(nodeid, None)
+    }
+
+    /// `path_of(nodeid)` joined with `leaf`, if any.
+    fn path_with(&self, nodeid: u64, leaf: Option<&OsStr>) -> Option<PathBuf> {
+        let mut parts: Vec<Arc<OsStr>> = Vec::with_capacity(16);
         let mut cur = nodeid;
         // A bound guards against a cycle from concurrent renames.
         for _ in 0..4096 {
             if cur == ROOT_ID {
-                let mut path = PathBuf::new();
+                let len = parts.iter().map(|p| p.len() + 1).sum::<usize>()
+                    + leaf.map_or(0, |l| l.len() + 1);
+                let mut path = OsString::with_capacity(len);
                 for p in parts.iter().rev() {
+                    if !path.is_empty() {
+                        path.push("/");
+                    }
                     path.push(p);
+                }
+                let mut path = PathBuf::from(path);
+                if let Some(leaf) = leaf {
+                    path.push(leaf);
                 }
                 return Some(path);
             }
-            let inode = self.map.get(&cur)?;
-            let (parent, name) = inode.name.lock().clone()?;
+            let (parent, name) = self.map.get(&cur)?.name.lock().clone()?;
             parts.push(name);
             cur = parent;
         }
@@ -386,7 +423,7 @@ impl InodeStore {
 
     /// The path of `name` inside directory `parent`.
     pub fn child_path(&self, parent: u64, name: &OsStr) -> Option<PathBuf> {
-        self.path_of(parent).map(|p| p.join(name))
+        self.path_with(parent, Some(name))
     }
 
     /// Number of inodes the kernel currently references.
@@ -416,7 +453,7 @@ impl InodeStore {
             .iter()
             .map(|e| {
                 let name = e.name.lock().clone();
-                let (p, n) = name.map_or((None, None), |(p, n)| (Some(p), Some(n)));
+                let (p, n) = name.map_or((None, None), |(p, n)| (Some(p), Some(n.to_os_string())));
                 (*e.key(), p, n)
             })
             .collect()
