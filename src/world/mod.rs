@@ -10,6 +10,7 @@
 //! threads read entries, pin them, select and read current content.
 
 pub mod attribution;
+mod bpe;
 pub mod cache;
 pub mod config;
 pub mod entry;

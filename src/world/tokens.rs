@@ -1,31 +1,31 @@
 //! Token counts with tiktoken's `o200k_base`, memoized by content hash.
 //!
-//! Building the BPE takes a few hundred milliseconds and tens of MiB, so it is built once, on
-//! first use, and shared by every world in the process. Counting never happens on file-system
-//! threads: the ingest thread counts when idle, and projections count what is still missing.
+//! The counter (`bpe`) is built once, on first use, and shared by every world in the process.
+//! Counting never happens on file-system threads: the ingest thread counts when idle, and
+//! projections count what is still missing.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::OnceLock;
 
 use parking_lot::Mutex;
-use tiktoken_rs::CoreBPE;
+
+use super::bpe::Bpe;
 
 #[derive(Debug, Clone, thiserror::Error)]
-#[error("cannot build the o200k_base tokenizer: {0}")]
+#[error("cannot count o200k_base tokens: {0}")]
 pub struct TokenizerError(String);
 
-fn bpe() -> Result<&'static CoreBPE, TokenizerError> {
-    static BPE: OnceLock<Result<CoreBPE, String>> = OnceLock::new();
-    BPE.get_or_init(|| tiktoken_rs::o200k_base().map_err(|e| e.to_string()))
+fn bpe() -> Result<&'static Bpe, TokenizerError> {
+    static BPE: OnceLock<Result<Bpe, String>> = OnceLock::new();
+    BPE.get_or_init(Bpe::o200k_base)
         .as_ref()
         .map_err(|e| TokenizerError(e.clone()))
 }
 
 /// Counts `text` (lossily decoded as UTF-8) without any memo.
 pub fn count_uncached(text: &[u8]) -> Result<u32, TokenizerError> {
-    let bpe = bpe()?;
     let s = String::from_utf8_lossy(text);
-    let n = bpe.encode_ordinary(&s).len();
+    let n = bpe()?.count(&s).map_err(TokenizerError)?;
     Ok(u32::try_from(n).unwrap_or(u32::MAX))
 }
 
