@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket]...
+#   scripts/bench.sh [all|fs|latency|rss|socket|overhead]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -25,6 +25,10 @@
 #            goal.get (the socket round trip alone), SOCKET_SECS/3 each, in both conditions.
 #            Latency is until the whole response line has arrived; each client then parses
 #            the response, timed apart (parse mean; call p50/p99 include it)
+#   overhead observation on vs off in one fsbench run (issue 3: within 5%): two copies of
+#            bench-work/native/tree (bench-work/ovh/srcA, srcB), mirror-mounted at
+#            bench-work/ovh/a with --no-observe and at bench-work/ovh/b observing; fsbench's
+#            "native" side is mount A, so its ratio is observe-on / observe-off. Not in `all`.
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -46,6 +50,8 @@
 #   SOCKET_NO_PARSE=1     clients do not parse responses (socket_load --no-parse: they only
 #                         check the line answers their id with a result, as a harness that
 #                         forwards the bytes would)
+#   OVH_RUNS=7            fsbench timed runs per side in the overhead part
+#   OVH_WORKLOADS=grep,rg,catall,stat,find,lsR,gitstatus,smallfiles,rmtree
 #   BENCH_NO_RECORD=1     print only, do not touch BENCHMARKS.md
 #   WORLDFS_MOUNT_ARGS    extra arguments for `worldfs mount` (e.g. "--io daemon")
 #   BENCH_IO_URING=1      as root, set /sys/module/fuse/parameters/enable_uring to Y for the
@@ -62,9 +68,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket) ;;
+    fs|latency|rss|socket|overhead) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket)" ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead)" ;;
   esac
 done
 
@@ -281,12 +287,13 @@ EOF
   git -C "$tree" -c user.name=bench -c user.email=bench@localhost -c commit.gpgsign=false commit -q -m "synthetic tree"
   echo "$n" > "$tree.ready"
 }
-proc_mem() {  # PID -> "rss_mib hwm_mib fds threads"
-  local r h t fds
-  read -r r h t < <(awk '/^VmRSS/ { r = $2 } /^VmHWM/ { h = $2 } /^Threads/ { t = $2 }
-       END { printf "%.1f %.1f %s\n", r / 1024, h / 1024, t }' "/proc/$1/status")
+proc_mem() {  # PID -> "rss_mib hwm_mib fds threads anon_mib file_mib"
+  local r h t a fi fds
+  read -r r h t a fi < <(awk '/^VmRSS/ { r = $2 } /^VmHWM/ { h = $2 } /^Threads/ { t = $2 }
+       /^RssAnon/ { a = $2 } /^RssFile/ { f = $2 }
+       END { printf "%.1f %.1f %s %.1f %.1f\n", r / 1024, h / 1024, t, a / 1024, f / 1024 }' "/proc/$1/status")
   fds=$(find "/proc/$1/fd" -mindepth 1 -maxdepth 1 2> /dev/null | wc -l)
-  echo "$r $h $fds $t"
+  echo "$r $h $fds $t $a $fi"
 }
 # ---------- the world over the socket (rss, socket) ----------
 # pick_files TREE WANT OUT: WANT files tracked in TREE's git index, spread evenly over it
@@ -339,10 +346,10 @@ bench_rss() {
     t0=$EPOCHREALTIME
     res=$("$@" 2>&1 | tail -n 1) || wfs_log "WARNING: $label failed: $res"
     secs=$(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.2f", b - a }')
-    read -r r h f t <<< "$(proc_mem "$pid")"
+    read -r r h f t an fi <<< "$(proc_mem "$pid")"
     entries=$(live_entries "$sock") || entries="?"
-    rows+=("| $label | $secs | $r | $h | $f | $t | $entries |")
-    wfs_log "$label: ${secs}s, VmRSS ${r} MiB, VmHWM ${h} MiB, fds $f, threads $t, live entries $entries"
+    rows+=("| $label | $secs | $r | $h | $an | $fi | $f | $t | $entries |")
+    wfs_log "$label: ${secs}s, VmRSS ${r} MiB (anon $an, file $fi), VmHWM ${h} MiB, fds $f, threads $t, live entries $entries"
   }
   count() { "$@" | wc -l; }
   step "after mount" true
@@ -367,13 +374,61 @@ bench_rss() {
   {
     echo "- tree: bench-work/rss/tree, $n synthetic files (1000 dirs of 100, 40-240 bytes each) in one git commit; mount: bench-work/rss/mnt, \`--socket bench-work/rss/wfs.sock\`"
     echo "- command: \`RSS_FILES=$n RSS_OBSERVED=$obs scripts/bench.sh rss\`; steps run in this order; the agent reads are $want files spread evenly over \`git ls-files\`, read with \`xargs -d '\\n' -n 16 cat\` through the mount"
-    echo "- measured from /proc/PID/status of the daemon after each step; fds = open descriptors of the daemon; live entries = \`worldfs ctl entries.list '{\"state\":\"live\"}'\` total, after the step"
+    echo "- measured from /proc/PID/status of the daemon after each step; anon / file = RssAnon / RssFile (heap and stacks / pages of the binary and libraries); fds = open descriptors of the daemon; live entries = \`worldfs ctl entries.list '{\"state\":\"live\"}'\` total, after the step"
     echo
-    echo "| after step | step s | VmRSS MiB | VmHWM MiB | fds | threads | live entries |"
-    echo "|---|---|---|---|---|---|---|"
+    echo "| after step | step s | VmRSS MiB | VmHWM MiB | anon MiB | file MiB | fds | threads | live entries |"
+    echo "|---|---|---|---|---|---|---|---|---|"
     printf '%s\n' "${rows[@]}"
     echo
     echo "Target (issue 3: 100k-file tree, 2,000 files observed, at most 100 MB = 95.4 MiB): $verdict after the last step, with $entries live entries."
+  } | record
+}
+
+# ---------- overhead: observation on vs off, side by side ----------
+bench_overhead() {
+  [ -x "$FSBENCH" ] || wfs_die "fsbench not found at $FSBENCH (set SHARED_DIR or FSBENCH)"
+  local native=$BW/native ovh=$BW/ovh runs=${OVH_RUNS:-7} s want load0 t0 rc=0
+  local wl=${OVH_WORKLOADS:-grep,rg,catall,stat,find,lsR,gitstatus,smallfiles,rmtree}
+  mkdir -p "$native" "$ovh/a" "$ovh/b"
+  ensure_tree "$native"
+  ensure_rg
+  # Two copies, so neither mount sees pages or inodes the other one warmed.
+  want=$(cat "$native/.tree-ready")
+  for s in srcA srcB; do
+    if [ "$(cat "$ovh/$s.ready" 2> /dev/null || true)" != "$want" ]; then
+      wfs_log "copying bench-work/native/tree to bench-work/ovh/$s"
+      rm -rf "${ovh:?}/$s" "$ovh/$s.ready"; mkdir -p "$ovh/$s"
+      cp -a "$native/tree" "$ovh/$s/"
+      echo "$want" > "$ovh/$s.ready"
+    fi
+  done
+  wfs_mount "$ovh/srcA" "$ovh/a" -- --no-observe "${MOUNT_ARGS[@]}"
+  local mnt_a=$WFS_MNT
+  wfs_mount "$ovh/srcB" "$ovh/b" -- --socket "$ovh/b.sock" "${MOUNT_ARGS[@]}"
+  local mnt_b=$WFS_MNT pid_b=$WFS_PID
+  local cmd=("$FSBENCH" -n "$runs" -w "$wl" -l "worldfs $(commit) observe-off vs on" "$ovh/a" "$ovh/b")
+  load0=$(cut -d' ' -f1-3 /proc/loadavg)
+  wfs_log "running: ${cmd[*]} (load average $load0)"
+  t0=$SECONDS
+  "${cmd[@]}" 2>&1 | tee "$ovh/fsbench.out" || rc=$?
+  local dropped
+  dropped=$("$WORLDFS_BIN" ctl --socket "$ovh/b.sock" stats 2> /dev/null |
+    python3 -c 'import json, sys; w = json.load(sys.stdin)["world"]; print(w.get("dropped"), "of", w.get("observations"))' || true)
+  wfs_log "daemon B (pid $pid_b) dropped observations: ${dropped:-unknown}"
+  wfs_unmount "$mnt_b" || wfs_log "WARNING: $mnt_b did not unmount cleanly"
+  wfs_unmount "$mnt_a" || wfs_log "WARNING: $mnt_a did not unmount cleanly"
+  [ "$rc" = 0 ] || wfs_log "WARNING: fsbench exited with status $rc"
+  md_header "Observation overhead, same run"
+  local shown=${cmd[*]}
+  shown=${shown//$WFS_ROOT\//}
+  shown=${shown//$SHARED\//..\/shared\/}
+  {
+    echo "- two mirror mounts of two copies of bench-work/native/tree: A = \`worldfs mount bench-work/ovh/srcA bench-work/ovh/a --no-observe\`, B = \`worldfs mount bench-work/ovh/srcB bench-work/ovh/b\` (observing); load average before: $load0; observations B dropped: ${dropped:-unknown}"
+    echo "- command (\`scripts/bench.sh overhead\`, $((SECONDS - t0)) s): \`$shown\`; ratio = observe-on / observe-off (fsbench's native column is mount A); target (issue 3): <= 1.05"
+    echo
+    echo '```'
+    cat "$ovh/fsbench.out"
+    echo '```'
   } | record
 }
 
@@ -571,6 +626,7 @@ for p in "${PARTS[@]}"; do
     latency) bench_latency ;;
     rss) bench_rss ;;
     socket) bench_socket ;;
+    overhead) bench_overhead ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"
