@@ -12,6 +12,7 @@
 #   make bench-rss      daemon RSS on a 100k-file tree after find, git status and 2,000 agent reads
 #   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
 #                       tree, idle and under fsbench load on the mount (SOCKET_SECS=30)
+#   make bench-overhead observation on vs off, two mounts side by side in one fsbench run (<= 5%)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
@@ -20,7 +21,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -52,6 +53,9 @@ bench-rss: build
 
 bench-socket: build
 	scripts/bench.sh socket
+
+bench-overhead: build
+	scripts/bench.sh overhead
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay
