@@ -16,9 +16,11 @@
 //! are applied to the world whatever the class; the class only decides whether a *new* entry is
 //! created.
 
+use std::cell::RefCell;
 use std::collections::{HashMap, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use serde::Serialize;
@@ -87,6 +89,35 @@ pub struct Attributor {
     window: Duration,
     only_descendants: bool,
     windows: HashMap<ProcKey, Window>,
+    last_program: RefCell<Option<ProgramMemo>>,
+}
+
+/// What `program_class` concluded from a process alone, path aside.
+#[derive(Debug, Clone, Copy)]
+enum ProgramBase {
+    Fixed(Class),
+    /// A weak program: an agent read when the path is named in its arguments (and it descends
+    /// from the agent), weak otherwise.
+    Weak {
+        descends: bool,
+    },
+}
+
+/// The last process classified, identified by its shared records rather than compared field by
+/// field: holding them keeps their addresses from being reused by another process's.
+struct ProgramMemo {
+    comm: Arc<str>,
+    args: Arc<[Box<str>]>,
+    ancestry: Arc<[super::procinfo::Ancestor]>,
+    base: ProgramBase,
+}
+
+impl ProgramMemo {
+    fn is(&self, p: &ProcInfo) -> bool {
+        Arc::ptr_eq(&self.comm, &p.comm)
+            && Arc::ptr_eq(&self.args, &p.args)
+            && Arc::ptr_eq(&self.ancestry, &p.ancestry)
+    }
 }
 
 fn set(v: &[String]) -> HashSet<String> {
@@ -167,6 +198,7 @@ impl Attributor {
             window: Duration::from_millis(cfg.fanout_window_ms),
             only_descendants: cfg.only_agent_descendants,
             windows: HashMap::new(),
+            last_program: RefCell::new(None),
         }
     }
 
@@ -182,37 +214,66 @@ impl Attributor {
         let Some(p) = proc else {
             return self.unknown_process;
         };
+        // A process's observations come in runs (a `cat` of sixteen files, a `grep -r`), and
+        // the part of its class that does not depend on the path took five set lookups and a
+        // search of its arguments for agent markers each time: the last answer is kept, for
+        // the same shared records of the same process.
+        let base = {
+            let mut memo = self.last_program.borrow_mut();
+            match &*memo {
+                Some(m) if m.is(p) => m.base,
+                _ => {
+                    let base = self.program_base(p);
+                    *memo = Some(ProgramMemo {
+                        comm: Arc::clone(&p.comm),
+                        args: Arc::clone(&p.args),
+                        ancestry: Arc::clone(&p.ancestry),
+                        base,
+                    });
+                    base
+                }
+            }
+        };
+        match base {
+            ProgramBase::Fixed(c) => c,
+            ProgramBase::Weak { descends } => {
+                if named_in_args(path, &p.args) && descends {
+                    Class::Agent
+                } else {
+                    Class::Weak
+                }
+            }
+        }
+    }
+
+    fn program_base(&self, p: &ProcInfo) -> ProgramBase {
         let comm = &*p.comm;
         if self.scan.contains(comm) {
-            return Class::Scan;
+            return ProgramBase::Fixed(Class::Scan);
         }
         if self
             .recursive
             .get(comm)
             .is_some_and(|flags| has_flag(&p.args, flags))
         {
-            return Class::Scan;
+            return ProgramBase::Fixed(Class::Scan);
         }
         if self.is_agent(p) {
-            return Class::Agent;
+            return ProgramBase::Fixed(Class::Agent);
         }
         let descends =
             !self.only_descendants || p.ancestry.iter().any(|a| self.agent.contains(&*a.comm));
         let class = if self.readers.contains(comm) {
             Class::Agent
         } else if self.weak.contains(comm) {
-            if named_in_args(path, &p.args) {
-                Class::Agent
-            } else {
-                Class::Weak
-            }
+            return ProgramBase::Weak { descends };
         } else {
             self.unknown_program
         };
-        match class {
+        ProgramBase::Fixed(match class {
             Class::Agent if !descends => Class::Weak,
             c => c,
-        }
+        })
     }
 
     /// Classifies one access by `pid` to `path` at `time`. `looking` is true for reads and

@@ -36,8 +36,12 @@ const IDLE_BUDGET: Duration = Duration::from_millis(50);
 /// After draining a partial batch, wait this long before waiting on the channel again.
 /// Waking per observation (a `cat` of every file sends two per file) cost the 2-core machine
 /// ~18% of its time in the channel's spin-yield; napping lets observations arrive in batches
-/// and lets senders skip waking a parked receiver.
-const COALESCE: Duration = Duration::from_millis(2);
+/// and lets senders skip waking a parked receiver. Each nap still costs a timed futex wait
+/// (hrtimer set and cancel, VM exits on this kind of machine), a wake-up of whoever follows
+/// `recent` and often a wake-up by the next sender: at 2 ms those were half of ingest's CPU
+/// time during `rg` over the tree. Readers that need ingest caught up cut the nap short
+/// (`World::await_ingest`), so only change feeds see the extra delay.
+const COALESCE: Duration = Duration::from_millis(10);
 
 /// The ingest thread's loop.
 pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
@@ -408,6 +412,12 @@ fn access(
         w.bump_generation();
     }
     let class = verdict.class;
+    // A look that counts for nothing (a scan, an unattributed access) changes no entry (see
+    // `update`) and creates none: most observations of a `grep -r` or `rg` end here, without
+    // hashing the path for a cache lookup.
+    if looking && !matches!(class, Some(Class::Agent) | Some(Class::Weak)) {
+        return class;
+    }
     let stamp = if class == Some(Class::Agent) {
         cx.stamp(w.turns.agent_activity(cx.time))
     } else {
