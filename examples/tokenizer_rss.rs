@@ -25,7 +25,10 @@ fn main() {
     match tiktoken_rs::o200k_base() {
         Ok(bpe) => {
             let n = bpe.encode_ordinary(sample).len();
-            println!("after also building tiktoken-rs's CoreBPE ({n} tokens counted): {}", rss());
+            println!(
+                "after also building tiktoken-rs's CoreBPE ({n} tokens counted): {}",
+                rss()
+            );
         }
         Err(e) => {
             eprintln!("tokenizer_rss: cannot build o200k_base: {e}");
