@@ -12,7 +12,7 @@
 use std::ffi::{CStr, OsStr, OsString};
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
@@ -50,8 +50,7 @@ pub struct Inode {
     backing: Backing,
     nlookup: AtomicU64,
     /// Last name this inode was reached by, for reporting paths: (parent node id, name).
-    /// Shared, so building a path for an observation copies no names.
-    name: Mutex<Option<(u64, Arc<OsStr>)>>,
+    name: Mutex<Option<(u64, Box<OsStr>)>>,
     /// Kernel passthrough registration, shared by every open of this inode.
     pub backing_id: Mutex<Weak<BackingId>>,
     /// Fingerprint of the attributes last sent to the kernel for this inode (0: none yet), so
@@ -283,7 +282,7 @@ impl InodeStore {
                 let mut slot = existing.name.lock();
                 // Usually the same name again: keep sharing it rather than allocating.
                 if !matches!(&*slot, Some((p, n)) if *p == parent.nodeid && **n == *name_os) {
-                    *slot = Some((parent.nodeid, Arc::from(name_os)));
+                    *slot = Some((parent.nodeid, Box::from(name_os)));
                 }
                 drop(slot);
                 return Ok((existing, st));
@@ -299,7 +298,7 @@ impl InodeStore {
             kind,
             backing,
             nlookup: AtomicU64::new(0),
-            name: Mutex::new(Some((parent.nodeid, Arc::from(name_os)))),
+            name: Mutex::new(Some((parent.nodeid, Box::from(name_os)))),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
         });
@@ -381,42 +380,38 @@ impl InodeStore {
     /// Records that `nodeid` is now reachable as `name` in `parent` (after rename or link).
     pub fn set_name(&self, nodeid: u64, parent: u64, name: &OsStr) {
         if let Some(inode) = self.map.get(&nodeid) {
-            *inode.name.lock() = Some((parent, Arc::from(name)));
+            *inode.name.lock() = Some((parent, Box::from(name)));
         }
     }
 
     /// The path of `nodeid` relative to the root, as far as names seen through the mount tell.
-    /// Called for every observation a FUSE thread emits, so it allocates once: the names are
-    /// shared, not copied, until the path is assembled at its final size.
     pub fn path_of(&self, nodeid: u64) -> Option<PathBuf> {
         self.path_with(nodeid, None)
     }
 
-    /// `path_of(nodeid)` joined with `leaf`, if any.
+    /// `path_of(nodeid)` joined with `leaf`, if any. Called for every observation a FUSE thread
+    /// emits, so it allocates once and writes nothing shared: names are copied leaf first, each
+    /// reversed, into one buffer that is reversed at the end.
     fn path_with(&self, nodeid: u64, leaf: Option<&OsStr>) -> Option<PathBuf> {
-        let mut parts: Vec<Arc<OsStr>> = Vec::with_capacity(16);
+        let mut rev: Vec<u8> = Vec::with_capacity(128);
+        if let Some(leaf) = leaf {
+            rev.extend(leaf.as_bytes().iter().rev());
+        }
         let mut cur = nodeid;
         // A bound guards against a cycle from concurrent renames.
         for _ in 0..4096 {
             if cur == ROOT_ID {
-                let len = parts.iter().map(|p| p.len() + 1).sum::<usize>()
-                    + leaf.map_or(0, |l| l.len() + 1);
-                let mut path = OsString::with_capacity(len);
-                for p in parts.iter().rev() {
-                    if !path.is_empty() {
-                        path.push("/");
-                    }
-                    path.push(p);
-                }
-                let mut path = PathBuf::from(path);
-                if let Some(leaf) = leaf {
-                    path.push(leaf);
-                }
-                return Some(path);
+                rev.reverse();
+                return Some(PathBuf::from(OsString::from_vec(rev)));
             }
-            let (parent, name) = self.map.get(&cur)?.name.lock().clone()?;
-            parts.push(name);
-            cur = parent;
+            let inode = self.map.get(&cur)?;
+            let name = inode.name.lock();
+            let (parent, name) = name.as_ref()?;
+            if !rev.is_empty() {
+                rev.push(b'/');
+            }
+            rev.extend(name.as_bytes().iter().rev());
+            cur = *parent;
         }
         None
     }
@@ -453,9 +448,64 @@ impl InodeStore {
             .iter()
             .map(|e| {
                 let name = e.name.lock().clone();
-                let (p, n) = name.map_or((None, None), |(p, n)| (Some(p), Some(n.to_os_string())));
+                let (p, n) =
+                    name.map_or((None, None), |(p, n)| (Some(p), Some(n.into_os_string())));
                 (*e.key(), p, n)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn open_dir(p: &std::path::Path) -> OwnedFd {
+        std::fs::File::open(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .into()
+    }
+
+    #[test]
+    fn paths_follow_the_names_seen() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir_all(dir.path().join("src/deep")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(dir.path().join("src/deep/lib.rs"), b"x").unwrap_or_else(|e| panic!("{e}"));
+        let store = InodeStore::new(open_dir(dir.path())).unwrap_or_else(|e| panic!("{e}"));
+        let root = store.get(ROOT_ID).unwrap_or_else(|e| panic!("{e}"));
+        let look = |parent: &Inode, name: &CStr| {
+            store
+                .lookup(parent, name)
+                .unwrap_or_else(|e| panic!("{name:?}: {e}"))
+                .0
+        };
+        let src = look(&root, c"src");
+        let deep = look(&src, c"deep");
+        let lib = look(&deep, c"lib.rs");
+        assert_eq!(store.path_of(ROOT_ID), Some(PathBuf::new()));
+        assert_eq!(
+            store.path_of(lib.nodeid),
+            Some(PathBuf::from("src/deep/lib.rs"))
+        );
+        assert_eq!(
+            store.child_path(deep.nodeid, OsStr::new("new.rs")),
+            Some(PathBuf::from("src/deep/new.rs"))
+        );
+        assert_eq!(
+            store.child_path(ROOT_ID, OsStr::new("top")),
+            Some(PathBuf::from("top"))
+        );
+        // A rename through the mount re-parents the name.
+        store.set_name(lib.nodeid, src.nodeid, OsStr::new("moved.rs"));
+        assert_eq!(
+            store.path_of(lib.nodeid),
+            Some(PathBuf::from("src/moved.rs"))
+        );
+        // Directories get a cached descriptor, shared between calls.
+        let a = store.path_fd(&deep).unwrap_or_else(|e| panic!("{e}"));
+        let b = store.path_fd(&deep).unwrap_or_else(|e| panic!("{e}"));
+        if let (InodeFd::Shared(a), InodeFd::Shared(b)) = (&a, &b) {
+            assert!(Arc::ptr_eq(a, b));
+        }
     }
 }
