@@ -444,6 +444,33 @@ mod tests {
         assert_eq!(class(&a, &p(1, "cat", &["cat", "a"]), "a"), Class::Agent);
     }
 
+    /// The same process record classified again (as ingest does for every observation of one
+    /// process) answers from the memo for its program, and still per path where the path
+    /// matters.
+    #[test]
+    fn repeated_process_keeps_path_dependent_classes() {
+        let a = Attributor::new(&AttributionConfig::default());
+        let py = p(1, "python3", &["python3", "tools/gen.py"]);
+        for _ in 0..2 {
+            assert_eq!(
+                a.program_class(Some(&py), Path::new("tools/gen.py")),
+                Class::Agent
+            );
+            assert_eq!(
+                a.program_class(Some(&py), Path::new("pkg/m.py")),
+                Class::Weak
+            );
+        }
+        let rg = p(2, "rg", &["rg", "x"]);
+        assert_eq!(a.program_class(Some(&rg), Path::new("a.rs")), Class::Scan);
+        let cat = p(3, "cat", &["cat", "a.rs"]);
+        assert_eq!(a.program_class(Some(&cat), Path::new("a.rs")), Class::Agent);
+        assert_eq!(
+            a.program_class(Some(&py), Path::new("pkg/m.py")),
+            Class::Weak
+        );
+    }
+
     #[test]
     fn named_files() {
         let args = |v: &[&str]| v.iter().map(|s| Box::<str>::from(*s)).collect::<Vec<_>>();
