@@ -6,6 +6,7 @@
 //! the map holds what the agent observed (thousands of entries, not the whole tree), so an O(n)
 //! pass per directory rename is cheaper than keeping a second, ordered index in sync.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 use dashmap::DashMap;
@@ -70,9 +71,16 @@ impl Cache {
 
     /// Paths whose entry wants its hash and token count (re)computed.
     pub fn stale_paths(&self) -> Vec<PathBuf> {
+        self.stale_paths_up_to(usize::MAX)
+    }
+
+    /// At most `limit` of [`stale_paths`](Self::stale_paths): ingest refreshes a few at a time,
+    /// and copying every stale path for each few made refreshing thousands quadratic.
+    pub fn stale_paths_up_to(&self, limit: usize) -> Vec<PathBuf> {
         self.map
             .iter()
             .filter(|r| r.value().needs_rehash)
+            .take(limit)
             .map(|r| r.key().clone())
             .collect()
     }
@@ -104,7 +112,7 @@ impl Cache {
     fn keys_under(&self, root: &Path) -> Vec<PathBuf> {
         self.map
             .iter()
-            .filter(|r| r.key().starts_with(root))
+            .filter(|r| is_under(r.key(), root))
             .map(|r| r.key().clone())
             .collect()
     }
@@ -129,6 +137,19 @@ impl Cache {
             }
         }
         n
+    }
+
+    /// Marks `path` alone deleted: for unlink(2), which never removes a directory, so nothing is
+    /// below it and the scan of every key `delete_subtree` makes (per file of an `rm -rf`) is
+    /// not needed. Returns whether the entry changed.
+    pub fn delete_one(&self, path: &Path, at: Stamp) -> bool {
+        match self.map.get_mut(path) {
+            Some(mut e) if e.state != EntryState::Deleted => {
+                e.deleted(at);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Marks the listing of `path`'s parent directory changed, if the agent has seen it.
@@ -241,9 +262,32 @@ fn merge_onto(mut dest: Entry, src: Entry, at: Stamp) -> Entry {
     dest
 }
 
+/// `key.starts_with(root)` for the normalized relative paths the cache holds (no `.`, no
+/// doubled or trailing `/`), on bytes: `Path::starts_with` walks components, and subtree
+/// operations ask it of every key.
+fn is_under(key: &Path, root: &Path) -> bool {
+    let (k, r) = (key.as_os_str().as_bytes(), root.as_os_str().as_bytes());
+    r.is_empty() || (k.starts_with(r) && (k.len() == r.len() || k[r.len()] == b'/'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn under_is_by_component() {
+        let u = |k: &str, r: &str| is_under(Path::new(k), Path::new(r));
+        assert!(u("a/b", "a") && u("a", "a") && u("a/b/c", "a/b") && u("x", ""));
+        assert!(!u("ab", "a") && !u("a", "a/b") && !u("b/a", "a"));
+        for (k, r) in [
+            ("src/lib.rs", "src"),
+            ("srcx/y", "src"),
+            ("s", "src"),
+            ("", ""),
+        ] {
+            assert_eq!(u(k, r), Path::new(k).starts_with(r), "{k} under {r}");
+        }
+    }
     use proptest::prelude::*;
     use std::time::SystemTime;
 

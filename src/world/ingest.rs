@@ -289,7 +289,11 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             name_op_class(&cx, attr, path)
         }
         Op::Unlink | Op::Rmdir => {
-            world.cache.delete_subtree(path, cx.neutral());
+            if matches!(obs.op, Op::Unlink) {
+                world.cache.delete_one(path, cx.neutral());
+            } else {
+                world.cache.delete_subtree(path, cx.neutral());
+            }
             world.cache.parent_listing_changed(path, cx.neutral());
             world.rules.invalidate(path);
             name_op_class(&cx, attr, path)

@@ -584,7 +584,10 @@ impl World {
         if !dirty && limit.is_some() {
             return 0;
         }
-        let stale = self.cache.stale_paths();
+        // One more than the limit tells whether any are left.
+        let stale = self
+            .cache
+            .stale_paths_up_to(limit.map_or(usize::MAX, |l| l.saturating_add(1)));
         let n = limit.map_or(stale.len(), |l| l.min(stale.len()));
         for p in &stale[..n] {
             ingest::refresh(self, p);
