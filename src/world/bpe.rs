@@ -111,10 +111,10 @@ impl Bpe {
             })
             .collect();
         let mut heap = BinaryHeap::with_capacity(piece.len());
-        for i in 0..piece.len() - 1 {
+        for (i, s) in state.iter_mut().enumerate().take(piece.len() - 1) {
             if let Some(&rank) = rank_of(i..i + 2) {
                 heap.push(Merge { start: i, rank });
-                state[i].next_rank = rank;
+                s.next_rank = rank;
             }
         }
         let mut tokens = piece.len();
