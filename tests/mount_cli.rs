@@ -539,9 +539,11 @@ fn unmount_dead_daemon(mode: Mode) {
     m.kill9();
     assert!(m.is_mounted(), "a SIGKILLed daemon leaves its mount behind");
     let e = std::fs::metadata(&m.root).map(|_| ()).unwrap_err();
-    assert_eq!(
-        e.raw_os_error(),
-        Some(libc::ENOTCONN),
+    // ENOTCONN once the watchdog has aborted the connection; ECONNABORTED for a request that
+    // was already queued when it did (the kernel ends pending requests with it). Either way
+    // the caller gets an error at once instead of hanging.
+    assert!(
+        matches!(e.raw_os_error(), Some(libc::ENOTCONN | libc::ECONNABORTED)),
         "stat of a dead mount: {e}"
     );
 
