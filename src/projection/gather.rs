@@ -65,8 +65,9 @@ pub struct Call {
     pub lines: Option<(u64, u64)>,
     pub result: String,
     pub is_error: bool,
-    /// Where it sits in the stream ([`super::placement`]): each call of an entry has its own
-    /// place, so a new range read of a file adds a call at the end instead of moving the file.
+    /// Where it sits in the stream, set by [`super::placement::assign`]: each call of an entry
+    /// has its own place, so a new range read of a file adds a call at the end instead of
+    /// moving the file.
     pub place: Placement,
 }
 
@@ -119,7 +120,7 @@ pub struct CommandPart {
     pub exit_code: Option<i32>,
     pub output: String,
     pub seq: u64,
-    /// Where it sits in the stream ([`super::placement`]).
+    /// Where it sits in the stream, set by [`super::placement::assign`].
     pub place: Placement,
     /// How the message formats show it (a user text block).
     pub text: String,
@@ -526,16 +527,6 @@ fn is_step_output(c: &CommandPart, s: &Step) -> bool {
         }
 }
 
-/// The place of a piece before [`super::placement::assign`]: by its own stamps.
-fn unplaced(seq: u64, turn: u64) -> Placement {
-    Placement {
-        major: 0,
-        minor: seq,
-        turn,
-        fingerprint: 0,
-    }
-}
-
 /// The name of a command output for the policy and for placements: absolute, so it never
 /// names a world entry, and unique among the outputs (the harness keeps one per command and
 /// working directory; several may be recorded at one observation sequence number).
@@ -849,7 +840,7 @@ fn command_parts(
             exit_code: c.exit_code,
             output: c.output.clone(),
             seq: c.seq,
-            place: unplaced(c.seq, c.turn),
+            place: Placement::default(),
             text,
             cost,
         });
@@ -1028,9 +1019,6 @@ fn entry_part(
         Ok(c) => content_calls(req, &mut part, &c, form)?,
         Err(shown) => notice_call(req, &mut part, shown),
     }
-    for call in &mut part.calls {
-        call.place = unplaced(order_seq, order_turn);
-    }
     part.cost = entry_cost(req, &part)?;
     Ok(Rendered::Part(part))
 }
@@ -1073,7 +1061,7 @@ fn notice_call(req: &ProjectionRequest, part: &mut EntryPart, shown: Shown) {
         lines: None,
         result,
         is_error,
-        place: unplaced(0, 0),
+        place: Placement::default(),
     });
 }
 
@@ -1100,7 +1088,7 @@ fn content_calls(
                 listing.clone()
             },
             is_error: false,
-            place: unplaced(0, 0),
+            place: Placement::default(),
         });
         if req.format == Format::Json {
             part.segments.push(Segment {
@@ -1154,7 +1142,7 @@ fn content_calls(
             lines: ranges.as_ref().map(|_| (first as u64 + 1, count as u64)),
             result,
             is_error: false,
-            place: unplaced(0, 0),
+            place: Placement::default(),
         });
         if req.format == Format::Json && n > 0 {
             let start = starts[first];

@@ -461,7 +461,6 @@ impl World {
         {
             for c in &mut cands {
                 c.last_form = prev.kept.get(&c.path).cloned();
-                c.shown_last = c.last_form.is_some();
                 c.fresh = c.last_seq > prev.seq || !prev.offered.contains(&c.path);
             }
         }
@@ -668,7 +667,6 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         weak_reads: e.weak_reads,
         evictions: e.evictions,
         rereads_after_eviction: e.rereads_after_eviction,
-        shown_last: false,
         last_form: None,
         fresh: false,
     })

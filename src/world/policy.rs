@@ -66,9 +66,8 @@ pub struct Candidate {
     pub weak_reads: u32,
     pub evictions: u16,
     pub rereads_after_eviction: u16,
-    /// The previous projection with the same budget and policy showed it.
-    pub shown_last: bool,
-    /// The form that projection showed it in.
+    /// The form the previous projection with the same budget and policy showed it in, if it
+    /// showed it.
     pub last_form: Option<Form>,
     /// Accessed or recorded since that projection.
     pub fresh: bool,
@@ -99,10 +98,14 @@ impl Candidate {
             weak_reads: 0,
             evictions: 0,
             rereads_after_eviction: 0,
-            shown_last: false,
             last_form: None,
             fresh: false,
         }
+    }
+
+    /// Whether the previous projection with the same budget and policy showed it.
+    pub fn shown_last(&self) -> bool {
+        self.last_form.is_some()
     }
 
     /// The whole form and its cost.

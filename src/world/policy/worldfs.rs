@@ -135,12 +135,12 @@ impl Policy for Worldfs {
         let order = self.order(candidates, cap);
         // Append while it fits: keep what the last projection showed and add what is new since,
         // so the projection only grows at its end and its cached prefix stays valid.
-        if candidates.iter().any(|c| c.shown_last) {
+        if candidates.iter().any(Candidate::shown_last) {
             let mut p = Packer::new(candidates, budget);
             let mut fits = true;
             for &i in &order {
                 let c = &candidates[i];
-                if c.shown_last || c.fresh {
+                if c.shown_last() || c.fresh {
                     fits &= p.offer(i, self.forms_sticky(c, cap));
                 } else {
                     // Evicted earlier and untouched since: bringing it back would insert it
@@ -158,7 +158,7 @@ impl Policy for Worldfs {
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) < 3) {
             p.offer(i, self.forms(&candidates[i], cap));
         }
-        if candidates.iter().any(|c| c.shown_last) {
+        if candidates.iter().any(Candidate::shown_last) {
             p.set_budget(budget.saturating_mul(LOW_WATER_PERCENT) / 100);
         }
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 3) {
@@ -317,7 +317,7 @@ mod tests {
         // "old" is worth less than "other" by density, but it was shown last time; "other" was
         // not (evicted earlier) and has not been touched since: the projection only grows.
         let mut old = cand("old", 3000, 6, 1);
-        old.shown_last = true;
+        old.last_form = Some(Form::Whole);
         let other = cand("other", 500, 1, 2);
         let mut new = cand("new", 1000, 0, 3);
         new.fresh = true;
@@ -331,7 +331,7 @@ mod tests {
         let mut cands: Vec<Candidate> = (0..10)
             .map(|i| {
                 let mut c = cand(&format!("f{i}"), 1000, 10 - i, i);
-                c.shown_last = true;
+                c.last_form = Some(Form::Whole);
                 c
             })
             .collect();
