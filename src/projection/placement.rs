@@ -11,7 +11,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::world::World;
-use crate::world::placements::{Layout, Placement};
+use crate::world::placements::{Placed, Placement};
 
 use super::gather::{Call, EntryPart, Input, command_key};
 
@@ -89,7 +89,7 @@ pub fn assign(world: &World, layout: &str, input: &mut Input) {
 
 /// Remembers where the pieces that were finally shown were placed.
 pub fn record(world: &World, layout: &str, input: &Input) {
-    let mut placed = Layout::with_capacity(input.entries.len() + input.commands.len());
+    let mut placed = Placed::with_capacity(input.entries.len() + input.commands.len());
     for e in &input.entries {
         for c in &e.calls {
             placed.insert(call_key(e, c), c.place);

@@ -174,7 +174,6 @@ impl WorldBuilder {
             harness: harness::Harness::default(),
             recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
             layouts: Mutex::new(HashMap::new()),
-            placements: placements::Placements::default(),
             generation: AtomicU64::new(0),
             urgent: AtomicU64::new(0),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
@@ -187,7 +186,8 @@ type DropCounter = Box<dyn Fn() -> u64 + Send + Sync>;
 /// Requester keys remembered at once.
 const MAX_LAYOUTS: usize = 64;
 
-/// What one selection kept, and the newest access it knew of.
+/// What one selection kept, and the newest access it knew of; and where the projection that
+/// made it placed its pieces.
 struct Layout {
     /// What was kept, in which form.
     kept: HashMap<PathBuf, Form>,
@@ -195,6 +195,8 @@ struct Layout {
     /// (a command output held back while it was the last step's own output, for one).
     offered: HashSet<PathBuf>,
     seq: u64,
+    /// Where the last projection for this key placed its pieces.
+    placed: Arc<placements::Placed>,
 }
 
 /// The world cache. Share it as `Arc<World>`.
@@ -222,7 +224,6 @@ pub struct World {
     recent: recent::Recent,
     /// What the last selection for each requester key kept ([`World::select_with_extra`]).
     layouts: Mutex<HashMap<String, Layout>>,
-    placements: placements::Placements,
     /// Bumped whenever an observation may have changed what a projection shows (anything but a
     /// read that counted for nothing): lets the socket reuse a rendering while it is unchanged.
     generation: AtomicU64,
@@ -427,13 +428,19 @@ impl World {
     }
 
     /// Where the last projection for `layout` placed its pieces (see [`placements`]).
-    pub fn placements(&self, layout: &str) -> Option<std::sync::Arc<placements::Layout>> {
-        self.placements.get(layout)
+    pub fn placements(&self, layout: &str) -> Option<Arc<placements::Placed>> {
+        self.layouts
+            .lock()
+            .get(layout)
+            .map(|l| Arc::clone(&l.placed))
     }
 
-    /// Records where a projection for `layout` placed its pieces.
-    pub fn set_placements(&self, layout: &str, placed: placements::Layout) {
-        self.placements.set(layout, placed);
+    /// Records where a projection for `layout` placed its pieces. Kept with that layout's last
+    /// selection (made by the same projection), and forgotten with it.
+    pub fn set_placements(&self, layout: &str, placed: placements::Placed) {
+        if let Some(l) = self.layouts.lock().get_mut(layout) {
+            l.placed = Arc::new(placed);
+        }
     }
 
     /// [`World::select_with`], with `extra` candidates that are not world entries (command
@@ -471,6 +478,10 @@ impl World {
                 // Requesters with ever new budgets: forget them all rather than grow.
                 layouts.clear();
             }
+            let placed = layouts
+                .get(key)
+                .map(|l| Arc::clone(&l.placed))
+                .unwrap_or_default();
             layouts.insert(
                 key.to_owned(),
                 Layout {
@@ -481,6 +492,7 @@ impl World {
                         .collect(),
                     offered: cands.iter().map(|c| c.path.clone()).collect(),
                     seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
+                    placed,
                 },
             );
         }
