@@ -247,12 +247,12 @@ struct Response<'a> {
 }
 
 impl<'a> Response<'a> {
-    fn of(id: &'a Value, outcome: &'a Result<Value, RpcError>) -> Self {
+    fn of(id: &'a Value, outcome: Result<&'a Value, &'a RpcError>) -> Self {
         Response {
             jsonrpc: "2.0",
             id,
-            result: outcome.as_ref().ok(),
-            error: outcome.as_ref().err(),
+            result: outcome.ok(),
+            error: outcome.err(),
         }
     }
 }
@@ -260,7 +260,7 @@ impl<'a> Response<'a> {
 /// A response object.
 pub fn response(id: &Value, outcome: &Result<Value, RpcError>) -> Value {
     // Serializing plain JSON values and strings cannot fail.
-    serde_json::to_value(Response::of(id, outcome)).unwrap_or(Value::Null)
+    serde_json::to_value(Response::of(id, outcome.as_ref())).unwrap_or(Value::Null)
 }
 
 /// A response as one line, newline included, serialized straight from `outcome` (a projection
@@ -279,18 +279,8 @@ pub fn response_line(id: &Value, outcome: &Result<Reply, RpcError>) -> Vec<u8> {
             out.extend_from_slice(b"}\n");
             out
         }
-        Ok(Reply::Value(v)) => line(serde_json::to_vec(&Response {
-            jsonrpc: "2.0",
-            id,
-            result: Some(v),
-            error: None,
-        })),
-        Err(e) => line(serde_json::to_vec(&Response {
-            jsonrpc: "2.0",
-            id,
-            result: None,
-            error: Some(e),
-        })),
+        Ok(Reply::Value(v)) => line(serde_json::to_vec(&Response::of(id, Ok(v)))),
+        Err(e) => line(serde_json::to_vec(&Response::of(id, Err(e)))),
     }
 }
 
