@@ -1,14 +1,14 @@
 //! The `anthropic` format: `{system, messages, tools}` for `POST /v1/messages`.
 //!
-//! Messages: the goal as user text; then the stream ([`Input::pieces`]), oldest change first,
-//! so an unchanged world renders a byte-identical prefix: one assistant `tool_use` / user
+//! Messages: the goal as user text; then the stream ([`Input::pieces`]) in its places, so an
+//! unchanged world renders a byte-identical prefix: one assistant `tool_use` / user
 //! `tool_result` pair per read call (an entry shown as several ranges has one per range), and
-//! still-valid command outputs as user text (merged after
-//! the results before them, which stay first in their message); then the structured state; the
-//! last real step verbatim; and it always ends on a user message. `cache_control` breakpoints
-//! go, in this priority, at the end of the stream (what the next request reads back), at the
-//! end of the part of the stream placed before this turn (what the previous request wrote, so
-//! it is read back now), at the very end, and at the end of the part placed before the last
+//! still-valid command outputs as user text (merged after the results before them, which stay
+//! first in their message); then the structured state; the last real step verbatim; and it
+//! always ends on a user message. `cache_control` breakpoints go, in this priority, at the end
+//! of the stream (what the next request reads back), at the end of the part of the stream
+//! placed before this turn (what the previous request wrote, so it is read back now), at the
+//! very end, and at the end of the part placed before the last
 //! turn; at most `max_breakpoints`.
 
 use serde_json::{Map, Value, json};
