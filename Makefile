@@ -12,7 +12,7 @@
 #   make bench-rss      daemon RSS on a 100k-file tree after find, git status and 2,000 agent reads
 #   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
 #                       tree, idle and under fsbench load on the mount (SOCKET_SECS=30)
-#   make bench-overhead observation on vs off, two mounts side by side in one fsbench run (<= 5%)
+#   make bench-overhead observation on vs off, two mounts side by side, fsbench run twice with the sides swapped (<= 5%)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
