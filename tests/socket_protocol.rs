@@ -200,6 +200,76 @@ fn step_record_advances_the_turn_and_counts_history() {
     assert_eq!(code_, code::INVALID_PARAMS);
 }
 
+/// The lines of `path` a JSON projection shows, as (first, last) per segment.
+fn shown_lines(c: &mut Conn, path: &str, budget: u64) -> Vec<(u64, u64)> {
+    let p = c.call(
+        "projection.get",
+        json!({"format": "json", "budget": budget}),
+    );
+    let entries = p["body"]["entries"].as_array().cloned().unwrap_or_default();
+    entries
+        .iter()
+        .filter(|e| e["path"] == path)
+        .flat_map(|e| e["segments"].as_array().cloned().unwrap_or_default())
+        .filter_map(|s| {
+            let first = s["first_line"].as_u64()?;
+            Some((first, first + s["line_count"].as_u64()? - 1))
+        })
+        .collect()
+}
+
+#[test]
+fn step_record_views_say_where_the_agent_looked_in_a_big_file() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    // far more than a 2,000-token projection can show whole
+    let big: String = (1..=3000)
+        .map(|i| format!("line {i} of a big module\n"))
+        .collect();
+    must(std::fs::write(f.root().join("big.py"), &big));
+    // `nl -ba big.py | grep x`, or a Read tool asked for 21 lines: the mount sees it read whole
+    f.read("big.py");
+    let step = |views: Value| {
+        json!({"tool_use_id": "t1", "tool_name": "Read", "input": {"file_path": "big.py"},
+               "result": "...", "views": views})
+    };
+    assert_eq!(shown_lines(&mut c, "big.py", 2000), vec![]);
+    let r = c.call(
+        "step.record",
+        step(json!([{"path": "big.py", "lines": [1200, 1220]}])),
+    );
+    assert_eq!(r["views_applied"], 1, "{r}");
+    assert_eq!(shown_lines(&mut c, "big.py", 2000), vec![(1200, 1220)]);
+    // the next look is shown with it while both fit
+    c.call(
+        "step.record",
+        step(json!([{"path": "big.py", "lines": [40, 45]}])),
+    );
+    assert_eq!(
+        shown_lines(&mut c, "big.py", 2000),
+        vec![(40, 45), (1200, 1220)]
+    );
+    // a file the world does not know is not created by a declaration
+    let r = c.call(
+        "step.record",
+        step(json!([{"path": "src/never_read.rs", "lines": [1, 2]}])),
+    );
+    assert_eq!(r["views_applied"], 0, "{r}");
+    for bad in [
+        json!([{"path": "big.py", "lines": [0, 3]}]),
+        json!([{"path": "big.py", "lines": [9, 3]}]),
+        json!([{"path": "big.py", "lines": [1]}]),
+    ] {
+        let (code_, msg) = c.call_err("step.record", step(bad.clone()));
+        assert_eq!(code_, code::INVALID_PARAMS, "{bad}: {msg}");
+    }
+    let (code_, msg) = c.call_err(
+        "step.record",
+        step(json!([{"path": "../outside.py", "lines": [1, 2]}])),
+    );
+    assert_ne!(code_, 0, "{msg}");
+}
+
 #[test]
 fn command_output_is_dropped_exactly_when_an_input_changes() {
     let f = Fixture::new();

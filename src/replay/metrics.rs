@@ -217,8 +217,32 @@ fn stale_in(v: &FileView, cur: &str) -> u64 {
         .sum()
 }
 
+/// A need the request did not hold fresh, for `WORLDFS_REPLAY_MISSES` (a debugging aid).
+#[derive(Debug, Clone, Serialize)]
+pub struct Miss {
+    pub path: String,
+    pub lines: Option<(u64, u64)>,
+    /// The request held some current content of the file.
+    pub file_fresh: bool,
+    /// The request held a stale copy.
+    pub stale: bool,
+    /// The current lines of the file the request held.
+    pub held: Vec<(u64, u64)>,
+}
+
 /// Measures one request (`blocks`) before the next turn's `needs`.
 pub fn measure(blocks: &[Block], needs: &[Need], seen: &Seen, applier: &Applier) -> TurnMeasure {
+    measure_with_misses(blocks, needs, seen, applier).0
+}
+
+/// [`measure`], and the needs it missed (file or range level).
+pub fn measure_with_misses(
+    blocks: &[Block],
+    needs: &[Need],
+    seen: &Seen,
+    applier: &Applier,
+) -> (TurnMeasure, Vec<Miss>) {
+    let mut misses = Vec::new();
     let h = holdings(blocks, applier);
     let mut m = TurnMeasure {
         stale_bytes: h.stale_bytes,
@@ -239,6 +263,7 @@ pub fn measure(blocks: &[Block], needs: &[Need], seen: &Seen, applier: &Applier)
         } else if h.stale_paths.contains_key(&n.path) {
             m.present_stale_file += 1;
         }
+        let mut missed = !fresh;
         if let Some((a, b)) = n.lines {
             if seen.covers(&n.path, a, b) {
                 m.needs_range += 1;
@@ -247,11 +272,21 @@ pub fn measure(blocks: &[Block], needs: &[Need], seen: &Seen, applier: &Applier)
                     m.fresh_range += 1;
                 } else {
                     m.forced_rereads += 1;
+                    missed = true;
                 }
             }
         }
+        if missed {
+            misses.push(Miss {
+                path: n.path.clone(),
+                lines: n.lines,
+                file_fresh: fresh,
+                stale: h.stale_paths.contains_key(&n.path),
+                held: h.fresh.get(&n.path).cloned().unwrap_or_default(),
+            });
+        }
     }
-    m
+    (m, misses)
 }
 
 #[cfg(test)]

@@ -209,6 +209,7 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
         let needs = metrics::needs(&steps, &applier);
         let reported = steps.iter().find_map(|s| s.tokens_in_reported);
         for (si, st) in strategies.iter().enumerate() {
+            let mut evicted = Value::Null;
             let (blocks, est, budget, over, violations) = match st {
                 Strategy::History(h) => (
                     h.request(&prompt, &history, &mut counter),
@@ -223,6 +224,7 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
                         json!({"format": "anthropic", "budget": budget, "policy": policy}),
                     )?;
                     let body = p.get("body").cloned().unwrap_or(Value::Null);
+                    evicted = p.get("evicted").cloned().unwrap_or(Value::Null);
                     if let Some(dir) = std::env::var_os("WORLDFS_REPLAY_DUMP") {
                         // debugging aid: every projection as served
                         let f = Path::new(&dir).join(format!(
@@ -261,7 +263,18 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
                 }
             };
             let bill = sims[si].bill(&blocks);
-            let measure = metrics::measure(&blocks, &needs, &seen, &applier);
+            let (measure, misses) = metrics::measure_with_misses(&blocks, &needs, &seen, &applier);
+            if let Some(file) = std::env::var_os("WORLDFS_REPLAY_MISSES") {
+                // debugging aid: one JSON line per need a strategy missed
+                write_misses(
+                    Path::new(&file),
+                    &trace.header.trace_id,
+                    *turn,
+                    &st.name(),
+                    &misses,
+                    &evicted,
+                );
+            }
             rows.push(Row {
                 turn: *turn,
                 strategy: st.name(),
@@ -294,6 +307,36 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
         rows,
         seconds: 0.0,
     })
+}
+
+fn write_misses(
+    file: &Path,
+    trace: &str,
+    turn: u64,
+    strategy: &str,
+    misses: &[metrics::Miss],
+    evicted: &Value,
+) {
+    use std::io::Write as _;
+    if misses.is_empty() {
+        return;
+    }
+    let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(file)
+    else {
+        return;
+    };
+    for m in misses {
+        let why = evicted.as_array().and_then(|a| {
+            a.iter()
+                .find(|e| e.get("path").and_then(Value::as_str) == Some(m.path.as_str()))
+        });
+        let line =
+            json!({"trace": trace, "turn": turn, "strategy": strategy, "miss": m, "evicted": why});
+        let _ = writeln!(f, "{line}");
+    }
 }
 
 /// Applies step `i` through the mount and tells the socket about it.
@@ -345,6 +388,23 @@ fn replay_step(
     });
     if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
         params["assistant_text"] = json!(t);
+    }
+    // What the result showed, as a harness that knows its tools would say it (a partial read
+    // showed lines at unknown places: nothing to declare).
+    if s.kind == Kind::Read
+        && s.in_repo()
+        && !s.partial()
+        && let Some(rel) = s.path.as_deref().and_then(clean_rel)
+    {
+        let path = rel.to_string_lossy().into_owned();
+        params["views"] = match s.line_ranges() {
+            Some(rs) => rs
+                .iter()
+                .filter(|[a, b]| *a >= 1 && a <= b)
+                .map(|r| json!({"path": path, "lines": r}))
+                .collect(),
+            None => json!([{ "path": path }]),
+        };
     }
     session
         .call("step.record", params)

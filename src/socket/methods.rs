@@ -620,7 +620,22 @@ struct StepRecord {
     assistant_text: Option<String>,
     #[serde(default)]
     raw_assistant_content: Option<Value>,
+    /// What the result showed of which files (see `world::views`).
+    #[serde(default)]
+    views: Vec<ViewDecl>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewDecl {
+    path: String,
+    /// 1-based inclusive first and last line; absent or null: the whole file.
+    #[serde(default)]
+    lines: Option<[u64; 2]>,
+}
+
+/// At most this many views per step (a result showing more files than this is a listing).
+const MAX_VIEWS: usize = 64;
 
 fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
     if p.tool_use_id.is_empty() || p.tool_use_id.len() > 256 {
@@ -633,7 +648,37 @@ fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
             "step.record: tool_name must be 1 to 256 characters",
         ));
     }
+    if p.views.len() > MAX_VIEWS {
+        return Err(RpcError::invalid_params(format!(
+            "step.record: {} views; at most {MAX_VIEWS}",
+            p.views.len()
+        )));
+    }
+    let mut views = Vec::with_capacity(p.views.len());
+    for v in &p.views {
+        if let Some([a, b]) = v.lines
+            && (a == 0 || b < a)
+        {
+            return Err(RpcError::invalid_params(format!(
+                "step.record: view of {}: lines [{a}, {b}] must be 1-based with first <= last",
+                v.path
+            )));
+        }
+        views.push((rel_path(shared, &v.path)?, v.lines.map(|[a, b]| (a, b))));
+    }
     let w = &*shared.world;
+    // The reads behind the views must be applied first, or there is no entry to refine yet.
+    if !views.is_empty() {
+        ingest_barrier(shared);
+    }
+    let mut viewed = 0u64;
+    for (rel, lines) in &views {
+        match w.agent_viewed(rel, *lines) {
+            Ok(true) => viewed += 1,
+            Ok(false) => {}
+            Err(e) => tracing::debug!(path = %rel.display(), "step.record: view not applied: {e}"),
+        }
+    }
     // What a history-keeping harness would have appended: the call, its result, the text.
     let mut added = count_tokens(&p.result) + count_tokens(&p.input.to_string());
     if let Some(t) = &p.assistant_text {
@@ -651,7 +696,11 @@ fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
         raw_assistant_content: p.raw_assistant_content,
         turn,
     });
-    Ok(json!({ "turn": turn, "history_tokens": shared.tokens.report().history_tokens }))
+    Ok(json!({
+        "turn": turn,
+        "history_tokens": shared.tokens.report().history_tokens,
+        "views_applied": viewed,
+    }))
 }
 
 #[derive(Deserialize)]

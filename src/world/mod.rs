@@ -29,6 +29,7 @@ pub mod source;
 pub mod stats;
 pub mod tokens;
 pub mod turns;
+pub mod views;
 
 use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
@@ -69,6 +70,9 @@ pub const NOTICE_TOKENS: u32 = 16;
 pub const RANGE_TOKENS: u32 = 6;
 /// Assumed bytes per token for entries not yet counted.
 const BYTES_PER_TOKEN_GUESS: u64 = 4;
+/// The most the places an agent looked at last may cost when a file is shown as them: the
+/// newest views that fit (see [`ranges::RecentViews::newest_within`]).
+pub const RECENT_VIEW_TOKENS: u32 = 1500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum WorldError {
@@ -195,6 +199,9 @@ struct Layout {
     /// (a command output held back while it was the last step's own output, for one).
     offered: HashSet<PathBuf>,
     seq: u64,
+    /// Per candidate, its stamp (`last_seq`) when a selection under this key last kept it: an
+    /// access after that stamp has not been shown yet.
+    shown_seq: HashMap<PathBuf, u64>,
     /// Where the last projection for this key placed its pieces.
     placed: Arc<placements::Placed>,
 }
@@ -469,6 +476,7 @@ impl World {
             for c in &mut cands {
                 c.last_form = prev.kept.get(&c.path).cloned();
                 c.fresh = c.last_seq > prev.seq || !prev.offered.contains(&c.path);
+                c.unshown = c.fresh || prev.shown_seq.get(&c.path).is_none_or(|&s| c.last_seq > s);
             }
         }
         let sel = policy.select(&cands, budget);
@@ -478,10 +486,23 @@ impl World {
                 // Requesters with ever new budgets: forget them all rather than grow.
                 layouts.clear();
             }
-            let placed = layouts
-                .get(key)
-                .map(|l| Arc::clone(&l.placed))
+            let (placed, mut shown_seq) = layouts
+                .get_mut(key)
+                .map(|l| (Arc::clone(&l.placed), std::mem::take(&mut l.shown_seq)))
                 .unwrap_or_default();
+            let kept: HashSet<&PathBuf> = sel.kept.iter().map(|k| &k.path).collect();
+            // Only candidates of this selection: what left the world is forgotten here too.
+            shown_seq = cands
+                .iter()
+                .filter_map(|c| {
+                    let at = if kept.contains(&c.path) {
+                        Some(c.last_seq)
+                    } else {
+                        shown_seq.get(&c.path).copied()
+                    };
+                    at.map(|at| (c.path.clone(), at))
+                })
+                .collect();
             layouts.insert(
                 key.to_owned(),
                 Layout {
@@ -492,6 +513,7 @@ impl World {
                         .collect(),
                     offered: cands.iter().map(|c| c.path.clone()).collect(),
                     seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
+                    shown_seq,
                     placed,
                 },
             );
@@ -652,9 +674,12 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         _ => None,
     };
     let recent = match e.size {
-        Some(size) if !notice_only && !e.recent.is_empty() => {
-            let set = e.recent.as_set();
-            (!set.covers(size)).then(|| {
+        Some(size) if !notice_only && !e.recent.is_empty() && content_tokens > 0 => {
+            // bytes that cost about RECENT_VIEW_TOKENS in this file
+            let limit = (u128::from(size) * u128::from(RECENT_VIEW_TOKENS)
+                / u128::from(content_tokens)) as u64;
+            let set = e.recent.newest_within(limit);
+            (!set.is_empty() && !set.covers(size)).then(|| {
                 let n = u32::try_from(set.as_slice().len()).unwrap_or(u32::MAX);
                 let t = tokens::estimate_part(content_tokens, size, set.covered())
                     .saturating_add(HEADER_TOKENS)
@@ -681,5 +706,6 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         rereads_after_eviction: e.rereads_after_eviction,
         last_form: None,
         fresh: false,
+        unshown: false,
     })
 }

@@ -71,6 +71,10 @@ pub struct Candidate {
     pub last_form: Option<Form>,
     /// Accessed or recorded since that projection.
     pub fresh: bool,
+    /// Accessed or recorded since a projection with the same budget and policy last showed it
+    /// (or never shown): what the agent last saw of it is not in the projection yet. Covers
+    /// `fresh`, and also an entry evicted in the very projection that followed its read.
+    pub unshown: bool,
 }
 
 impl Candidate {
@@ -100,6 +104,7 @@ impl Candidate {
             rereads_after_eviction: 0,
             last_form: None,
             fresh: false,
+            unshown: false,
         }
     }
 

@@ -107,8 +107,10 @@ impl RangeSet {
 ///
 /// The extent ([`RangeSet`]) only grows: once a file was read whole, it says nothing about where
 /// the agent is looking now. When a file is too big to show whole, these are what a projection
-/// shows instead. A read that touches or continues the latest view extends it, so one logical
-/// read split into many kernel requests stays one view.
+/// shows instead. A read that continues or widens the latest view extends it, so one logical
+/// read split into many kernel requests stays one view; a read inside the latest view is a
+/// narrower look and becomes a view of its own (after `nl -ba f | grep` read a big file whole,
+/// `sed -n 340,360p f` says where the agent is looking).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct RecentViews {
     views: Vec<ByteRange>,
@@ -116,19 +118,22 @@ pub struct RecentViews {
 
 impl RecentViews {
     /// Views remembered; older ones are forgotten.
-    pub const CAP: usize = 4;
+    pub const CAP: usize = 6;
 
     pub fn record(&mut self, r: ByteRange) {
         if r.is_empty() {
             return;
         }
-        if let Some(last) = self.views.last_mut()
-            && r.start <= last.end
-            && r.end >= last.start
-        {
-            last.start = last.start.min(r.start);
-            last.end = last.end.max(r.end);
-            return;
+        if let Some(last) = self.views.last_mut() {
+            let inside = r.start >= last.start && r.end <= last.end;
+            if r == *last {
+                return;
+            }
+            if !inside && r.start <= last.end && r.end >= last.start {
+                last.start = last.start.min(r.start);
+                last.end = last.end.max(r.end);
+                return;
+            }
         }
         // A view seen again becomes the most recent.
         self.views
@@ -148,6 +153,24 @@ impl RecentViews {
         let mut set = RangeSet::new();
         for v in &self.views {
             set.insert(*v);
+        }
+        set
+    }
+
+    /// The newest views whose union stays within `limit` bytes, newest first; a view wider than
+    /// `limit` on its own is passed over (a whole-file scan says nothing about where to look).
+    pub fn newest_within(&self, limit: u64) -> RangeSet {
+        let mut set = RangeSet::new();
+        for v in self.views.iter().rev() {
+            if v.len() > limit {
+                continue;
+            }
+            let mut next = set.clone();
+            next.insert(*v);
+            if next.covered() > limit {
+                break;
+            }
+            set = next;
         }
         set
     }
@@ -258,17 +281,49 @@ mod tests {
         v.record(ByteRange::at(0, 4096));
         v.record(ByteRange::at(4096, 4096));
         assert_eq!(v.as_set().as_slice(), &[ByteRange::at(0, 8192)]);
-        for i in 1..=5u64 {
+        let cap = RecentViews::CAP as u64;
+        for i in 1..=cap {
             v.record(ByteRange::at(i * 100_000, 10));
         }
         let set = v.as_set();
         assert_eq!(set.as_slice().len(), RecentViews::CAP);
         assert!(!set.as_slice().contains(&ByteRange::at(0, 8192)));
-        assert_eq!(set.as_slice().last(), Some(&ByteRange::at(500_000, 10)));
+        assert_eq!(
+            set.as_slice().last(),
+            Some(&ByteRange::at(cap * 100_000, 10))
+        );
         // seen again: moves to the end instead of taking another slot
         v.record(ByteRange::at(200_000, 10));
         assert_eq!(v.as_set().as_slice().len(), RecentViews::CAP);
         v.truncate(250_000);
-        assert_eq!(v.as_set().as_slice(), &[ByteRange::at(200_000, 10)]);
+        assert_eq!(
+            v.as_set().as_slice(),
+            &[ByteRange::at(100_000, 10), ByteRange::at(200_000, 10)]
+        );
+    }
+
+    #[test]
+    fn a_narrow_look_after_a_whole_scan_is_a_view_of_its_own() {
+        let mut v = RecentViews::default();
+        // `nl -ba big.py | grep ...` scans it whole, then `sed -n` looks at two places
+        v.record(ByteRange::at(0, 500_000));
+        v.record(ByteRange::at(40_000, 2_000));
+        v.record(ByteRange::at(90_000, 1_000));
+        assert_eq!(v.as_set().as_slice(), &[ByteRange::at(0, 500_000)]);
+        // the scan is passed over; the two looks fit in 4 KB, only the newest in 1.5 KB
+        assert_eq!(
+            v.newest_within(4_000).as_slice(),
+            &[ByteRange::at(40_000, 2_000), ByteRange::at(90_000, 1_000)]
+        );
+        assert_eq!(
+            v.newest_within(1_500).as_slice(),
+            &[ByteRange::at(90_000, 1_000)]
+        );
+        // widening the newest view still extends it
+        v.record(ByteRange::at(90_500, 1_000));
+        assert_eq!(
+            v.newest_within(4_000).as_slice(),
+            &[ByteRange::at(40_000, 2_000), ByteRange::at(90_000, 1_500)]
+        );
     }
 }

@@ -138,17 +138,27 @@ impl Policy for Worldfs {
         if candidates.iter().any(Candidate::shown_last) {
             let mut p = Packer::new(candidates, budget);
             let mut fits = true;
+            let mut later = Vec::new();
             for &i in &order {
                 let c = &candidates[i];
                 if c.shown_last() || c.fresh {
                     fits &= p.offer(i, self.forms_sticky(c, cap));
+                } else if c.unshown {
+                    later.push(i);
                 } else {
-                    // Evicted earlier and untouched since: bringing it back would insert it
-                    // mid-prefix; it returns when the agent reads it again.
+                    // Evicted earlier and untouched since: it returns when the agent reads it
+                    // again, so room left over does not churn evicted entries in and out.
                     p.evict(i, EvictReason::OverBudget);
                 }
             }
             if fits {
+                // Read, then evicted before it was ever shown (typically: the read was the last
+                // step, shown verbatim, and both did not fit): the agent's latest view of it is
+                // nowhere in the projection. Appended if room is left; never a reason to
+                // compact.
+                for i in later {
+                    p.offer(i, self.forms(&candidates[i], cap));
+                }
                 return p.finish(self.name());
             }
         }
@@ -324,6 +334,22 @@ mod tests {
         let s = Worldfs::default().select(&[old, other, new], 5000);
         assert_eq!(kept_paths(&s), vec!["new", "old"]);
         assert_eq!(s.evicted.len(), 1);
+    }
+
+    #[test]
+    fn an_entry_read_but_never_shown_comes_back_without_forcing_a_compaction() {
+        // "read" was read and evicted in the same projection (the read was the last step, shown
+        // verbatim): not fresh any more, but the agent's latest view of it is nowhere.
+        let mut old = cand("old", 3000, 6, 1);
+        old.last_form = Some(Form::Whole);
+        let mut read = cand("read", 1500, 1, 2);
+        read.unshown = true;
+        let s = Worldfs::default().select(&[old.clone(), read.clone()], 5000);
+        assert_eq!(kept_paths(&s), vec!["old", "read"]);
+        // no room: it stays out, and what was shown stays as it was (no compaction)
+        let s = Worldfs::default().select(&[old, read], 4000);
+        assert_eq!(kept_paths(&s), vec!["old"]);
+        assert_eq!(s.total_tokens, 3000);
     }
 
     #[test]
