@@ -129,10 +129,13 @@ wfs_mount() {
   exit 1
 }
 
-# Index of a mount point in WFS_MNTS, or nothing.
+# Index of the latest mount at a mount point in WFS_MNTS, or nothing. The latest: a script
+# that mounts at the same place again (bench.sh overhead) must stop the daemon it started last,
+# not find the first, long-stopped one and return as if done.
 wfs_index_of() {
-  local i
-  for i in "${!WFS_MNTS[@]}"; do [ "${WFS_MNTS[$i]}" = "$1" ] && { echo "$i"; return 0; }; done
+  local i found=""
+  for i in "${!WFS_MNTS[@]}"; do [ "${WFS_MNTS[$i]}" = "$1" ] && found=$i; done
+  [ -n "$found" ] && { echo "$found"; return 0; }
   return 1
 }
 
