@@ -59,12 +59,21 @@ impl Seen {
         }
     }
 
-    /// Records what a step showed the agent.
-    pub fn record(&mut self, s: &Step) {
+    /// Records what a step showed the agent. A command's reads count only for the lines of
+    /// the file its output shows (`grep -n x f` read all of `f` and showed one line; `cat a b`
+    /// showed both whole), so a scan is not mistaken for having seen the file.
+    pub fn record(&mut self, s: &Step, applier: &Applier) {
         let Some(p) = s.path.as_deref().filter(|_| s.in_repo()) else {
+            let output = s.output.as_deref().unwrap_or("");
             for t in s.touches() {
-                if matches!(t.op, super::trace::TouchOp::Read) {
-                    self.add(&t.path, t.range.map(|[a, b]| (a, b)));
+                if !matches!(t.op, super::trace::TouchOp::Read) {
+                    continue;
+                }
+                let Some(cur) = clean_rel(&t.path).and_then(|r| applier.disk_text(&r)) else {
+                    continue;
+                };
+                for run in shown_runs(&cur, t.range.map(|[a, b]| (a, b)), output) {
+                    self.add(&t.path, Some(run));
                 }
             }
             return;
@@ -79,6 +88,48 @@ impl Seen {
             _ => {}
         }
     }
+}
+
+/// The runs of lines of `file` (within `range`, 1-based inclusive; `None`: all) that `output`
+/// shows: a line is shown when some output line ends with it (gutters such as `12:` or
+/// `    12\t` come first); a blank line is shown when the lines on both sides are.
+fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u64, u64)> {
+    let lines = text::lines(file);
+    let n = lines.len() as u64;
+    let (a, b) = range.unwrap_or((1, n));
+    let (a, b) = (a.max(1), b.min(n));
+    if a > b || output.is_empty() {
+        return Vec::new();
+    }
+    let out: Vec<&str> = output.lines().map(str::trim_end).collect();
+    let idx = |i: u64| (i - 1) as usize;
+    let mut shown: Vec<bool> = (a..=b)
+        .map(|i| {
+            let l = lines[idx(i)].trim_end();
+            !l.trim().is_empty() && out.iter().any(|o| o.ends_with(l))
+        })
+        .collect();
+    for k in 0..shown.len() {
+        if lines[idx(a + k as u64)].trim().is_empty() {
+            let prev = k > 0 && shown[k - 1];
+            let next = k + 1 < shown.len() && shown[k + 1];
+            shown[k] = prev && next;
+        }
+    }
+    let mut runs = Vec::new();
+    let mut start = None;
+    for (k, on) in shown.iter().copied().chain([false]).enumerate() {
+        let i = a + k as u64;
+        match (on, start) {
+            (true, None) => start = Some(i),
+            (false, Some(s0)) => {
+                runs.push((s0, i - 1));
+                start = None;
+            }
+            _ => {}
+        }
+    }
+    runs
 }
 
 fn covered(rs: &[(u64, u64)], a: u64, b: u64) -> bool {
@@ -292,6 +343,19 @@ pub fn measure_with_misses(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_command_shows_the_lines_its_output_holds() {
+        let file = "def f():\n    return 1\n\ndef g():\n    return 2\n";
+        // grep -n showed one line; cat showed all; a scan that printed nothing showed nothing
+        assert_eq!(shown_runs(file, None, "4:def g():"), vec![(4, 4)]);
+        assert_eq!(shown_runs(file, None, file), vec![(1, 5)]);
+        assert_eq!(shown_runs(file, None, ""), vec![]);
+        // nl -ba | sed -n 2,4p: gutters first; the blank line goes with its neighbours
+        let out = "     2\t    return 1\n     3\t\n     4\tdef g():";
+        assert_eq!(shown_runs(file, Some((1, 5)), out), vec![(2, 4)]);
+        assert_eq!(shown_runs(file, Some((4, 9)), out), vec![(4, 4)]);
+    }
 
     #[test]
     fn coverage() {

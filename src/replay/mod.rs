@@ -294,7 +294,7 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
         }
         for &i in idxs {
             replay_step(trace, i, session, &mut applier)?;
-            seen.record(&trace.steps[i]);
+            seen.record(&trace.steps[i], &applier);
         }
         history.push(baseline::turn_blocks(trace, *turn, idxs, &mut counter));
     }
