@@ -77,6 +77,9 @@ pub enum DropReason {
     /// The rendered projection was over budget (the policy's estimate was low): dropped, in
     /// order, unpinned oldest entries, command outputs, state, framing, last step, goal.
     OverBudgetAfterRender,
+    /// Only part of it is shown: a goal over half the budget keeps its beginning and end
+    /// (`tokens` is what was left out).
+    Shortened,
 }
 
 /// Something left out of the projection, with what it would have cost.
