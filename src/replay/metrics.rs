@@ -59,9 +59,10 @@ impl Seen {
         }
     }
 
-    /// Records what a step showed the agent. A command's reads count only for the lines of
-    /// the file its output shows (`grep -n x f` read all of `f` and showed one line; `cat a b`
-    /// showed both whole), so a scan is not mistaken for having seen the file.
+    /// Records what a step showed the agent. A command's reads count only for the lines of the
+    /// file its output shows (`nl -ba f | grep x` read all of `f` and showed a few lines; `cat
+    /// a b` showed both whole), so a scan is not mistaken for having seen the file. Searches
+    /// (`grep x f`) do not make a file seen, as before.
     pub fn record(&mut self, s: &Step, applier: &Applier) {
         let Some(p) = s.path.as_deref().filter(|_| s.in_repo()) else {
             let output = s.output.as_deref().unwrap_or("");
@@ -93,7 +94,7 @@ impl Seen {
 /// The runs of lines of `file` (within `range`, 1-based inclusive; `None`: all) that `output`
 /// shows: a line is shown when some output line ends with it (gutters such as `12:` or
 /// `    12\t` come first); a blank line is shown when the lines on both sides are.
-fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u64, u64)> {
+pub fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u64, u64)> {
     let lines = text::lines(file);
     let n = lines.len() as u64;
     let (a, b) = range.unwrap_or((1, n));
@@ -212,6 +213,8 @@ struct Holdings {
     stale_paths: BTreeMap<String, u64>,
     stale_bytes: u64,
     view_bytes: u64,
+    /// Per stale view, where it first disagrees with the disk (for `WORLDFS_REPLAY_MISSES`).
+    stale_detail: Vec<(String, String)>,
 }
 
 fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
@@ -220,6 +223,7 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
         stale_paths: BTreeMap::new(),
         stale_bytes: 0,
         view_bytes: 0,
+        stale_detail: Vec::new(),
     };
     let mut cache: HashMap<String, Option<String>> = HashMap::new();
     for v in blocks.iter().flat_map(|b| &b.views) {
@@ -235,6 +239,22 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
         h.stale_bytes += stale;
         if stale > 0 {
             *h.stale_paths.entry(v.path.clone()).or_default() += stale;
+            let c = cur.as_deref().map(text::lines).unwrap_or_default();
+            let at = v.lines.iter().enumerate().find(|(i, l)| {
+                c.get((v.first as usize).saturating_sub(1) + i) != Some(&l.as_str())
+            });
+            if let Some((i, l)) = at {
+                h.stale_detail.push((v.path.clone(), format!(
+                    "view of {} lines at {}{}: line {} is {:?} in the view, {:?} on disk ({} lines)",
+                    v.lines.len(),
+                    v.first,
+                    if v.partial { " (partial)" } else { "" },
+                    v.first + i as u64,
+                    l,
+                    c.get((v.first as usize).saturating_sub(1) + i),
+                    c.len()
+                )));
+            }
         } else if !v.partial && !v.lines.is_empty() {
             h.fresh
                 .entry(v.path.clone())
@@ -279,6 +299,9 @@ pub struct Miss {
     pub stale: bool,
     /// The current lines of the file the request held.
     pub held: Vec<(u64, u64)>,
+    /// Not a need: a stale view, and where it first disagrees with the disk.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stale_detail: Option<String>,
 }
 
 /// Measures one request (`blocks`) before the next turn's `needs`.
@@ -293,8 +316,19 @@ pub fn measure_with_misses(
     seen: &Seen,
     applier: &Applier,
 ) -> (TurnMeasure, Vec<Miss>) {
-    let mut misses = Vec::new();
     let h = holdings(blocks, applier);
+    let mut misses: Vec<Miss> = h
+        .stale_detail
+        .iter()
+        .map(|(path, d)| Miss {
+            path: path.clone(),
+            lines: None,
+            file_fresh: false,
+            stale: true,
+            held: Vec::new(),
+            stale_detail: Some(d.clone()),
+        })
+        .collect();
     let mut m = TurnMeasure {
         stale_bytes: h.stale_bytes,
         view_bytes: h.view_bytes,
@@ -334,6 +368,7 @@ pub fn measure_with_misses(
                 file_fresh: fresh,
                 stale: h.stale_paths.contains_key(&n.path),
                 held: h.fresh.get(&n.path).cloned().unwrap_or_default(),
+                stale_detail: None,
             });
         }
     }

@@ -339,6 +339,55 @@ fn write_misses(
     }
 }
 
+/// Most views one step declares (the socket's limit).
+const MAX_STEP_VIEWS: usize = 64;
+
+/// What a step's result showed of which files, as a harness that knows its tools would declare
+/// it with `step.record`: a read its line ranges (or the whole file); a command or search, or
+/// a read of unknown places, the runs of lines of the files it read or searched that its output
+/// shows (`grep -n x f` shows the matching lines; `cat a b` both files).
+fn shown_views(s: &trace::Step, applier: &Applier) -> Vec<Value> {
+    let mut out = Vec::new();
+    if s.kind == Kind::Read
+        && s.in_repo()
+        && !s.partial()
+        && let Some(rel) = s.path.as_deref().and_then(clean_rel)
+    {
+        let path = rel.to_string_lossy().into_owned();
+        match s.line_ranges() {
+            Some(rs) => out.extend(
+                rs.iter()
+                    .filter(|[a, b]| *a >= 1 && a <= b)
+                    .map(|r| json!({"path": path, "lines": r})),
+            ),
+            None => out.push(json!({ "path": path })),
+        }
+    } else if s.kind == Kind::Read
+        && let Some(output) = s.output.as_deref().filter(|o| !o.is_empty())
+    {
+        for t in s.touches() {
+            if !matches!(t.op, trace::TouchOp::Read | trace::TouchOp::Search)
+                || t.in_repo == Some(false)
+            {
+                continue;
+            }
+            let Some(rel) = clean_rel(&t.path) else {
+                continue;
+            };
+            let Some(cur) = applier.disk_text(&rel) else {
+                continue;
+            };
+            let path = rel.to_string_lossy().into_owned();
+            let range = t.range.map(|[a, b]| (a, b));
+            for (a, b) in metrics::shown_runs(&cur, range, output) {
+                out.push(json!({"path": path, "lines": [a, b]}));
+            }
+        }
+    }
+    out.truncate(MAX_STEP_VIEWS);
+    out
+}
+
 /// Applies step `i` through the mount and tells the socket about it.
 fn replay_step(
     trace: &Trace,
@@ -389,22 +438,9 @@ fn replay_step(
     if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
         params["assistant_text"] = json!(t);
     }
-    // What the result showed, as a harness that knows its tools would say it (a partial read
-    // showed lines at unknown places: nothing to declare).
-    if s.kind == Kind::Read
-        && s.in_repo()
-        && !s.partial()
-        && let Some(rel) = s.path.as_deref().and_then(clean_rel)
-    {
-        let path = rel.to_string_lossy().into_owned();
-        params["views"] = match s.line_ranges() {
-            Some(rs) => rs
-                .iter()
-                .filter(|[a, b]| *a >= 1 && a <= b)
-                .map(|r| json!({"path": path, "lines": r}))
-                .collect(),
-            None => json!([{ "path": path }]),
-        };
+    let views = shown_views(s, applier);
+    if !views.is_empty() {
+        params["views"] = Value::Array(views);
     }
     session
         .call("step.record", params)
