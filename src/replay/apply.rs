@@ -349,16 +349,17 @@ impl Applier {
     fn apply_read(&mut self, step: &Step, rel: &Path) -> Result<()> {
         let ranges = step.line_ranges();
         let cur = self.disk_text(rel);
-        if let (Some(content), false) = (&step.content, step.partial()) {
-            let single_first = match &ranges {
+        if let Some(content) = &step.content {
+            let recorded = text::lines(content);
+            let first = match &ranges {
+                _ if step.partial() => cur.as_deref().and_then(|c| partial_at(c, &recorded)),
                 None => Some(1),
                 Some(rs) if rs.len() == 1 => Some(rs[0][0]),
                 _ => None,
             };
-            if let Some(first) = single_first {
-                let recorded = text::lines(content);
+            if let Some(first) = first {
                 let new = match &cur {
-                    Some(c) => text::splice(c, first, &recorded),
+                    Some(c) => text::splice(&pad_to(c, first), first, &recorded),
                     None if first == 1 => Some(content.clone()),
                     None => None,
                 };
@@ -533,4 +534,70 @@ fn names_directory(trace: &Trace, rel: &Path) -> bool {
         .steps
         .iter()
         .any(|s| s.path.as_deref().is_some_and(below) || s.touches().iter().any(|t| below(&t.path)))
+}
+
+/// Where the lines of a `partial` read (a pattern range such as `sed -n '/def f/,/^$/p'`) sit
+/// in `cur`, when they are not there verbatim: the 1-based line where a span as long as the
+/// recorded lines starts with their first line and ends with their last, so only lines inside
+/// it differ (an edit the trace could not describe). `None` when they are there verbatim or no
+/// such span exists: several ranges run together, or lines added or removed, cannot be placed
+/// without guessing, and a wrong guess would corrupt the file.
+fn partial_at(cur: &str, recorded: &[&str]) -> Option<u64> {
+    let c = text::lines(cur);
+    let (first, last) = (*recorded.first()?, *recorded.last()?);
+    let k = recorded.len();
+    if first.trim().is_empty() || last.trim().is_empty() || k < 2 || c.len() < k {
+        return None;
+    }
+    let mut found = None;
+    for i in 0..=c.len() - k {
+        if c[i..i + k] == *recorded {
+            return None;
+        }
+        if found.is_none() && c[i] == first && c[i + k - 1] == last {
+            found = Some(i as u64 + 1);
+        }
+    }
+    found
+}
+
+/// `cur` with empty lines appended so that line `first` exists: a read that saw lines past the
+/// end of the rebuilt file (earlier changes the trace could not describe made it longer) puts
+/// them where the agent saw them, not right after the last line.
+fn pad_to(cur: &str, first: u64) -> std::borrow::Cow<'_, str> {
+    let n = text::lines(cur).len() as u64;
+    if first <= n + 1 {
+        return std::borrow::Cow::Borrowed(cur);
+    }
+    let mut s = cur.to_string();
+    if !s.is_empty() && !s.ends_with('\n') {
+        s.push('\n');
+    }
+    s.push_str(&"\n".repeat((first - 1 - n) as usize));
+    std::borrow::Cow::Owned(s)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_read_is_placed_only_where_its_span_fits() {
+        let cur = "a\ndef f():\n    x = 1\n    return x\nb\n";
+        // edited inside: same span, first and last lines in place
+        let rec = ["def f():", "    x = 2", "    return x"];
+        assert_eq!(partial_at(cur, &rec), Some(2));
+        // there verbatim: nothing to do
+        let same = ["def f():", "    x = 1", "    return x"];
+        assert_eq!(partial_at(cur, &same), None);
+        // two ranges run together (span shorter than the distance): not placed
+        assert_eq!(partial_at(cur, &["a", "b"]), None);
+    }
+
+    #[test]
+    fn padding_puts_lines_where_the_agent_saw_them() {
+        assert_eq!(pad_to("a\nb\n", 3), "a\nb\n");
+        assert_eq!(pad_to("a\nb", 5), "a\nb\n\n\n");
+        assert_eq!(text::lines(&pad_to("a\nb\n", 5)).len(), 4);
+    }
 }
