@@ -133,6 +133,12 @@ md_header() {  # TITLE
     echo "- worldfs: commit $(commit); \`$MOUNT_DESC\`; enable_uring: $(uring_state) (transport: io_uring when Y, /dev/fuse when N)"
   } | record
 }
+# A command line as BENCHMARKS.md shows it: paths relative to the repository and ../shared.
+shown_cmd() {
+  local s="$*"
+  s=${s//$WFS_ROOT\//}
+  printf '%s' "${s//$SHARED\//..\/shared\/}"
+}
 record() { if [ "${BENCH_NO_RECORD:-0}" = 1 ]; then cat > /dev/null; else cat >> "$MD"; fi; }
 ensure_md() {
   [ "${BENCH_NO_RECORD:-0}" = 1 ] || [ -f "$MD" ] || printf '# worldfs benchmarks\n\nAppended by make bench (scripts/bench.sh).\n' > "$MD"
@@ -210,9 +216,8 @@ bench_fs() {
   [ "$rc" = 0 ] || wfs_log "WARNING: fsbench exited with status $rc"
 
   md_header "fsbench, native vs worldfs"
-  local shown=${cmd[*]}
-  shown=${shown//$WFS_ROOT\//}
-  shown=${shown//$SHARED\//..\/shared\/}
+  local shown
+  shown=$(shown_cmd "${cmd[@]}")
   {
     echo "- tree: bench-work/native/tree, $files files in git (cargo vendor of worldfs's dependencies, one commit); build: a copy of worldfs, dependencies fetched"
     echo "- command (in the repository root, $((SECONDS - t0)) s): \`$shown\`"
@@ -467,9 +472,8 @@ PY
   ) || table="(could not combine the two runs; raw output below)"
   echo "$table"
   md_header "Observation overhead, observer swapped"
-  local shown=${cmd[*]}
-  shown=${shown//$WFS_ROOT\//}
-  shown=${shown//$SHARED\//..\/shared\/}
+  local shown
+  shown=$(shown_cmd "${cmd[@]}")
   {
     echo "- two mirror mounts of two copies of bench-work/native/tree, bench-work/ovh/srcA at bench-work/ovh/a and srcB at bench-work/ovh/b; pass 1: A \`--no-observe\`, B observing; pass 2: A observing, B \`--no-observe\`; load average before: $load0; observations dropped by the observing daemon: ${dropped[*]}"
     echo "- command, run once per pass (\`scripts/bench.sh overhead\`, $((SECONDS - t0)) s in all): \`$shown\`"

@@ -304,13 +304,9 @@ pub struct Miss {
     pub stale_detail: Option<String>,
 }
 
-/// Measures one request (`blocks`) before the next turn's `needs`.
-pub fn measure(blocks: &[Block], needs: &[Need], seen: &Seen, applier: &Applier) -> TurnMeasure {
-    measure_with_misses(blocks, needs, seen, applier).0
-}
-
-/// [`measure`], and the needs it missed (file or range level).
-pub fn measure_with_misses(
+/// Measures one request (`blocks`) before the next turn's `needs`; also returns the needs it
+/// missed (file or range level) and its stale views, for `WORLDFS_REPLAY_MISSES`.
+pub fn measure(
     blocks: &[Block],
     needs: &[Need],
     seen: &Seen,

@@ -263,7 +263,7 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
                 }
             };
             let bill = sims[si].bill(&blocks);
-            let (measure, misses) = metrics::measure_with_misses(&blocks, &needs, &seen, &applier);
+            let (measure, misses) = metrics::measure(&blocks, &needs, &seen, &applier);
             if let Some(file) = std::env::var_os("WORLDFS_REPLAY_MISSES") {
                 // debugging aid: one JSON line per need a strategy missed
                 write_misses(
@@ -342,10 +342,11 @@ fn write_misses(
 /// Most views one step declares (the socket's limit).
 const MAX_STEP_VIEWS: usize = 64;
 
-/// What a step's result showed of which files, as a harness that knows its tools would declare
-/// it with `step.record`: a read its line ranges (or the whole file); a command or search, or
-/// a read of unknown places, the runs of lines of the files it read or searched that its output
-/// shows (`grep -n x f` shows the matching lines; `cat a b` both files).
+/// What a read step's result showed, as a harness that knows its tools would declare it with
+/// `step.record`: its line ranges (or the whole file); for a read of unknown places (`partial`),
+/// the runs of lines of the files it touched that its output shows. Commands and searches
+/// declare nothing: the lines a `grep` printed displaced the places the agent had read (file
+/// recall fell when they were declared).
 fn shown_views(s: &trace::Step, applier: &Applier) -> Vec<Value> {
     let mut out = Vec::new();
     if s.kind == Kind::Read
