@@ -2074,6 +2074,49 @@ fn seek_data_and_hole() {
         .check();
 }
 
+/// A read-only open of a file that was opened before is answered from the passthrough
+/// registration the daemon kept, without a descriptor of its own: every operation that needs
+/// one must still behave as natively (GETATTR by name, the rest with a descriptor opened late).
+#[test]
+fn reopened_read_only_file() {
+    let mb = 1i64 << 20;
+    Sc::new()
+        .ok(open("sparse", CREAT, 0o644, 0))
+        .ok(pwrite(0, 0, &pattern(4096, 1)))
+        .ok(pwrite(0, mb, &pattern(100, 2)))
+        .ok(close(0))
+        .ok(open("sparse", libc::O_RDONLY, 0, 1))
+        .ok(close(1))
+        .ok(open("sparse", libc::O_RDONLY, 0, 2))
+        .ok(fstat(2))
+        .is(pread(2, 0, 4), bytes(&pattern(4096, 1)[..4]))
+        .is(lseek(2, 4096, libc::SEEK_DATA), Out::Num(mb))
+        .is(lseek(2, 0, libc::SEEK_HOLE), Out::Num(4096))
+        .ok(Op::Fsync { slot: 2 })
+        .ok(Op::Fchmod {
+            slot: 2,
+            mode: 0o600,
+        })
+        .ok(fstat(2))
+        .ok(Op::OfdSetlk {
+            slot: 2,
+            typ: libc::F_RDLCK,
+            start: 0,
+            len: 10,
+        })
+        // the name it was reached by moves, then goes
+        .ok(rename("sparse", "moved", 0))
+        .ok(fstat(2))
+        .ok(writef("sparse", b"another file"))
+        .ok(fstat(2))
+        .ok(unlink("moved"))
+        .ok(fstat(2))
+        .is(pread(2, mb, 100), bytes(&pattern(100, 2)))
+        .ok(close(2))
+        .is(readf("sparse"), bytes(b"another file"))
+        .check();
+}
+
 #[test]
 fn access_as_root() {
     Sc::new()

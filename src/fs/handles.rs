@@ -2,9 +2,9 @@
 
 use std::collections::VecDeque;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
-use std::sync::Arc;
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use dashmap::DashMap;
 use fuser::BackingId;
@@ -13,11 +13,57 @@ use parking_lot::Mutex;
 use super::sys;
 
 pub struct OpenFile {
-    pub fd: OwnedFd,
+    /// The daemon's own descriptor. A read-only open answered with a passthrough registration
+    /// the inode already had gets none until an operation needs one: the kernel reads and
+    /// writes through its own backing file, and most such opens only ever see a GETATTR.
+    fd: OnceLock<OwnedFd>,
+    /// The flags to open `fd` with when it is needed late.
+    flags: i32,
     pub nodeid: u64,
     pub writable: bool,
     /// Keeps the inode's passthrough registration alive while this handle is open.
     pub _backing: Option<Arc<BackingId>>,
+}
+
+impl OpenFile {
+    pub fn new(
+        fd: Option<OwnedFd>,
+        flags: i32,
+        nodeid: u64,
+        writable: bool,
+        backing: Option<Arc<BackingId>>,
+    ) -> Self {
+        let cell = OnceLock::new();
+        if let Some(fd) = fd {
+            let _ = cell.set(fd);
+        }
+        Self {
+            fd: cell,
+            flags,
+            nodeid,
+            writable,
+            _backing: backing,
+        }
+    }
+
+    /// The descriptor, if the open made one or an operation needed one since.
+    pub fn fd_if_open(&self) -> Option<BorrowedFd<'_>> {
+        self.fd.get().map(|fd| fd.as_fd())
+    }
+
+    /// The descriptor, opened now with the open's flags (`open`) if there is none yet. Two
+    /// threads may both open; one descriptor is kept and the other closed.
+    pub fn fd(&self, open: impl FnOnce(i32) -> io::Result<OwnedFd>) -> io::Result<BorrowedFd<'_>> {
+        if let Some(fd) = self.fd.get() {
+            return Ok(fd.as_fd());
+        }
+        let fd = open(self.flags)?;
+        let _ = self.fd.set(fd);
+        self.fd
+            .get()
+            .map(|fd| fd.as_fd())
+            .ok_or_else(|| io::Error::from_raw_os_error(libc::EBADF))
+    }
 }
 
 pub struct OpenDir {

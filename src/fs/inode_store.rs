@@ -22,6 +22,7 @@ use fuser::BackingId;
 use parking_lot::Mutex;
 
 use super::file_handle::FileHandle;
+use super::retained::{self, Retained};
 use super::sys;
 
 pub const ROOT_ID: u64 = 1;
@@ -141,6 +142,8 @@ pub struct InodeStore {
     /// Regular files' data goes through kernel passthrough, so the kernel holds no pages of them
     /// that a change behind the mount could leave stale (only attributes).
     pub no_file_pages: AtomicBool,
+    /// Passthrough registrations kept after their last close; they follow the inodes' lifetime.
+    pub retained: Retained<Arc<BackingId>>,
 }
 
 impl InodeStore {
@@ -177,6 +180,7 @@ impl InodeStore {
             dir_fds: DashMap::new(),
             cached_dir_fds: AtomicUsize::new(0),
             no_file_pages: AtomicBool::new(false),
+            retained: Retained::new(retained::CAPACITY),
         })
     }
 
@@ -323,6 +327,7 @@ impl InodeStore {
         drop(entry);
         if let Some(old) = replaced {
             self.drop_cached_fd(&old);
+            self.retained.forget(old.nodeid);
         }
         Ok((result, st))
     }
@@ -357,6 +362,7 @@ impl InodeStore {
         });
         if let Some((_, inode)) = removed {
             self.drop_cached_fd(&inode);
+            self.retained.forget(nodeid);
             if nodeid >= SYNTHETIC_BASE {
                 self.synthetic.remove(&(inode.dev, inode.ino));
             }
@@ -414,6 +420,31 @@ impl InodeStore {
             cur = *parent;
         }
         None
+    }
+
+    /// Stats a file through the last name it was reached by, if that name still leads to it:
+    /// one `fstatat` in the parent's cached descriptor instead of opening the file by handle
+    /// and closing it again. `None` when the name is gone or leads elsewhere.
+    ///
+    /// The same (dev, ino, type) under the same name is the same file, except when the file was
+    /// deleted and ext4 gave its number to a new file at that very name. The kernel then asks
+    /// about the old node only through a name the watcher has not invalidated yet, and for a
+    /// name the new file's attributes are the right answer; the next LOOKUP finds the new file
+    /// (another handle) and gives it a new generation. An open file is stat'ed through its own
+    /// descriptor, or holds its registration, so it is never confused with a successor.
+    pub fn stat_by_name(&self, inode: &Inode) -> Option<libc::stat> {
+        let (parent, name) = {
+            let slot = inode.name.lock();
+            let (parent, name) = slot.as_ref()?;
+            (*parent, sys::cstr(name).ok()?)
+        };
+        let parent = self.get(parent).ok()?;
+        let pfd = self.path_fd(&parent).ok()?;
+        let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW).ok()?;
+        (st.st_dev == inode.dev
+            && st.st_ino == inode.ino
+            && st.st_mode & libc::S_IFMT == inode.kind)
+            .then_some(st)
     }
 
     /// The path of `name` inside directory `parent`.

@@ -6,8 +6,8 @@
 //! directories), `callers` (who made a request, read while it runs), `credentials` (acting as
 //! the caller), `kill_priv`
 //! (clearing set-id bits as a native write would), `attr` (stat to FUSE attributes),
-//! `watcher` (changes behind the mount -> kernel cache invalidation), `passthrough` (the
-//! operations), `sys` (libc wrappers).
+//! `retained` (passthrough registrations kept after close), `watcher` (changes behind the
+//! mount -> kernel cache invalidation), `passthrough` (the operations), `sys` (libc wrappers).
 
 pub mod attr;
 pub mod callers;
@@ -18,6 +18,7 @@ pub mod inode_store;
 pub mod kill_priv;
 pub mod op_stats;
 pub mod passthrough;
+pub mod retained;
 pub mod self_changes;
 pub mod sys;
 pub mod watcher;

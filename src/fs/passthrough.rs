@@ -6,8 +6,8 @@ use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -124,6 +124,11 @@ fn backing_open_flags(flags: i32) -> i32 {
     flags & !(libc::O_APPEND | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)
 }
 
+/// Flags for a descriptor opened after the open itself (see `OpenFile`): never truncate again.
+fn late_open_flags(flags: i32) -> i32 {
+    backing_open_flags(flags) & !libc::O_TRUNC
+}
+
 fn access_mode(flags: i32) -> (bool, bool) {
     match flags & libc::O_ACCMODE {
         libc::O_RDONLY => (true, false),
@@ -194,14 +199,25 @@ impl Passthrough {
             .record(parent.dev, parent.ino, name, change);
     }
 
+    /// Stats the backing inode: through its name when that still leads to it (one `fstatat`;
+    /// every read through the mount makes the kernel ask again, see `attr_of`), else through
+    /// its handle (open, `fstat`, close).
     fn stat_inode(&self, inode: &Inode) -> io::Result<libc::stat> {
+        if !inode.is_dir()
+            && let Some(st) = self.store.stat_by_name(inode)
+        {
+            return Ok(st);
+        }
         let fd = self.store.path_fd(inode)?;
         sys::fstat(fd.as_fd())
     }
 
+    /// Every passthrough read invalidates the kernel's cached atime, so each `stat` or `fstat`
+    /// of a file read before comes here: it is one of the three round trips of a `cat`.
     fn attr_of(&self, inode: &Inode, fh: Option<FileHandle>) -> io::Result<FileAttr> {
-        let st = match fh.and_then(|fh| self.files.get(fh.0).ok()) {
-            Some(file) => sys::fstat(file.fd.as_fd())?,
+        let file = fh.and_then(|fh| self.files.get(fh.0).ok());
+        let st = match file.as_ref().and_then(|f| f.fd_if_open()) {
+            Some(fd) => sys::fstat(fd)?,
             None => self.stat_inode(inode)?,
         };
         Ok(told_attr(inode, &st))
@@ -249,13 +265,16 @@ impl Passthrough {
             return None;
         }
         let mut slot = inode.backing_id.lock();
-        if let Some(id) = slot.upgrade() {
+        if let Some(id) = self.existing_backing(inode, &mut slot) {
             return Some(id);
         }
         match open_backing(fd) {
             Ok(id) => {
                 let id = Arc::new(id);
                 *slot = Arc::downgrade(&id);
+                self.store
+                    .retained
+                    .keep(inode.nodeid, inode.generation, id.clone());
                 Some(id)
             }
             Err(e) => {
@@ -268,6 +287,55 @@ impl Passthrough {
                 None
             }
         }
+    }
+
+    /// Files an open that made a descriptor under a new handle, with the inode's passthrough
+    /// registration unless writes must come through the daemon (`direct`).
+    fn insert_opened(
+        &self,
+        inode: &Inode,
+        fd: OwnedFd,
+        flags: i32,
+        write: bool,
+        direct: bool,
+        open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
+    ) -> (u64, Option<Arc<fuser::BackingId>>) {
+        let backing = if direct {
+            None
+        } else {
+            self.backing_for(inode, &fd, open_backing)
+        };
+        let fh = self.files.insert(OpenFile::new(
+            Some(fd),
+            late_open_flags(flags),
+            inode.nodeid,
+            write,
+            backing.clone(),
+        ));
+        (fh, backing)
+    }
+
+    /// The inode's passthrough registration if it has one: shared with an open still running,
+    /// or retained since an earlier one closed.
+    fn existing_backing(
+        &self,
+        inode: &Inode,
+        slot: &mut Weak<fuser::BackingId>,
+    ) -> Option<Arc<fuser::BackingId>> {
+        if let Some(id) = slot.upgrade() {
+            return Some(id);
+        }
+        let id = self.store.retained.get(inode.nodeid, inode.generation)?;
+        *slot = Arc::downgrade(&id);
+        Some(id)
+    }
+
+    /// The handle's own descriptor, opened now if the open did without one.
+    fn fd_of<'a>(&self, file: &'a OpenFile) -> io::Result<BorrowedFd<'a>> {
+        file.fd(|flags| {
+            let inode = self.store.get(file.nodeid)?;
+            self.store.open(&inode, flags)
+        })
     }
 
     /// A path for the xattr calls that reaches exactly this inode: `/proc/self/fd/N` of its
@@ -306,11 +374,14 @@ impl Passthrough {
             mtime,
         } = change;
         let file = fh.and_then(|fh| self.files.get(fh.0).ok());
+        // A handle without a descriptor of its own is served by path, as without a handle.
+        let file_fd = file.as_ref().and_then(|f| f.fd_if_open());
+        let writable = file.as_ref().is_some_and(|f| f.writable);
         let pfd = self.store.path_fd(inode)?;
         let proc_path = sys::proc_fd_path(pfd.as_fd().as_raw_fd());
         if let Some(mode) = mode {
-            match &file {
-                Some(f) => cvt(unsafe { libc::fchmod(f.fd.as_raw_fd(), mode) })?,
+            match file_fd {
+                Some(fd) => cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?,
                 None => cvt(unsafe { libc::chmod(proc_path.as_ptr(), mode) })?,
             };
         }
@@ -330,9 +401,9 @@ impl Passthrough {
             })?;
         }
         if let Some(size) = size {
-            run_as_caller_would(kill.as_ref(), || match &file {
-                Some(f) if f.writable => {
-                    cvt(unsafe { libc::ftruncate(f.fd.as_raw_fd(), size as i64) })
+            run_as_caller_would(kill.as_ref(), || match file_fd {
+                Some(fd) if writable => {
+                    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as i64) })
                 }
                 _ => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as i64) }),
             })?;
@@ -349,16 +420,16 @@ impl Passthrough {
                     )
                 })?;
             } else {
-                match &file {
-                    Some(f) => cvt(unsafe { libc::futimens(f.fd.as_raw_fd(), times.as_ptr()) })?,
+                match file_fd {
+                    Some(fd) => cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })?,
                     None => cvt(unsafe {
                         libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
                     })?,
                 };
             }
         }
-        let st = match &file {
-            Some(f) => sys::fstat(f.fd.as_fd())?,
+        let st = match file_fd {
+            Some(fd) => sys::fstat(fd)?,
             None => sys::fstat(pfd.as_fd())?,
         };
         Ok(told_attr(inode, &st))
@@ -369,6 +440,36 @@ impl Passthrough {
         let inode = self.inode(ino)?;
         let (read, write) = access_mode(flags);
         let truncate = flags & libc::O_TRUNC != 0;
+        let op = Op::Open {
+            read,
+            write,
+            truncate,
+            created: false,
+        };
+        // A read-only open of a file that still has a passthrough registration needs nothing
+        // from the backing tree: the kernel opens its own backing file from the registration,
+        // and permissions were checked by the kernel (default_permissions) before OPEN.
+        if !write && !truncate && self.passthrough.load(Ordering::Relaxed) {
+            let existing = self.existing_backing(&inode, &mut inode.backing_id.lock());
+            if let Some(backing) = existing {
+                let fh = self.files.insert(OpenFile::new(
+                    None,
+                    late_open_flags(flags),
+                    inode.nodeid,
+                    false,
+                    Some(backing.clone()),
+                ));
+                return Ok(Opened {
+                    fh,
+                    backing: Some(backing),
+                    nodeid: inode.nodeid,
+                    op,
+                    attr: None,
+                    generation: inode.generation,
+                    direct: false,
+                });
+            }
+        }
         // Set-id bits only matter to opens that can write; read-only opens cost nothing more.
         let mode = if write || truncate {
             self.stat_inode(&inode).map_err(errno)?.st_mode
@@ -389,23 +490,9 @@ impl Passthrough {
         // Passthrough writes never reach the daemon, and the backing file system writes them as
         // root, keeping set-id bits a native write by the caller would clear.
         let direct = write && set_id && self.passthrough.load(Ordering::Relaxed);
-        let backing = if direct {
-            None
-        } else {
-            self.backing_for(&inode, &fd, |fd| reply.open_backing(fd))
-        };
-        let fh = self.files.insert(OpenFile {
-            fd,
-            nodeid: inode.nodeid,
-            writable: write,
-            _backing: backing.clone(),
+        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, direct, |fd| {
+            reply.open_backing(fd)
         });
-        let op = Op::Open {
-            read,
-            write,
-            truncate,
-            created: false,
-        };
         Ok(Opened {
             fh,
             backing,
@@ -448,16 +535,8 @@ impl Passthrough {
         let direct = write
             && kill_priv::has_set_id_bits(st.st_mode)
             && self.passthrough.load(Ordering::Relaxed);
-        let backing = if direct {
-            None
-        } else {
-            self.backing_for(&inode, &fd, |fd| reply.open_backing(fd))
-        };
-        let fh = self.files.insert(OpenFile {
-            fd,
-            nodeid: inode.nodeid,
-            writable: write,
-            _backing: backing.clone(),
+        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, direct, |fd| {
+            reply.open_backing(fd)
         });
         Ok(Opened {
             fh,
@@ -875,7 +954,7 @@ impl Filesystem for Passthrough {
         bump(&self.stats.read);
         let result = self.files.get(fh.0).and_then(|f| {
             let mut buf = vec![0u8; size as usize];
-            let n = sys::pread(f.fd.as_fd(), &mut buf, offset)?;
+            let n = sys::pread(self.fd_of(&f)?, &mut buf, offset)?;
             buf.truncate(n);
             Ok((f.nodeid, buf))
         });
@@ -903,16 +982,17 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.write);
         let result = self.files.get(fh.0).and_then(|f| {
+            let fd = self.fd_of(&f)?;
             // The kernel flags writes by callers without CAP_FSETID; only a file that has set-id
             // bits needs the slower write that clears them.
             let kill = if write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID) {
-                let st = sys::fstat(f.fd.as_fd())?;
+                let st = sys::fstat(fd)?;
                 kill_priv::has_set_id_bits(st.st_mode)
                     .then(|| kill_priv::caller(req.pid(), req.gid()))
             } else {
                 None
             };
-            let n = run_as_caller_would(kill.as_ref(), || sys::pwrite(f.fd.as_fd(), data, offset))?;
+            let n = run_as_caller_would(kill.as_ref(), || sys::pwrite(fd, data, offset))?;
             Ok((f.nodeid, n))
         });
         match result {
@@ -970,7 +1050,7 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.fsync);
         let result = self.files.get(fh.0).and_then(|f| {
-            let fd = f.fd.as_raw_fd();
+            let fd = self.fd_of(&f)?.as_raw_fd();
             cvt(unsafe {
                 if datasync {
                     libc::fdatasync(fd)
@@ -1304,12 +1384,11 @@ impl Filesystem for Passthrough {
         bump(&self.stats.fallocate);
         let result = self.files.get(fh.0).and_then(|f| {
             // fallocate clears set-id bits natively too, and FALLOCATE carries no kill flag.
-            let st = sys::fstat(f.fd.as_fd())?;
+            let fd = self.fd_of(&f)?;
+            let st = sys::fstat(fd)?;
             let kill = self.kill_for(req, st.st_mode);
             run_as_caller_would(kill.as_ref(), || {
-                cvt(unsafe {
-                    libc::fallocate(f.fd.as_raw_fd(), mode, offset as i64, length as i64)
-                })
+                cvt(unsafe { libc::fallocate(fd.as_raw_fd(), mode, offset as i64, length as i64) })
             })?;
             Ok(f.nodeid)
         });
@@ -1344,7 +1423,7 @@ impl Filesystem for Passthrough {
         match self
             .files
             .get(fh.0)
-            .and_then(|f| sys::lseek(f.fd.as_fd(), offset, whence))
+            .and_then(|f| sys::lseek(self.fd_of(&f)?, offset, whence))
         {
             Ok(off) => reply.offset(off),
             Err(e) => reply.error(errno(e)),
@@ -1384,13 +1463,14 @@ impl Filesystem for Passthrough {
         let result = (|| {
             let fin = self.files.get(fh_in.0)?;
             let fout = self.files.get(fh_out.0)?;
+            let (fd_in, fd_out) = (self.fd_of(&fin)?, self.fd_of(&fout)?);
             let mut off_in = offset_in as i64;
             let mut off_out = offset_out as i64;
             let n = unsafe {
                 libc::copy_file_range(
-                    fin.fd.as_raw_fd(),
+                    fd_in.as_raw_fd(),
                     &mut off_in,
-                    fout.fd.as_raw_fd(),
+                    fd_out.as_raw_fd(),
                     &mut off_out,
                     len as usize,
                     0,

@@ -145,6 +145,13 @@ impl Invalidator {
                         // The echo of an operation made through the mount.
                         continue;
                     }
+                    if nc == NameChange::Removed {
+                        // A kept passthrough registration holds its file open. The kernel
+                        // usually forgets an inode once its name is invalidated, which drops
+                        // the registration; one it keeps (another cached name) must not keep
+                        // a deleted file's space. Which one it was is not worth finding.
+                        self.store.retained.clear();
+                    }
                     self.inval_known(st.as_ref());
                     let parent = if parent_rel.as_os_str().is_empty() {
                         Some(ROOT_ID)
@@ -214,6 +221,7 @@ impl Invalidator {
 
     /// After lost events nothing cached can be trusted: drop every known inode and name.
     fn everything(&self) {
+        self.store.retained.clear();
         for (id, parent, name) in self.store.all_names() {
             self.inval_inode(id);
             if let Some((parent, name)) = parent.zip(name) {
