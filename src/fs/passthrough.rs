@@ -255,10 +255,14 @@ impl Passthrough {
     }
 
     /// Registers (or reuses) the inode's kernel passthrough backing for an open descriptor.
+    /// `retain`: keep a new registration after the last close (see `retained`). Only reads
+    /// ask for it: a file being written is as likely deleted soon (build outputs, temporary
+    /// files), and a kept registration turns its unlink into an orphan that ext4 frees later.
     fn backing_for(
         &self,
         inode: &Inode,
         fd: &OwnedFd,
+        retain: bool,
         open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
     ) -> Option<Arc<fuser::BackingId>> {
         if !self.passthrough.load(Ordering::Relaxed) {
@@ -272,9 +276,11 @@ impl Passthrough {
             Ok(id) => {
                 let id = Arc::new(id);
                 *slot = Arc::downgrade(&id);
-                self.store
-                    .retained
-                    .keep(inode.nodeid, inode.generation, id.clone());
+                if retain {
+                    self.store
+                        .retained
+                        .keep(inode.nodeid, inode.generation, id.clone());
+                }
                 Some(id)
             }
             Err(e) => {
@@ -297,13 +303,13 @@ impl Passthrough {
         fd: OwnedFd,
         flags: i32,
         write: bool,
-        direct: bool,
+        (direct, retain): (bool, bool),
         open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
     ) -> (u64, Option<Arc<fuser::BackingId>>) {
         let backing = if direct {
             None
         } else {
-            self.backing_for(inode, &fd, open_backing)
+            self.backing_for(inode, &fd, retain, open_backing)
         };
         let fh = self.files.insert(OpenFile::new(
             Some(fd),
@@ -490,7 +496,8 @@ impl Passthrough {
         // Passthrough writes never reach the daemon, and the backing file system writes them as
         // root, keeping set-id bits a native write by the caller would clear.
         let direct = write && set_id && self.passthrough.load(Ordering::Relaxed);
-        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, direct, |fd| {
+        let retain = !write && !truncate;
+        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, (direct, retain), |fd| {
             reply.open_backing(fd)
         });
         Ok(Opened {
@@ -535,7 +542,7 @@ impl Passthrough {
         let direct = write
             && kill_priv::has_set_id_bits(st.st_mode)
             && self.passthrough.load(Ordering::Relaxed);
-        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, direct, |fd| {
+        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, (direct, false), |fd| {
             reply.open_backing(fd)
         });
         Ok(Opened {
