@@ -34,8 +34,10 @@ pub enum Command {
         /// Where to show it; defaults to SOURCE itself (mount in place).
         mountpoint: Option<PathBuf>,
         /// How file data flows: `auto` uses kernel passthrough when the kernel offers it and the
-        /// daemon is root (native speed; reads and writes are observed at open and close),
-        /// `daemon` routes every read and write through worldfs (byte ranges observed).
+        /// daemon is root (native speed; reads and writes are observed at open and close; files
+        /// up to 256 KiB opened only for reading are served from the kernel's page cache, which
+        /// saves a round trip per open), `daemon` routes every read and write through worldfs
+        /// (byte ranges observed).
         #[arg(long, value_enum, default_value_t = IoMode::Auto)]
         io: IoMode,
         /// How requests travel between the kernel and worldfs. `auto` uses FUSE-over-io_uring

@@ -2117,6 +2117,44 @@ fn reopened_read_only_file() {
         .check();
 }
 
+/// Small files opened only for reading are served from the kernel's page cache, other opens
+/// through passthrough, and all opens of one file share a mode. Pages the page cache holds must
+/// never be older than the file: after writes by an open in either mode, every reader sees them.
+#[test]
+fn page_cache_and_passthrough_opens_of_one_file() {
+    Sc::new()
+        .ok(writef("c", b"0123456789"))
+        // a cached reader fills the page cache
+        .ok(open("c", libc::O_RDONLY, 0, 0))
+        .is(pread(0, 0, 100), bytes(b"0123456789"))
+        // a writer while it is open writes through the page cache
+        .ok(open("c", RW, 0, 1))
+        .ok(pwrite(1, 2, b"AB"))
+        .is(pread(0, 0, 100), bytes(b"01AB456789"))
+        .ok(Op::Ftruncate { slot: 1, len: 4 })
+        .is(pread(0, 0, 100), bytes(b"01AB"))
+        .ok(fstat(0))
+        .ok(close(0))
+        .ok(close(1))
+        .is(readf("c"), bytes(b"01AB"))
+        // a passthrough writer once no reader is left, same size: the pages cached before it
+        // must not be served to the next reader
+        .ok(open("c", RW, 0, 2))
+        .ok(pwrite(2, 0, b"xy"))
+        .ok(close(2))
+        .ok(open("c", libc::O_RDONLY, 0, 3))
+        .is(pread(3, 0, 100), bytes(b"xyAB"))
+        .ok(fstat(3))
+        // and a passthrough writer while that cached reader is open is a cached writer
+        .ok(open("c", libc::O_WRONLY | libc::O_APPEND, 0, 4))
+        .ok(write(4, b"!"))
+        .is(pread(3, 0, 100), bytes(b"xyAB!"))
+        .ok(close(4))
+        .ok(close(3))
+        .is(readf("c"), bytes(b"xyAB!"))
+        .check();
+}
+
 #[test]
 fn access_as_root() {
     Sc::new()

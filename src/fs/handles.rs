@@ -10,6 +10,7 @@ use dashmap::DashMap;
 use fuser::BackingId;
 use parking_lot::Mutex;
 
+use super::open_mode::OpenIo;
 use super::sys;
 
 pub struct OpenFile {
@@ -23,6 +24,8 @@ pub struct OpenFile {
     pub writable: bool,
     /// Keeps the inode's passthrough registration alive while this handle is open.
     pub _backing: Option<Arc<BackingId>>,
+    /// The mode `open_mode` chose, given back at RELEASE (`None` when it was not asked).
+    pub io: Option<OpenIo>,
 }
 
 impl OpenFile {
@@ -32,6 +35,7 @@ impl OpenFile {
         nodeid: u64,
         writable: bool,
         backing: Option<Arc<BackingId>>,
+        io: Option<OpenIo>,
     ) -> Self {
         let cell = OnceLock::new();
         if let Some(fd) = fd {
@@ -43,6 +47,7 @@ impl OpenFile {
             nodeid,
             writable,
             _backing: backing,
+            io,
         }
     }
 

@@ -22,6 +22,7 @@ use fuser::BackingId;
 use parking_lot::Mutex;
 
 use super::file_handle::FileHandle;
+use super::open_mode::InodeOpens;
 use super::retained::{self, Retained};
 use super::sys;
 
@@ -57,6 +58,12 @@ pub struct Inode {
     /// Fingerprint of the attributes last sent to the kernel for this inode (0: none yet), so
     /// the watcher can tell the echo of the mount's own change from a change made behind it.
     told: AtomicU64,
+    /// Size last sent to the kernel: what an open goes by to choose its mode.
+    told_size: AtomicU64,
+    /// Open files of this inode by I/O mode (see `open_mode`).
+    pub opens: Mutex<InodeOpens>,
+    /// Set once an open used the page cache: from then on the kernel may hold pages of it.
+    may_have_pages: AtomicBool,
 }
 
 /// What the kernel caches of a stat, folded into 64 bits (never 0).
@@ -83,6 +90,20 @@ impl Inode {
     /// Records that the kernel was just given the attributes in `st`.
     pub fn told(&self, st: &libc::stat) {
         self.told.store(attr_fingerprint(st), Ordering::Relaxed);
+        self.told_size
+            .store(u64::try_from(st.st_size).unwrap_or(0), Ordering::Relaxed);
+    }
+
+    pub fn told_size(&self) -> u64 {
+        self.told_size.load(Ordering::Relaxed)
+    }
+
+    pub fn set_may_have_pages(&self) {
+        self.may_have_pages.store(true, Ordering::Relaxed);
+    }
+
+    pub fn may_have_pages(&self) -> bool {
+        self.may_have_pages.load(Ordering::Relaxed)
     }
 
     /// Whether `st` is exactly what the kernel was last given for this inode.
@@ -166,6 +187,9 @@ impl InodeStore {
             name: Mutex::new(None),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
+            told_size: AtomicU64::new(0),
+            opens: Mutex::new(InodeOpens::default()),
+            may_have_pages: AtomicBool::new(false),
         });
         let map = DashMap::new();
         map.insert(ROOT_ID, root);
@@ -305,6 +329,9 @@ impl InodeStore {
             name: Mutex::new(Some((parent.nodeid, Box::from(name_os)))),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
+            told_size: AtomicU64::new(0),
+            opens: Mutex::new(InodeOpens::default()),
+            may_have_pages: AtomicBool::new(false),
         });
         // Two threads may race to insert the same inode; the first one wins and both count.
         let mut replaced = None;

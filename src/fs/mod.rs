@@ -6,7 +6,8 @@
 //! directories), `callers` (who made a request, read while it runs), `credentials` (acting as
 //! the caller), `kill_priv`
 //! (clearing set-id bits as a native write would), `attr` (stat to FUSE attributes),
-//! `retained` (passthrough registrations kept after close), `watcher` (changes behind the
+//! `open_mode` (page cache or passthrough, per open), `retained` (passthrough registrations
+//! kept after close), `watcher` (changes behind the
 //! mount -> kernel cache invalidation), `passthrough` (the operations), `sys` (libc wrappers).
 
 pub mod attr;
@@ -17,6 +18,7 @@ pub mod handles;
 pub mod inode_store;
 pub mod kill_priv;
 pub mod op_stats;
+pub mod open_mode;
 pub mod passthrough;
 pub mod retained;
 pub mod self_changes;
@@ -32,9 +34,10 @@ pub use passthrough::Passthrough;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum IoMode {
     /// Kernel passthrough when available (native speed; the daemon sees opens and closes,
-    /// not individual reads and writes), daemon I/O otherwise.
+    /// not individual reads and writes; small files opened only for reading go through the
+    /// page cache, see `open_mode`), daemon I/O otherwise.
     Auto,
-    /// Kernel passthrough or fail at mount time.
+    /// As `auto`, but fail at mount time if kernel passthrough is not available.
     Passthrough,
     /// Every read and write goes through the daemon, which observes byte ranges.
     Daemon,

@@ -25,6 +25,7 @@ use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
 use super::kill_priv::{self, run_as_caller_would};
 use super::op_stats::{OpStats, bump};
+use super::open_mode::OpenIo;
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode, IoUringMode};
@@ -75,10 +76,30 @@ struct Opened {
     /// Set for CREATE, whose reply carries the new entry.
     attr: Option<FileAttr>,
     generation: u64,
-    /// Writes must reach the daemon (set-id bits to clear) although kernel passthrough is on:
-    /// the open is answered with FOPEN_DIRECT_IO, the only non-passthrough mode the kernel lets
-    /// coexist with passthrough opens of the same inode.
-    direct: bool,
+    /// The reply's flags when `backing` is `None`: FOPEN_KEEP_CACHE when the pages the kernel
+    /// holds are current, FOPEN_DIRECT_IO for writes that must reach the daemon (set-id bits to
+    /// clear) although kernel passthrough is on (the only non-passthrough mode the kernel lets
+    /// coexist with passthrough opens of the same inode).
+    fopen: FopenFlags,
+}
+
+impl Opened {
+    fn new(
+        inode: &Inode,
+        (fh, backing, fopen): (u64, Option<Arc<fuser::BackingId>>, FopenFlags),
+        op: Op,
+        attr: Option<FileAttr>,
+    ) -> Self {
+        Self {
+            fh,
+            backing,
+            nodeid: inode.nodeid,
+            op,
+            attr,
+            generation: inode.generation,
+            fopen,
+        }
+    }
 }
 
 fn errno(e: io::Error) -> Errno {
@@ -127,6 +148,32 @@ fn backing_open_flags(flags: i32) -> i32 {
 /// Flags for a descriptor opened after the open itself (see `OpenFile`): never truncate again.
 fn late_open_flags(flags: i32) -> i32 {
     backing_open_flags(flags) & !libc::O_TRUNC
+}
+
+/// What an OPEN or CREATE reply says: the registration to pass through, or the flags of an
+/// open without one.
+fn reply_mode(
+    inode: &Inode,
+    io: Option<OpenIo>,
+    direct: bool,
+    held: Option<&Arc<fuser::BackingId>>,
+) -> (Option<Arc<fuser::BackingId>>, FopenFlags) {
+    match io {
+        Some(OpenIo::Cached { keep_cache }) => {
+            inode.set_may_have_pages();
+            let flags = if keep_cache {
+                FopenFlags::FOPEN_KEEP_CACHE
+            } else {
+                FopenFlags::empty()
+            };
+            (None, flags)
+        }
+        _ if direct => (None, FopenFlags::FOPEN_DIRECT_IO),
+        // A passthrough reply ignores the flags. Without a registration (no kernel passthrough)
+        // the daemon serves every read and the watcher drops pages changed behind the mount, so
+        // they may be kept across opens.
+        _ => (held.cloned(), FopenFlags::FOPEN_KEEP_CACHE),
+    }
 }
 
 fn access_mode(flags: i32) -> (bool, bool) {
@@ -295,30 +342,38 @@ impl Passthrough {
         }
     }
 
-    /// Files an open that made a descriptor under a new handle, with the inode's passthrough
-    /// registration unless writes must come through the daemon (`direct`).
+    /// Files an open under a new handle; returns it with the registration the reply passes
+    /// through (if any) and the reply's flags otherwise. `io`: the mode `open_mode` chose
+    /// (`None`: no kernel passthrough, or writes that must come through the daemon, `direct`).
+    /// `retain` keeps a new registration after the last close.
+    ///
+    /// A cached open holds the inode's registration too, though its reply does not pass it:
+    /// the registration keeps the backing inode alive while the handle is open, so a descriptor
+    /// opened later (a page-cache miss after the file was deleted or replaced) still reaches
+    /// it, and the next open of the file finds it.
     fn insert_opened(
         &self,
         inode: &Inode,
-        fd: OwnedFd,
+        fd: Option<OwnedFd>,
         flags: i32,
         write: bool,
-        (direct, retain): (bool, bool),
+        (io, direct, retain): (Option<OpenIo>, bool, bool),
         open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
-    ) -> (u64, Option<Arc<fuser::BackingId>>) {
-        let backing = if direct {
-            None
-        } else {
-            self.backing_for(inode, &fd, retain, open_backing)
+    ) -> (u64, Option<Arc<fuser::BackingId>>, FopenFlags) {
+        let held = match &fd {
+            Some(fd) if !direct => self.backing_for(inode, fd, retain, open_backing),
+            _ => None,
         };
+        let (reply_backing, fopen) = reply_mode(inode, io, direct, held.as_ref());
         let fh = self.files.insert(OpenFile::new(
-            Some(fd),
+            fd,
             late_open_flags(flags),
             inode.nodeid,
             write,
-            backing.clone(),
+            held,
+            io,
         ));
-        (fh, backing)
+        (fh, reply_backing, fopen)
     }
 
     /// The inode's passthrough registration if it has one: shared with an open still running,
@@ -446,43 +501,67 @@ impl Passthrough {
         let inode = self.inode(ino)?;
         let (read, write) = access_mode(flags);
         let truncate = flags & libc::O_TRUNC != 0;
+        let reads_only = !write && !truncate;
+        let passthrough = self.passthrough.load(Ordering::Relaxed);
+        // Set-id bits only matter to opens that can write; read-only opens cost nothing more.
+        let mode = if reads_only {
+            0
+        } else {
+            self.stat_inode(&inode).map_err(errno)?.st_mode
+        };
+        // Passthrough writes never reach the daemon, and the backing file system writes them as
+        // root, keeping set-id bits a native write by the caller would clear.
+        let direct = write && kill_priv::has_set_id_bits(mode) && passthrough;
+        let io = (passthrough && !direct)
+            .then(|| inode.opens.lock().open(reads_only, inode.told_size()));
+        let opened = self.open_as(req, &inode, flags, (io, direct, mode), reply);
+        if opened.is_err()
+            && let Some(io) = io
+        {
+            inode.opens.lock().release(io);
+        }
         let op = Op::Open {
             read,
             write,
             truncate,
             created: false,
         };
-        // A read-only open of a file that still has a passthrough registration needs nothing
-        // from the backing tree: the kernel opens its own backing file from the registration,
-        // and permissions were checked by the kernel (default_permissions) before OPEN.
-        if !write && !truncate && self.passthrough.load(Ordering::Relaxed) {
-            let existing = self.existing_backing(&inode, &mut inode.backing_id.lock());
-            if let Some(backing) = existing {
+        Ok(Opened::new(&inode, opened?, op, None))
+    }
+
+    /// The backing side of `do_open`, once the I/O mode is chosen: a handle, with the
+    /// registration the reply passes through (if any) and the reply's flags otherwise.
+    fn open_as(
+        &self,
+        req: &Request,
+        inode: &Inode,
+        flags: i32,
+        (io, direct, mode): (Option<OpenIo>, bool, u32),
+        reply: &ReplyOpen,
+    ) -> Res<(u64, Option<Arc<fuser::BackingId>>, FopenFlags)> {
+        let (_, write) = access_mode(flags);
+        let truncate = flags & libc::O_TRUNC != 0;
+        let reads_only = !write && !truncate;
+        if reads_only && io.is_some() {
+            // Nothing to open on the backing tree when the inode still has a registration: the
+            // kernel opens its own backing file from it (passthrough), or the handle holds it
+            // while pages are read on demand (cached). Permissions were checked by the kernel
+            // (default_permissions) before OPEN. Its own statement: the slot's lock must be
+            // gone before `insert_opened` registers.
+            let existing = self.existing_backing(inode, &mut inode.backing_id.lock());
+            if let Some(held) = existing {
+                let (reply_backing, fopen) = reply_mode(inode, io, direct, Some(&held));
                 let fh = self.files.insert(OpenFile::new(
                     None,
                     late_open_flags(flags),
                     inode.nodeid,
                     false,
-                    Some(backing.clone()),
+                    Some(held),
+                    io,
                 ));
-                return Ok(Opened {
-                    fh,
-                    backing: Some(backing),
-                    nodeid: inode.nodeid,
-                    op,
-                    attr: None,
-                    generation: inode.generation,
-                    direct: false,
-                });
+                return Ok((fh, reply_backing, fopen));
             }
         }
-        // Set-id bits only matter to opens that can write; read-only opens cost nothing more.
-        let mode = if write || truncate {
-            self.stat_inode(&inode).map_err(errno)?.st_mode
-        } else {
-            0
-        };
-        let set_id = kill_priv::has_set_id_bits(mode);
         // O_TRUNC reaches the backing file in this open (FUSE_ATOMIC_O_TRUNC).
         let kill = if truncate {
             self.kill_for(req, mode)
@@ -490,25 +569,17 @@ impl Passthrough {
             None
         };
         let fd = run_as_caller_would(kill.as_ref(), || {
-            self.store.open(&inode, backing_open_flags(flags))
+            self.store.open(inode, backing_open_flags(flags))
         })
         .map_err(errno)?;
-        // Passthrough writes never reach the daemon, and the backing file system writes them as
-        // root, keeping set-id bits a native write by the caller would clear.
-        let direct = write && set_id && self.passthrough.load(Ordering::Relaxed);
-        let retain = !write && !truncate;
-        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, (direct, retain), |fd| {
-            reply.open_backing(fd)
-        });
-        Ok(Opened {
-            fh,
-            backing,
-            nodeid: inode.nodeid,
-            op,
-            attr: None,
-            generation: inode.generation,
-            direct,
-        })
+        Ok(self.insert_opened(
+            inode,
+            Some(fd),
+            flags,
+            write,
+            (io, direct, reads_only),
+            |fd| reply.open_backing(fd),
+        ))
     }
 
     fn do_create(
@@ -538,27 +609,22 @@ impl Passthrough {
         self.note_name(&parent_inode, name, NameChange::Created);
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
         let (read, write) = access_mode(flags);
+        let passthrough = self.passthrough.load(Ordering::Relaxed);
         // As in `do_open`: writes to a set-id file must come through the daemon.
-        let direct = write
-            && kill_priv::has_set_id_bits(st.st_mode)
-            && self.passthrough.load(Ordering::Relaxed);
-        let (fh, backing) = self.insert_opened(&inode, fd, flags, write, (direct, false), |fd| {
-            reply.open_backing(fd)
-        });
-        Ok(Opened {
-            fh,
-            backing,
-            nodeid: inode.nodeid,
-            op: Op::Open {
-                read,
-                write,
-                truncate: flags & libc::O_TRUNC != 0,
-                created: true,
-            },
-            attr: Some(told_attr(&inode, &st)),
-            generation: inode.generation,
-            direct,
-        })
+        let direct = write && kill_priv::has_set_id_bits(st.st_mode) && passthrough;
+        let io = (passthrough && !direct).then(|| inode.opens.lock().open(false, 0));
+        let handle =
+            self.insert_opened(&inode, Some(fd), flags, write, (io, direct, false), |fd| {
+                reply.open_backing(fd)
+            });
+        let op = Op::Open {
+            read,
+            write,
+            truncate: flags & libc::O_TRUNC != 0,
+            created: true,
+        };
+        let attr = told_attr(&inode, &st);
+        Ok(Opened::new(&inode, handle, op, Some(attr)))
     }
 
     fn do_rename(
@@ -932,10 +998,7 @@ impl Filesystem for Passthrough {
             Ok(o) => {
                 match &o.backing {
                     Some(id) => reply.opened_passthrough(FileHandle(o.fh), FopenFlags::empty(), id),
-                    None if o.direct => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_DIRECT_IO),
-                    // The watcher invalidates pages changed behind the mount, so cached pages
-                    // may be kept across opens.
-                    None => reply.opened(FileHandle(o.fh), FopenFlags::FOPEN_KEEP_CACHE),
+                    None => reply.opened(FileHandle(o.fh), o.fopen),
                 }
                 self.emit_stamped(o.op, req.pid(), o.nodeid);
                 if flags.0 & FMODE_EXEC != 0 {
@@ -963,13 +1026,18 @@ impl Filesystem for Passthrough {
             let mut buf = vec![0u8; size as usize];
             let n = sys::pread(self.fd_of(&f)?, &mut buf, offset)?;
             buf.truncate(n);
-            Ok((f.nodeid, buf))
+            // With kernel passthrough on, the open already counted as reading the whole file;
+            // a cached open's READs are page-cache fills and readahead, not what was read.
+            let observe = !matches!(f.io, Some(OpenIo::Cached { .. }));
+            Ok((f.nodeid, buf, observe))
         });
         match result {
-            Ok((nodeid, buf)) => {
+            Ok((nodeid, buf, observe)) => {
                 reply.data(&buf);
-                let len = buf.len() as u64;
-                self.emit_stamped(Op::Read { offset, len }, req.pid(), nodeid);
+                if observe {
+                    let len = buf.len() as u64;
+                    self.emit_stamped(Op::Read { offset, len }, req.pid(), nodeid);
+                }
             }
             Err(e) => reply.error(errno(e)),
         }
@@ -1040,6 +1108,12 @@ impl Filesystem for Passthrough {
         bump(&self.stats.release);
         let file = self.files.remove(fh.0);
         reply.ok();
+        if let Some(f) = &file
+            && let Some(io) = f.io
+            && let Ok(inode) = self.store.get(f.nodeid)
+        {
+            inode.opens.lock().release(io);
+        }
         // Closing a file opened only for reading changes nothing the world tracks (the open
         // already told it what was read); not emitting it halves the observations of a scan.
         if let Some(f) = file.filter(|f| f.writable) {
@@ -1345,7 +1419,7 @@ impl Filesystem for Passthrough {
                 nodeid,
                 op,
                 generation,
-                direct,
+                fopen,
             }) => {
                 let fh = FileHandle(fh);
                 let ttl = &self.opts.entry_ttl;
@@ -1358,17 +1432,7 @@ impl Filesystem for Passthrough {
                         FopenFlags::empty(),
                         id,
                     ),
-                    None => reply.created(
-                        ttl,
-                        &attr,
-                        Generation(generation),
-                        fh,
-                        if direct {
-                            FopenFlags::FOPEN_DIRECT_IO
-                        } else {
-                            FopenFlags::FOPEN_KEEP_CACHE
-                        },
-                    ),
+                    None => reply.created(ttl, &attr, Generation(generation), fh, fopen),
                 }
                 (op, nodeid)
             }

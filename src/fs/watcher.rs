@@ -189,9 +189,10 @@ impl Invalidator {
 
     /// [`Invalidator::inval_known`] for a content or metadata change of a regular file, except
     /// when the kernel already has exactly these attributes and holds no pages of the file
-    /// (kernel passthrough): then the event is the echo of the mount's own write or setattr,
-    /// and dropping the kernel's attributes would only cost a GETATTR per file (an `rm -rf`
-    /// after creating files through the mount paid one each).
+    /// (kernel passthrough, and never opened through the page cache): then the event is the
+    /// echo of the mount's own write or setattr, and dropping the kernel's attributes would
+    /// only cost a GETATTR per file (an `rm -rf` after creating files through the mount paid
+    /// one each).
     fn inval_changed(&self, st: Option<&libc::stat>) {
         let Some(st) = st else { return };
         if st.st_mode & libc::S_IFMT == libc::S_IFREG
@@ -200,6 +201,7 @@ impl Invalidator {
                 .store
                 .known(st.st_dev, st.st_ino)
                 .and_then(|id| self.store.get(id).ok())
+            && !inode.may_have_pages()
             && inode.kernel_has(st)
         {
             return;

@@ -446,17 +446,8 @@ impl<FS: Filesystem> Queue<FS> {
     }
 
     fn setup(&self) -> io::Result<(IoUring<squeue::Entry128, cqueue::Entry>, Vec<Entry>)> {
-        // Only this thread submits to the ring and waits on it, so the kernel may keep the
-        // ring's task work (copying each request into its entry) until the thread asks for
-        // completions, instead of signalling the thread for it (DEFER_TASKRUN, Linux 6.1).
         let ring = IoUring::<squeue::Entry128, cqueue::Entry>::builder()
-            .setup_single_issuer()
-            .setup_defer_taskrun()
             .build(QUEUE_DEPTH as u32)
-            .or_else(|_| {
-                // Older kernels refuse the flags (EINVAL): a plain ring works the same, slower.
-                IoUring::<squeue::Entry128, cqueue::Entry>::builder().build(QUEUE_DEPTH as u32)
-            })
             .map_err(|e| io::Error::new(e.kind(), format!("creating the ring: {e}")))?;
         let mut entries = Vec::with_capacity(QUEUE_DEPTH);
         for _ in 0..QUEUE_DEPTH {
