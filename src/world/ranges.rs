@@ -59,6 +59,20 @@ impl RangeSet {
         self.ranges.iter().map(ByteRange::len).sum()
     }
 
+    /// Each range lengthened past its end by `percent` of its length, up to `size`.
+    pub fn extended_ahead(&self, percent: u64, size: u64) -> RangeSet {
+        let mut set = RangeSet::new();
+        for r in &self.ranges {
+            let more = r.len().saturating_mul(percent) / 100;
+            let end = r.end.saturating_add(more).min(size).max(r.end);
+            set.insert(ByteRange {
+                start: r.start,
+                end,
+            });
+        }
+        set
+    }
+
     pub fn insert(&mut self, r: ByteRange) {
         if r.is_empty() {
             return;
@@ -188,6 +202,21 @@ impl RecentViews {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn views_extend_ahead_within_the_file() {
+        let mut s = RangeSet::new();
+        s.insert(ByteRange::at(100, 400));
+        s.insert(ByteRange::at(1000, 100));
+        let e = s.extended_ahead(25, 1110);
+        assert_eq!(
+            e.as_slice(),
+            &[ByteRange::at(100, 500), ByteRange::at(1000, 110)]
+        );
+        // lengthened ranges that meet merge
+        let e = s.extended_ahead(200, 10_000);
+        assert_eq!(e.as_slice(), &[ByteRange::at(100, 1200)]);
+    }
 
     #[test]
     fn sequential_reads_coalesce() {
