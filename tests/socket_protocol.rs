@@ -239,7 +239,8 @@ fn step_record_views_say_where_the_agent_looked_in_a_big_file() {
         step(json!([{"path": "big.py", "lines": [1200, 1220]}])),
     );
     assert_eq!(r["views_applied"], 1, "{r}");
-    assert_eq!(shown_lines(&mut c, "big.py", 2000), vec![(1200, 1220)]);
+    // with a margin after it of a quarter of its bytes, to the end of the line: agents page on
+    assert_eq!(shown_lines(&mut c, "big.py", 2000), vec![(1200, 1226)]);
     // the next look is shown with it while both fit
     c.call(
         "step.record",
@@ -247,7 +248,7 @@ fn step_record_views_say_where_the_agent_looked_in_a_big_file() {
     );
     assert_eq!(
         shown_lines(&mut c, "big.py", 2000),
-        vec![(40, 45), (1200, 1220)]
+        vec![(40, 47), (1200, 1226)]
     );
     // a file the world does not know is not created by a declaration
     let r = c.call(

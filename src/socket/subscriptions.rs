@@ -197,15 +197,17 @@ impl Registry {
     /// Starts the fan-out thread; it ends after [`Registry::stop`].
     pub fn spawn_fanout(self: &Arc<Self>, world: Arc<World>) -> std::io::Result<JoinHandle<()>> {
         let me = Arc::clone(self);
+        // Subscribers get what happens after they subscribe, not the ring's past. The start
+        // is taken here, not in the new thread: a thread scheduled late would otherwise start
+        // past observations made after a subscription it never delivered them to.
+        let cursor = world.recent().pushed();
         std::thread::Builder::new()
             .name("worldfs-sock-fanout".into())
-            .spawn(move || me.fanout(&world))
+            .spawn(move || me.fanout(&world, cursor))
     }
 
-    fn fanout(&self, world: &World) {
+    fn fanout(&self, world: &World, mut cursor: u64) {
         let recent = world.recent();
-        // Subscribers get what happens after they subscribe, not the ring's past.
-        let mut cursor = recent.pushed();
         while !self.stop.load(Ordering::Acquire) {
             if !recent.wait_past(cursor, TICK) {
                 continue;
