@@ -37,12 +37,8 @@ impl OpenFile {
         backing: Option<Arc<BackingId>>,
         io: Option<OpenIo>,
     ) -> Self {
-        let cell = OnceLock::new();
-        if let Some(fd) = fd {
-            let _ = cell.set(fd);
-        }
         Self {
-            fd: cell,
+            fd: fd.map(OnceLock::from).unwrap_or_default(),
             flags,
             nodeid,
             writable,

@@ -345,25 +345,19 @@ impl Passthrough {
     /// Files an open under a new handle; returns it with the registration the reply passes
     /// through (if any) and the reply's flags otherwise. `io`: the mode `open_mode` chose
     /// (`None`: no kernel passthrough, or writes that must come through the daemon, `direct`).
-    /// `retain` keeps a new registration after the last close.
     ///
-    /// A cached open holds the inode's registration too, though its reply does not pass it:
-    /// the registration keeps the backing inode alive while the handle is open, so a descriptor
+    /// `held` is the inode's registration, which a cached open holds too, though its reply does
+    /// not pass it: it keeps the backing inode alive while the handle is open, so a descriptor
     /// opened later (a page-cache miss after the file was deleted or replaced) still reaches
     /// it, and the next open of the file finds it.
     fn insert_opened(
         &self,
         inode: &Inode,
-        fd: Option<OwnedFd>,
+        (fd, held): (Option<OwnedFd>, Option<Arc<fuser::BackingId>>),
         flags: i32,
         write: bool,
-        (io, direct, retain): (Option<OpenIo>, bool, bool),
-        open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
+        (io, direct): (Option<OpenIo>, bool),
     ) -> (u64, Option<Arc<fuser::BackingId>>, FopenFlags) {
-        let held = match &fd {
-            Some(fd) if !direct => self.backing_for(inode, fd, retain, open_backing),
-            _ => None,
-        };
         let (reply_backing, fopen) = reply_mode(inode, io, direct, held.as_ref());
         let fh = self.files.insert(OpenFile::new(
             fd,
@@ -547,19 +541,10 @@ impl Passthrough {
             // kernel opens its own backing file from it (passthrough), or the handle holds it
             // while pages are read on demand (cached). Permissions were checked by the kernel
             // (default_permissions) before OPEN. Its own statement: the slot's lock must be
-            // gone before `insert_opened` registers.
+            // gone before `backing_for` registers.
             let existing = self.existing_backing(inode, &mut inode.backing_id.lock());
-            if let Some(held) = existing {
-                let (reply_backing, fopen) = reply_mode(inode, io, direct, Some(&held));
-                let fh = self.files.insert(OpenFile::new(
-                    None,
-                    late_open_flags(flags),
-                    inode.nodeid,
-                    false,
-                    Some(held),
-                    io,
-                ));
-                return Ok((fh, reply_backing, fopen));
+            if existing.is_some() {
+                return Ok(self.insert_opened(inode, (None, existing), flags, false, (io, direct)));
             }
         }
         // O_TRUNC reaches the backing file in this open (FUSE_ATOMIC_O_TRUNC).
@@ -572,14 +557,12 @@ impl Passthrough {
             self.store.open(inode, backing_open_flags(flags))
         })
         .map_err(errno)?;
-        Ok(self.insert_opened(
-            inode,
-            Some(fd),
-            flags,
-            write,
-            (io, direct, reads_only),
-            |fd| reply.open_backing(fd),
-        ))
+        let held = if direct {
+            None
+        } else {
+            self.backing_for(inode, &fd, reads_only, |fd| reply.open_backing(fd))
+        };
+        Ok(self.insert_opened(inode, (Some(fd), held), flags, write, (io, direct)))
     }
 
     fn do_create(
@@ -613,10 +596,12 @@ impl Passthrough {
         // As in `do_open`: writes to a set-id file must come through the daemon.
         let direct = write && kill_priv::has_set_id_bits(st.st_mode) && passthrough;
         let io = (passthrough && !direct).then(|| inode.opens.lock().open(false, 0));
-        let handle =
-            self.insert_opened(&inode, Some(fd), flags, write, (io, direct, false), |fd| {
-                reply.open_backing(fd)
-            });
+        let held = if direct {
+            None
+        } else {
+            self.backing_for(&inode, &fd, false, |fd| reply.open_backing(fd))
+        };
+        let handle = self.insert_opened(&inode, (Some(fd), held), flags, write, (io, direct));
         let op = Op::Open {
             read,
             write,

@@ -62,13 +62,10 @@ impl<T: Clone> Retained<T> {
 
     /// Drops everything (a deletion behind the mount, or lost watcher events).
     pub fn clear(&self) {
-        let all: Vec<_> = {
+        let all = {
             let mut lru = self.lru.lock();
-            let mut v = Vec::with_capacity(lru.len());
-            while let Some(e) = lru.pop_lru() {
-                v.push(e);
-            }
-            v
+            let cap = lru.cap();
+            std::mem::replace(&mut *lru, LruCache::new(cap))
         };
         drop(all);
     }
