@@ -200,6 +200,47 @@ fn step_record_advances_the_turn_and_counts_history() {
     assert_eq!(code_, code::INVALID_PARAMS);
 }
 
+/// Declared tools and tools steps called are all defined, first use first, whatever the
+/// last step called: the tool list opens every cached prefix.
+#[test]
+fn tools_declare_keeps_the_tool_list_stable() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let r = c.call("tools.declare", json!({"names": ["Bash", "Edit", "Bash"]}));
+    assert_eq!(r["tools"], json!(["Bash", "Edit"]));
+    let names = |c: &mut Conn| -> Vec<String> {
+        let p = c.call(
+            "projection.get",
+            json!({"format": "anthropic", "budget": 4000}),
+        );
+        p["body"]["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "toolu_01", "tool_name": "Grep", "input": {"pattern": "x"},
+               "result": "none"}),
+    );
+    assert_eq!(names(&mut c), vec!["Read", "Bash", "Edit", "Grep"]);
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "toolu_02", "tool_name": "Bash", "input": {"command": "ls"},
+               "result": "a"}),
+    );
+    assert_eq!(names(&mut c), vec!["Read", "Bash", "Edit", "Grep"]);
+    let (code_, msg) = c.call_err("tools.declare", json!({"names": [""]}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert!(msg.contains("1 to 256"), "{msg}");
+    let (code_, _) = c.call_err("tools.declare", json!({"names": "Bash"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+}
+
 /// The lines of `path` a JSON projection shows, as (first, last) per segment.
 fn shown_lines(c: &mut Conn, path: &str, budget: u64) -> Vec<(u64, u64)> {
     let p = c.call(

@@ -6,10 +6,10 @@
 //! still-valid command outputs as user text (merged after the results before them, which stay
 //! first in their message); then the structured state; the last real step verbatim; and it
 //! always ends on a user message. `cache_control` breakpoints go, in this priority, at the end
-//! of the stream (what the next request reads back), at the end of the part of the stream
-//! placed before this turn (what the previous request wrote, so it is read back now), at the
-//! very end, and at the end of the part placed before the last
-//! turn; at most `max_breakpoints`.
+//! of the stream (what the next request reads back), at the end of the part of the stream the
+//! previous request showed first, unchanged (what it wrote that is still valid, read back now),
+//! at the end of the part placed before the last turn, and at the very end; at most
+//! `max_breakpoints`.
 
 use serde_json::{Map, Value, json};
 
@@ -115,20 +115,24 @@ pub fn render(input: &Input) -> Value {
             .map(|(_, loc)| *loc)
     };
     // The stream only grows at its end while the world allows, so its end is what the next
-    // request reads back, and what the previous request wrote is where the stream stood before
-    // this turn: writing there and reading there bills only what is new. The state and the
-    // last step change every turn; a breakpoint after them would write what is never read.
+    // request reads back. What this request can read is the part of the stream the previous
+    // request showed first, unchanged: a breakpoint at its end finds the entry written there or
+    // up to 20 blocks before. Ending at the part placed before this turn instead would look
+    // for it after a piece that was dropped or changed, where nothing matches, and the whole
+    // projection would be written again. The state and the last step change every turn; a
+    // breakpoint after them would write what is never read, so the very end comes last.
     let mut wanted: Vec<Loc> = Vec::new();
     wanted.push(piece_locs.last().map_or(goal_loc, |(_, loc)| *loc));
-    if let Some(loc) = stable(input.turn) {
-        wanted.push(loc);
-    }
-    wanted.push(end);
+    wanted.push(match input.unchanged_prefix {
+        0 => goal_loc,
+        n => piece_locs.get(n - 1).map_or(goal_loc, |(_, loc)| *loc),
+    });
     if input.turn > 0
         && let Some(loc) = stable(input.turn - 1)
     {
         wanted.push(loc);
     }
+    wanted.push(end);
     let mut placed: Vec<Loc> = Vec::new();
     for loc in wanted {
         if placed.len() >= usize::from(input.max_breakpoints) {

@@ -170,6 +170,13 @@ pub struct Input {
     pub state_fields: Option<StructuredState>,
     /// The requester's layout key (policy, budget, format): what placements are kept under.
     pub layout: String,
+    /// Leading pieces of the stream that the previous projection for this layout showed first,
+    /// unchanged ([`super::placement::unchanged_prefix`]): where a cache lookup should start.
+    pub unchanged_prefix: usize,
+    /// Tools the session's steps called so far, first use first ([`Harness::step_tools`]).
+    ///
+    /// [`Harness::step_tools`]: crate::world::harness::Harness::step_tools
+    pub step_tools: Vec<String>,
 }
 
 /// One part of the stream of world content between the goal and the state: one read call of
@@ -181,7 +188,7 @@ pub enum Piece<'a> {
 }
 
 impl Piece<'_> {
-    fn place(&self) -> Placement {
+    pub(super) fn place(&self) -> Placement {
         match self {
             Piece::Call(e, i) => e.calls.get(*i).map(|c| c.place).unwrap_or_default(),
             Piece::Command(c) => c.place,
@@ -226,25 +233,21 @@ impl Input {
         self.step.is_some() || self.entries.iter().any(|e| !e.calls.is_empty())
     }
 
-    /// The tools the body's calls use, read tool first.
+    /// The tools the body defines: the read tool, then every tool a step of the session called,
+    /// first use first, whether this body calls it or not. A list that followed the calls would
+    /// change with the last step's tool, and with it every cached prefix (tools come first).
     pub fn tools(&self) -> Vec<ToolDef> {
-        let mut v = Vec::new();
-        if self.entries.iter().any(|e| !e.calls.is_empty()) {
-            v.push(self.read_tool.clone());
+        if !self.has_calls() {
+            return Vec::new();
         }
-        if let Some(s) = &self.step {
-            let name = match &s.raw_anthropic {
-                Some(raw) if self.format == Format::Anthropic => raw_tool_name(raw),
-                _ => Some(s.name.clone()),
-            };
-            if let Some(name) = name
-                && !v.iter().any(|t| t.name == name)
-            {
-                if name == self.read_tool.name {
-                    v.push(self.read_tool.clone());
-                } else {
-                    v.push(tools::step_tool(&name));
-                }
+        let mut v = vec![self.read_tool.clone()];
+        let step_name = self.step.as_ref().and_then(|s| match &s.raw_anthropic {
+            Some(raw) if self.format == Format::Anthropic => raw_tool_name(raw),
+            _ => Some(s.name.clone()),
+        });
+        for name in self.step_tools.iter().cloned().chain(step_name) {
+            if !v.iter().any(|t| t.name == name) {
+                v.push(tools::step_tool(&name));
             }
         }
         v
@@ -350,6 +353,13 @@ pub fn gather(
         framing_fields: (framing != Framing::default()).then_some(framing),
         state_fields: (!state.is_empty()).then_some(state),
         layout: format!("{}/{budget}/{format:?}", policy.name()),
+        unchanged_prefix: 0,
+        step_tools: h
+            .step_tools
+            .read()
+            .iter()
+            .map(|n| ids::tool_name(n))
+            .collect(),
     };
 
     // What the entries may use: the budget minus everything else, with the tool definitions

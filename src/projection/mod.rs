@@ -162,6 +162,7 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         })?;
     let mut input = gather::gather(world, req, policy.as_ref(), budget)?;
     budget::fit(&mut input, budget, req.format)?;
+    input.unchanged_prefix = placement::unchanged_prefix(world, &input);
     placement::record(world, &input.layout, &input);
     let tokens = budget::total(&input, req.format);
     let body = match req.format {

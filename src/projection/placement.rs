@@ -8,12 +8,13 @@
 //! written again. With placements, the stream only changes where something was dropped, and
 //! what is new is appended after what the previous request wrote.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::world::World;
 use crate::world::placements::{Placed, Placement};
 
-use super::gather::{Call, EntryPart, Input, command_key};
+use super::gather::{Call, EntryPart, Input, Piece, command_key};
 
 fn fingerprint(parts: &[&[u8]]) -> u64 {
     let mut h = blake3::Hasher::new();
@@ -87,16 +88,50 @@ pub fn assign(world: &World, layout: &str, input: &mut Input) {
     }
 }
 
-/// Remembers where the pieces that were finally shown were placed.
-pub fn record(world: &World, layout: &str, input: &Input) {
-    let mut placed = Placed::with_capacity(input.entries.len() + input.commands.len());
-    for e in &input.entries {
-        for c in &e.calls {
-            placed.insert(call_key(e, c), c.place);
-        }
+/// The key a piece is placed under.
+fn piece_key(piece: &Piece<'_>) -> PathBuf {
+    match piece {
+        Piece::Call(e, i) => call_key(e, &e.calls[*i]),
+        Piece::Command(c) => command_key(c),
     }
-    for c in &input.commands {
-        placed.insert(command_key(c), c.place);
+}
+
+/// How many leading pieces of `input`'s stream the previous projection for the same layout
+/// showed first, in the same place and with the same bytes: the part of the stream a prompt
+/// cache written by that request can still serve. Call before [`record`].
+pub fn unchanged_prefix(world: &World, input: &Input) -> usize {
+    let Some(prev) = world.placements(&input.layout) else {
+        return 0;
+    };
+    let pieces = input.pieces();
+    let same = |(piece, key): (&Piece<'_>, &PathBuf)| {
+        let k = piece_key(piece);
+        k == *key && prev.get(&k) == Some(&piece.place())
+    };
+    let n = pieces
+        .iter()
+        .zip(&prev.order)
+        .take_while(|&p| same(p))
+        .count();
+    if n == pieces.len() && n == prev.order.len() {
+        // The same stream as last time: the same breakpoints as last time.
+        return prev.unchanged_prefix;
+    }
+    n
+}
+
+/// Remembers where the pieces that were finally shown were placed, and in which order.
+pub fn record(world: &World, layout: &str, input: &Input) {
+    let pieces = input.pieces();
+    let mut placed = Placed {
+        by_key: HashMap::with_capacity(pieces.len()),
+        order: Vec::with_capacity(pieces.len()),
+        unchanged_prefix: input.unchanged_prefix,
+    };
+    for piece in &pieces {
+        let key = piece_key(piece);
+        placed.by_key.insert(key.clone(), piece.place());
+        placed.order.push(key);
     }
     world.set_placements(layout, placed);
 }

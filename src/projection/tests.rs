@@ -764,3 +764,117 @@ fn the_last_steps_output_is_not_shown_twice() {
     assert_eq!(p.body.to_string().matches("3 passed in 0.1s").count(), 1);
     assert!(p.body.to_string().contains("Output of `pytest -q`"));
 }
+
+/// A scenario of `files` read by `actions`, with a goal and nothing else.
+fn reads_with_goal(files: &[(&str, &str)], actions: Vec<Action>) -> Scenario {
+    Scenario {
+        files: files
+            .iter()
+            .map(|(n, t)| ((*n).to_owned(), (*t).to_owned()))
+            .collect(),
+        actions,
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    }
+}
+
+/// Where an anthropic body's breakpoints are, as indexes into [`block_texts`].
+fn breakpoint_blocks(body: &Value) -> Vec<usize> {
+    body["messages"]
+        .as_array()
+        .map(|msgs| {
+            msgs.iter()
+                .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+                .enumerate()
+                .filter(|(_, b)| b.get("cache_control").is_some())
+                .map(|(i, _)| i)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// When a piece in the middle of the stream goes, the cache can only serve what came before
+/// it: the breakpoint that reads back must end there, not after the pieces that followed it
+/// (their prefix changed, so nothing written after the gap matches).
+#[test]
+fn a_dropped_piece_moves_the_read_breakpoint_before_it() {
+    let s = reads_with_goal(
+        &[
+            ("a.rs", "fn a() {}"),
+            ("b.rs", "fn b() {}"),
+            ("c.rs", "fn c() {}"),
+        ],
+        vec![
+            Action::ReadWhole(0),
+            Action::ReadWhole(1),
+            Action::ReadWhole(2),
+        ],
+    );
+    let mut b = build(&s);
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    b.world.advance_turn();
+    b.world.forget(Path::new("b.rs"));
+    read_obs(&mut b, "a.rs", 0, 100);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t = block_texts(&p.body);
+    let a_result = t
+        .iter()
+        .position(|x| x.contains("fn a()"))
+        .unwrap_or_else(|| panic!("{t:#?}"));
+    let c_result = t
+        .iter()
+        .position(|x| x.contains("fn c()"))
+        .unwrap_or_else(|| panic!("{t:#?}"));
+    assert!(a_result < c_result, "{t:#?}");
+    let marked = breakpoint_blocks(&p.body);
+    assert_eq!(marked, vec![a_result, c_result], "{t:#?}");
+    assert_eq!(validate_projection(&p), Ok(()));
+}
+
+/// The tool list comes first in a cached prefix: it holds every tool the session declared or
+/// called, first use first, whichever tool the last step called.
+#[test]
+fn the_tool_list_does_not_follow_the_last_step() {
+    let s = reads_with_goal(&[("a.rs", "x")], vec![Action::ReadWhole(0)]);
+    let b = build(&s);
+    let h = b.world.harness();
+    h.note_step_tool("Bash");
+    let step = |name: &str| Step {
+        tool_use_id: "toolu_01".into(),
+        tool_name: name.into(),
+        input: serde_json::json!({}),
+        result: "ok".into(),
+        is_error: false,
+        assistant_text: None,
+        raw_assistant_content: None,
+        turn: 0,
+    };
+    let names = |p: &Projection| -> Vec<String> {
+        p.body["tools"]
+            .as_array()
+            .map(|t| {
+                t.iter()
+                    .filter_map(|t| t["name"].as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    h.note_step_tool("Grep");
+    *h.last_step.write() = Some(step("Grep"));
+    let first = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&first), vec!["Read", "Bash", "Grep"]);
+    *h.last_step.write() = Some(step("Bash"));
+    let second = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&second), names(&first));
+    assert_eq!(validate_projection(&second), Ok(()));
+    // A step whose tool was never declared still gets it defined.
+    *h.last_step.write() = Some(step("Edit"));
+    let third = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(names(&third), vec!["Read", "Bash", "Grep", "Edit"]);
+    assert_eq!(validate_projection(&third), Ok(()));
+}

@@ -190,6 +190,17 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
 fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceResult> {
     let strategies = strategies(&opts.budgets);
     session.call("goal.set", json!({ "goal": trace.first_prompt() }))?;
+    // A harness knows its agent's tools before the first call (they are in every request);
+    // declared up front, the projection's tool list never changes mid-run.
+    let mut tools: Vec<String> = Vec::new();
+    for s in &trace.steps {
+        let name = s.tool_name();
+        if !tools.contains(&name) {
+            tools.push(name);
+        }
+    }
+    tools.truncate(crate::world::harness::MAX_STEP_TOOLS);
+    session.call("tools.declare", json!({ "names": tools }))?;
     let mut applier = Applier::new(&session.root.clone(), session.backing_fd());
     let mut counter = Counter::default();
     let prompt = baseline::prompt(trace, &mut counter);

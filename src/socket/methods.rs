@@ -21,7 +21,7 @@ use super::render::{Format, ProjectionParams, Renderer};
 use super::render_cache::RenderCache;
 use super::subscriptions::{self, Filter, Registry};
 use crate::fs::op_stats::OpStats;
-use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
+use crate::world::harness::{CommandOutput, Framing, MAX_STEP_TOOLS, Step, StructuredState};
 use crate::world::source::SourceError;
 use crate::world::{Entry, EntryState, Extent, ReadError, World};
 
@@ -41,6 +41,7 @@ pub const METHODS: &[&str] = &[
     "goal.set",
     "goal.get",
     "step.record",
+    "tools.declare",
     "command.record",
     "commands.list",
     "commands.forget",
@@ -245,6 +246,24 @@ fn dispatch_value(
             Ok(json!({ "goal": *w.harness().goal.read() }))
         }
         "step.record" => step_record(shared, parse(method, params)?),
+        "tools.declare" => {
+            let p: ToolsDeclare = parse(method, params)?;
+            if p.names.len() > MAX_STEP_TOOLS {
+                return Err(RpcError::invalid_params(format!(
+                    "tools.declare: {} names; at most {MAX_STEP_TOOLS}",
+                    p.names.len()
+                )));
+            }
+            if let Some(bad) = p.names.iter().find(|n| n.is_empty() || n.len() > 256) {
+                return Err(RpcError::invalid_params(format!(
+                    "tools.declare: tool name {bad:?} must be 1 to 256 characters"
+                )));
+            }
+            for name in &p.names {
+                w.harness().note_step_tool(name);
+            }
+            Ok(json!({ "tools": *w.harness().step_tools.read() }))
+        }
         "command.record" => command_record(shared, parse(method, params)?),
         "commands.list" => {
             let _: Empty = parse(method, params)?;
@@ -341,6 +360,12 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ToolsDeclare {
+    names: Vec<String>,
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -686,6 +711,21 @@ fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
     }
     shared.tokens.add_history(added);
     let turn = w.advance_turn();
+    w.harness().note_step_tool(&p.tool_name);
+    if let Some(name) = p
+        .raw_assistant_content
+        .as_ref()
+        .and_then(|raw| raw.as_array())
+        .and_then(|blocks| {
+            blocks
+                .iter()
+                .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        })
+        .and_then(|b| b.get("name"))
+        .and_then(Value::as_str)
+    {
+        w.harness().note_step_tool(name);
+    }
     *w.harness().last_step.write() = Some(Step {
         tool_use_id: p.tool_use_id,
         tool_name: p.tool_name,

@@ -97,9 +97,24 @@ pub struct Harness {
     pub last_step: RwLock<Option<Step>>,
     /// Keyed by (cwd, command); newest last.
     pub commands: RwLock<Vec<CommandOutput>>,
+    /// Names of the tools the recorded steps called, first use first (at most
+    /// [`MAX_STEP_TOOLS`]): a projection defines them all, so its tool list, the first thing
+    /// in a prompt cache's prefix, does not change with the last step's tool.
+    pub step_tools: RwLock<Vec<String>>,
 }
 
+/// Tool names [`Harness::step_tools`] keeps; a harness has a few dozen tools at most.
+pub const MAX_STEP_TOOLS: usize = 64;
+
 impl Harness {
+    /// Notes that a step called `name`.
+    pub fn note_step_tool(&self, name: &str) {
+        let mut tools = self.step_tools.write();
+        if tools.len() < MAX_STEP_TOOLS && !tools.iter().any(|t| t == name) {
+            tools.push(name.to_owned());
+        }
+    }
+
     /// Records a command output, replacing an older one of the same command in the same cwd.
     pub fn record_command(&self, out: CommandOutput) {
         let mut cmds = self.commands.write();

@@ -6,7 +6,7 @@
 //! policy, budget, format; same bound) for the projection; it never reads them itself.
 
 use std::collections::HashMap;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// One piece's place in the stream of a projection.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -21,5 +21,25 @@ pub struct Placement {
     pub fingerprint: u64,
 }
 
-/// Placements of one layout, by piece key (an entry's call, or a command output's key).
-pub type Placed = HashMap<PathBuf, Placement>;
+/// Placements of one layout: by piece key (an entry's call, or a command output's key), and
+/// the keys in the order the stream showed them.
+#[derive(Debug, Clone, Default)]
+pub struct Placed {
+    pub by_key: HashMap<PathBuf, Placement>,
+    /// Keys in stream order: the prefix a later projection shares with this one is what a
+    /// prompt cache can still serve of it.
+    pub order: Vec<PathBuf>,
+    /// What that projection counted as unchanged from the one before it: a projection of
+    /// the same stream again reuses it, so asking twice gives the same bytes.
+    pub unchanged_prefix: usize,
+}
+
+impl Placed {
+    pub fn get(&self, key: &Path) -> Option<&Placement> {
+        self.by_key.get(key)
+    }
+
+    pub fn values(&self) -> impl Iterator<Item = &Placement> {
+        self.by_key.values()
+    }
+}
