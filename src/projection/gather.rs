@@ -495,6 +495,7 @@ pub fn gather(
     }
 
     let mut entries = Vec::with_capacity(selection.kept.len());
+    let prev = world.placements(&layout);
     for k in selection.kept.iter().filter(|k| k.path.is_relative()) {
         if omitted.contains(&k.path) {
             continue;
@@ -502,7 +503,11 @@ pub fn gather(
         let Some(meta) = world.entry(&k.path) else {
             continue;
         };
-        match entry_part(world, req, &k.path, &meta, &k.form)? {
+        let shown_before = prev
+            .as_ref()
+            .and_then(|p| p.segments.get(&k.path))
+            .map_or(&[][..], Vec::as_slice);
+        match entry_part(world, req, &k.path, &meta, &k.form, shown_before)? {
             Rendered::Part(p) => {
                 if p.shown == Shown::Withheld && !withheld_paths.contains(&k.path) {
                     input.report.withheld.push(p.display.clone());
@@ -1017,6 +1022,40 @@ fn line_ranges(ranges: &[ByteRange], starts: &[usize], len: usize) -> Vec<(usize
     merged.into_iter().map(|(f, l)| (f, l - f + 1)).collect()
 }
 
+/// `spans` (0-based first line, count) cut wherever a part the previous projection showed
+/// (1-based first line, count) starts or ends inside them. A part shown before and still inside
+/// a span comes out whole and alone: the same lines render the same bytes under the same id, so
+/// it keeps its place in the stream, and only the lines read since are new. Merged into one call,
+/// a range read next to an earlier one would send the earlier lines again, and move them.
+fn split_at(spans: &[(usize, usize)], shown_before: &[(u64, u64)]) -> Vec<(usize, usize)> {
+    if shown_before.is_empty() {
+        return spans.to_vec();
+    }
+    let mut cuts: Vec<usize> = shown_before
+        .iter()
+        .flat_map(|&(first, count)| {
+            let start = usize::try_from(first.saturating_sub(1)).unwrap_or(usize::MAX);
+            [
+                start,
+                start.saturating_add(usize::try_from(count).unwrap_or(usize::MAX)),
+            ]
+        })
+        .collect();
+    cuts.sort_unstable();
+    cuts.dedup();
+    let mut out = Vec::with_capacity(spans.len());
+    for &(first, count) in spans {
+        let end = first + count;
+        let mut at = first;
+        for &c in cuts.iter().filter(|&&c| c > first && c < end) {
+            out.push((at, c - at));
+            at = c;
+        }
+        out.push((at, end - at));
+    }
+    out
+}
+
 /// Memo key of a rendered result: it is determined by the content, the lines and the gutter.
 fn result_key(
     hash: &[u8; 32],
@@ -1066,6 +1105,7 @@ fn entry_part(
     path: &Path,
     meta: &Entry,
     form: &Form,
+    shown_before: &[(u64, u64)],
 ) -> Result<Rendered, ProjectionError> {
     let display = display_path(req.absolute_paths.as_deref(), path);
     let form = &shown_form(meta, form);
@@ -1101,7 +1141,7 @@ fn entry_part(
         },
     };
     match current {
-        Ok(c) => content_calls(req, &mut part, &c, form)?,
+        Ok(c) => content_calls(req, &mut part, &c, form, shown_before)?,
         Err(shown) => notice_call(req, &mut part, shown),
     }
     part.cost = entry_cost(req, &part)?;
@@ -1155,6 +1195,7 @@ fn content_calls(
     part: &mut EntryPart,
     c: &CurrentContent,
     form: &Form,
+    shown_before: &[(u64, u64)],
 ) -> Result<(), ProjectionError> {
     part.hash = Some(c.hash);
     part.kind = c.kind;
@@ -1191,7 +1232,7 @@ fn content_calls(
         Form::Ranges(r) => {
             let lr = line_ranges(r, &starts, bytes.len());
             // Lines read before the file shrank are gone: show it whole rather than nothing.
-            (!lr.is_empty() && lr != [(0, n)]).then_some(lr)
+            (!lr.is_empty() && lr != [(0, n)]).then(|| split_at(&lr, shown_before))
         }
         _ => None,
     };
@@ -1356,5 +1397,24 @@ mod tests {
         let s = line_starts(no_nl);
         assert_eq!(numbered(no_nl, &s, 0, 2, LineNumbers::None), "x\ny");
         assert!(line_starts(b"").is_empty());
+    }
+
+    #[test]
+    fn spans_are_cut_where_earlier_parts_start_and_end() {
+        // Nothing shown before: unchanged.
+        assert_eq!(split_at(&[(0, 50)], &[]), vec![(0, 50)]);
+        // Lines 1-20 shown before (1-based), now 1-30 (0-based 0, 30): the old part alone,
+        // then the new lines.
+        assert_eq!(split_at(&[(0, 30)], &[(1, 20)]), vec![(0, 20), (20, 10)]);
+        // An old part inside a wider span, and one that does not touch it.
+        assert_eq!(
+            split_at(&[(10, 40)], &[(21, 10), (100, 5)]),
+            vec![(10, 10), (20, 10), (30, 20)]
+        );
+        // Two spans, cuts apply to each.
+        assert_eq!(
+            split_at(&[(0, 10), (20, 10)], &[(6, 20)]),
+            vec![(0, 5), (5, 5), (20, 5), (25, 5)]
+        );
     }
 }

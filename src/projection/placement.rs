@@ -127,11 +127,18 @@ pub fn record(world: &World, layout: &str, input: &Input) {
         by_key: HashMap::with_capacity(pieces.len()),
         order: Vec::with_capacity(pieces.len()),
         unchanged_prefix: input.unchanged_prefix,
+        segments: HashMap::new(),
     };
     for piece in &pieces {
         let key = piece_key(piece);
         placed.by_key.insert(key.clone(), piece.place());
         placed.order.push(key);
+    }
+    for e in &input.entries {
+        let shown: Vec<(u64, u64)> = e.calls.iter().filter_map(|c| c.lines).collect();
+        if !shown.is_empty() {
+            placed.segments.insert(e.path.clone(), shown);
+        }
     }
     world.set_placements(layout, placed);
 }

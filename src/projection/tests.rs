@@ -878,3 +878,34 @@ fn the_tool_list_does_not_follow_the_last_step() {
     assert_eq!(names(&third), vec!["Read", "Bash", "Grep", "Edit"]);
     assert_eq!(validate_projection(&third), Ok(()));
 }
+
+/// Reading on from where an earlier read stopped adds only the new lines: the earlier call
+/// keeps its bytes and its place (merged into one wider call, it would be sent again).
+#[test]
+fn reading_on_adds_only_the_new_lines() {
+    let lines: String = (1..=200).map(|i| format!("line {i:03}\n")).collect();
+    let s = reads_with_goal(&[("big.py", lines.as_str())], vec![]);
+    let mut b = build(&s);
+    // "line 001\n" is 9 bytes: lines 1-10, then 11-20.
+    read_obs(&mut b, "big.py", 0, 90);
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let first = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t1 = block_texts(&first.body);
+    b.world.advance_turn();
+    read_obs(&mut b, "big.py", 90, 90);
+    let second = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t2 = block_texts(&second.body);
+    assert_eq!(t1[..], t2[..t1.len()], "the earlier stream is a prefix");
+    let results: Vec<&String> = t2.iter().filter(|x| x.contains("tool_result")).collect();
+    assert_eq!(results.len(), 2, "{t2:#?}");
+    assert!(
+        results[0].contains("line 010") && !results[0].contains("line 011"),
+        "{t2:#?}"
+    );
+    assert!(
+        results[1].contains("line 011") && results[1].contains("line 020"),
+        "{t2:#?}"
+    );
+    assert!(!results[1].contains("line 010"), "{t2:#?}");
+    assert_eq!(validate_projection(&second), Ok(()));
+}

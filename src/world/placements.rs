@@ -32,6 +32,8 @@ pub struct Placed {
     /// What that projection counted as unchanged from the one before it: a projection of
     /// the same stream again reuses it, so asking twice gives the same bytes.
     pub unchanged_prefix: usize,
+    /// Per entry path, the parts of the file it showed as ranges: (1-based first line, count).
+    pub segments: HashMap<PathBuf, Vec<(u64, u64)>>,
 }
 
 impl Placed {
