@@ -8,7 +8,8 @@
 //! - `edit`: str_replace of `old_text` by `new_text` (all occurrences with `replace_all`),
 //!   written through the mount. Shell edits without texts (`sed -i ...`) take their effect from
 //!   the next read of the file (looked ahead), or rewrite the file unchanged (a write is still
-//!   observed). `disk_sha1_before` is checked when present.
+//!   observed); `git checkout FILE` puts the base file back. `disk_sha1_before` is checked when
+//!   present.
 //! - `write`: the new content, written through the mount.
 //! - `command`/`search`: their `touches` as file accesses: read (ranges), exec (whole read),
 //!   search of a file (looked up, not read: the agent saw only the matching lines, which the
@@ -60,6 +61,8 @@ pub struct ApplyCounts {
     pub pre_setup_skipped: u64,
     pub reconciled: u64,
     pub lookahead_edits: u64,
+    /// Files put back as in the base by `git checkout FILE` / `git restore FILE`.
+    pub restored: u64,
     pub unchanged_rewrites: u64,
     pub missing_files: u64,
     pub sha1_checked: u64,
@@ -70,6 +73,8 @@ pub struct ApplyCounts {
 pub struct Applier {
     pub root: PathBuf,
     backing: i32,
+    /// The base files as unpacked, outside the mount: what `git checkout FILE` puts back.
+    pristine: Option<PathBuf>,
     pub counts: ApplyCounts,
 }
 
@@ -91,12 +96,36 @@ pub fn clean_rel(p: &str) -> Option<PathBuf> {
 }
 
 impl Applier {
-    pub fn new(root: &Path, backing: i32) -> Applier {
+    pub fn new(root: &Path, backing: i32, pristine: Option<PathBuf>) -> Applier {
         Applier {
             root: root.to_owned(),
             backing,
+            pristine,
             counts: ApplyCounts::default(),
         }
+    }
+
+    /// The base content of `rel` if `step` is a command that restores it from the last commit
+    /// (the trace's base): `git checkout FILE`, `git restore FILE`.
+    fn restored(&self, step: &Step, rel: &Path) -> Option<Vec<u8>> {
+        let pristine = self.pristine.as_ref()?;
+        let cwd = step
+            .cwd
+            .as_deref()
+            .map_or(Some(PathBuf::new()), clean_rel)?;
+        let named = git_restored(step.command.as_deref()?)
+            .iter()
+            .filter_map(|p| clean_rel(p))
+            .any(|p| cwd.join(p) == rel);
+        if !named {
+            return None;
+        }
+        let p = pristine.join(rel);
+        if !std::fs::symlink_metadata(&p).ok()?.is_file() {
+            // not in the last commit: git refuses, the file stays as it is
+            return None;
+        }
+        std::fs::read(&p).ok()
     }
 
     /// The file as it is on disk now (beneath the mount); `None` if missing or not a file.
@@ -217,12 +246,17 @@ impl Applier {
                 .with_context(|| format!("mkdir -p {} through the mount", p.display()));
         }
         let cur = self.disk_text(rel);
-        if let Some((first, content)) = future_view(trace, idx, rel) {
-            let recorded = text::lines(&content);
-            let new = match &cur {
-                Some(c) => text::splice(c, first.unwrap_or(1), &recorded),
-                None if first.unwrap_or(1) == 1 => Some(content.clone()),
-                None => None,
+        if let Some(view) = future_view(trace, idx, rel) {
+            let recorded = text::lines(&view.text);
+            let first = match (&cur, view.partial) {
+                (Some(c), true) => partial_at(c, &recorded),
+                (None, true) => None,
+                (_, false) => Some(view.first.unwrap_or(1)),
+            };
+            let new = match (&cur, first) {
+                (Some(c), Some(first)) => text::splice(c, first, &recorded),
+                (None, Some(1)) => Some(view.text.clone()),
+                _ => None,
             };
             if let Some(new) = new {
                 self.counts.lookahead_edits += 1;
@@ -478,6 +512,11 @@ impl Applier {
                 if p.is_dir() {
                     return Ok(None);
                 }
+                if let Some(base) = self.restored(step, &rel) {
+                    self.counts.restored += 1;
+                    self.write_file(&rel, &base)?;
+                    return Ok(None);
+                }
                 self.unparsed_write(trace, idx, &rel)?;
                 Ok(None)
             }
@@ -495,9 +534,19 @@ impl Applier {
     }
 }
 
-/// The next view of `rel` the trace shows after step `idx` (a non-partial read of one range or
-/// the whole file), if no structured write or edit of it comes first: `(first line, text)`.
-pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<(Option<u64>, String)> {
+/// A view of a file the trace shows later: its lines, and where they start.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FutureView {
+    /// 1-based first line; `None`: the whole file, or (`partial`) not known.
+    pub first: Option<u64>,
+    pub text: String,
+    /// The lines are somewhere in the file (a pattern range such as `sed -n '/a/,/b/p'`).
+    pub partial: bool,
+}
+
+/// The next view of `rel` the trace shows after step `idx` (a read of one range, of the whole
+/// file, or of a pattern range), if no structured write or edit of it comes first.
+pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<FutureView> {
     for s in &trace.steps[idx + 1..] {
         let same = s
             .path
@@ -509,13 +558,25 @@ pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<(Option<u64>
         }
         match s.kind {
             Kind::Read => {
-                let content = s.content.clone()?;
+                let text = s.content.clone()?;
                 if s.partial() {
-                    return None;
+                    return Some(FutureView {
+                        first: None,
+                        text,
+                        partial: true,
+                    });
                 }
                 return match s.line_ranges() {
-                    None => Some((None, content)),
-                    Some(rs) if rs.len() == 1 => Some((Some(rs[0][0]), content)),
+                    None => Some(FutureView {
+                        first: None,
+                        text,
+                        partial: false,
+                    }),
+                    Some(rs) if rs.len() == 1 => Some(FutureView {
+                        first: Some(rs[0][0]),
+                        text,
+                        partial: false,
+                    }),
                     _ => None,
                 };
             }
@@ -525,6 +586,65 @@ pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<(Option<u64>
         }
     }
     None
+}
+
+/// The paths `command` puts back as they are in the last commit: the arguments of
+/// `git checkout [HEAD] [--] PATH...` and `git restore [--worktree] [--] PATH...`, in any of
+/// its `&&`, `||`, `;`, `|` or newline separated parts. Forms that name another commit or
+/// directory, or take other options, are left alone: their effect is not the base.
+pub fn git_restored(command: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for line in command.lines() {
+        let Some(words) = shlex::split(line) else {
+            continue;
+        };
+        let mut part: Vec<String> = Vec::new();
+        for w in words.into_iter().chain([";".to_string()]) {
+            let (word, ends) = match w.strip_suffix(';') {
+                Some(rest) => (rest.to_string(), true),
+                None if matches!(w.as_str(), "&&" | "||" | "|") => (String::new(), true),
+                None => (w, false),
+            };
+            if !word.is_empty() {
+                part.push(word);
+            }
+            if ends {
+                out.extend(restored_by(&part));
+                part.clear();
+            }
+        }
+    }
+    out
+}
+
+/// [`git_restored`] for one simple command, as words.
+fn restored_by(words: &[String]) -> Vec<String> {
+    let (Some("git"), Some(sub)) = (
+        words.first().map(String::as_str),
+        words.get(1).map(String::as_str),
+    ) else {
+        return Vec::new();
+    };
+    let args = &words[2..];
+    let (opts, paths) = match args.iter().position(|a| a == "--") {
+        Some(i) => (&args[..i], &args[i + 1..]),
+        None => {
+            let i = args
+                .iter()
+                .position(|a| !a.starts_with('-') && a != "HEAD")
+                .unwrap_or(args.len());
+            (&args[..i], &args[i..])
+        }
+    };
+    let fine = match sub {
+        "checkout" => opts.iter().all(|o| o == "HEAD"),
+        "restore" => opts.iter().all(|o| o == "--worktree" || o == "-W"),
+        _ => false,
+    };
+    if !fine || paths.iter().any(|p| p.starts_with('-')) {
+        return Vec::new();
+    }
+    paths.to_vec()
 }
 
 /// Does any step of the trace name a path below `rel` (so `rel` is a directory)?
@@ -537,28 +657,53 @@ fn names_directory(trace: &Trace, rel: &Path) -> bool {
 }
 
 /// Where the lines of a `partial` read (a pattern range such as `sed -n '/def f/,/^$/p'`) sit
-/// in `cur`, when they are not there verbatim: the 1-based line where a span as long as the
-/// recorded lines starts with their first line and ends with their last, so only lines inside
-/// it differ (an edit the trace could not describe). `None` when they are there verbatim or no
-/// such span exists: several ranges run together, or lines added or removed, cannot be placed
-/// without guessing, and a wrong guess would corrupt the file.
+/// in `cur`, when they are not there verbatim (an edit the trace could not describe came
+/// before): the 1-based line where they start. First choice, a span as long as the recorded
+/// lines that starts with their first line and ends with their last (only lines inside it
+/// differ); else the one place where they differ from `cur` by a single insertion (some lines
+/// added, maybe some replaced) with matching lines on both sides. `None` when they are there
+/// verbatim or cannot be placed without guessing: a pure deletion looks the same as several
+/// ranges run together, and a wrong guess would corrupt the file.
 fn partial_at(cur: &str, recorded: &[&str]) -> Option<u64> {
     let c = text::lines(cur);
     let (first, last) = (*recorded.first()?, *recorded.last()?);
     let k = recorded.len();
-    if first.trim().is_empty() || last.trim().is_empty() || k < 2 || c.len() < k {
+    if first.trim().is_empty() || last.trim().is_empty() || k < 2 {
         return None;
     }
-    let mut found = None;
-    for i in 0..=c.len() - k {
-        if c[i..i + k] == *recorded {
-            return None;
-        }
-        if found.is_none() && c[i] == first && c[i + k - 1] == last {
-            found = Some(i as u64 + 1);
-        }
+    if c.windows(k).any(|w| w == recorded) {
+        return None;
     }
-    found
+    let starts = || (0..c.len()).filter(|&i| c[i] == first);
+    if let Some(i) = starts().find(|&i| c.len() - i >= k && c[i + k - 1] == last) {
+        return Some(i as u64 + 1);
+    }
+    let mut found = starts().filter(|&i| one_insertion(&c[i..], recorded));
+    match (found.next(), found.next()) {
+        (Some(i), None) => Some(i as u64 + 1),
+        _ => None,
+    }
+}
+
+/// Does `recorded` read like the start of `c` after one insertion: a common head, a common
+/// tail of at least two lines (one line such as `return x` recurs too often to anchor), and
+/// between them more lines added than removed, few enough that the anchors mean something?
+fn one_insertion(c: &[&str], recorded: &[&str]) -> bool {
+    let k = recorded.len();
+    let slack = (k / 4).max(3);
+    let head = recorded.iter().zip(c).take_while(|(a, b)| a == b).count();
+    (head + 1..=c.len().min(k + slack)).any(|end| {
+        // the recorded lines after the head end where `c[..end]` ends
+        let tail = recorded[head..]
+            .iter()
+            .rev()
+            .zip(c[head..end].iter().rev())
+            .take_while(|(a, b)| a == b)
+            .count();
+        let added = k - head - tail;
+        let removed = end - head - tail;
+        tail >= 2 && added > removed && added - removed <= slack && removed <= slack
+    })
 }
 
 /// `cur` with empty lines appended so that line `first` exists: a read that saw lines past the
@@ -592,6 +737,56 @@ mod tests {
         assert_eq!(partial_at(cur, &same), None);
         // two ranges run together (span shorter than the distance): not placed
         assert_eq!(partial_at(cur, &["a", "b"]), None);
+    }
+
+    #[test]
+    fn a_partial_read_with_inserted_lines_is_placed_where_both_ends_match() {
+        let cur = "import os\ndef f():\n    a = 1\n    b = 2\n    return a\n\ndef g():\n    pass\n";
+        // `sed -i` inserted a check; `sed -n '/def f/,/return/p'` shows it
+        let rec = [
+            "def f():",
+            "    if x:",
+            "        raise",
+            "    a = 1",
+            "    b = 2",
+            "    return a",
+        ];
+        assert_eq!(partial_at(cur, &rec), Some(2));
+        assert_eq!(
+            text::splice(cur, 2, &rec).unwrap(),
+            "import os\ndef f():\n    if x:\n        raise\n    a = 1\n    b = 2\n    return a\n\ndef g():\n    pass\n"
+        );
+        // two ranges run together: lines missing in between, none added: not placed
+        let two = "def f():\n    return 1\nx = 1\ny = 2\ndef g():\n    return 2\n";
+        let rec = ["def f():", "    return 1", "def g():", "    return 2"];
+        assert_eq!(partial_at(two, &rec), None);
+        // the same insertion fits two places: not placed
+        let twice = "def f():\n    a = 1\n    return a\ndef f():\n    a = 1\n    return a\n";
+        let rec = ["def f():", "    new", "    a = 1", "    return a"];
+        assert_eq!(partial_at(twice, &rec), None);
+        // a lone matching last line is no anchor
+        let rec = ["a", "n1", "n2", "n3", "x"];
+        assert_eq!(partial_at("a\nb\nc\nx\n", &rec), None);
+    }
+
+    #[test]
+    fn git_checkout_and_restore_name_the_files_put_back() {
+        let v = |c: &str| git_restored(c);
+        assert_eq!(v("git checkout a.py"), ["a.py"]);
+        assert_eq!(v("git checkout -- a.py b.py"), ["a.py", "b.py"]);
+        assert_eq!(v("git checkout HEAD -- a.py"), ["a.py"]);
+        assert_eq!(v("git restore --worktree 'x y.py'"), ["x y.py"]);
+        assert_eq!(
+            v("cp a.py a.bak\ngit checkout a.py && python3 t.py; git checkout b.py"),
+            ["a.py", "b.py"]
+        );
+        assert_eq!(v("git checkout a.py; python3 t.py"), ["a.py"]);
+        // another commit, the index only, a new branch, other commands: not the base
+        assert!(v("git checkout abc123 -- a.py").is_empty());
+        assert!(v("git restore --staged a.py").is_empty());
+        assert!(v("git checkout -b topic").is_empty());
+        assert!(v("git stash && git diff a.py").is_empty());
+        assert!(v("echo git checkout a.py").is_empty());
     }
 
     #[test]

@@ -164,8 +164,12 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     let base = scratch_dir(&trace.header.trace_id)?;
     let root = base.join("root");
     let archive = trace.base_archive();
+    let pristine = base.join("pristine");
     if archive.exists() {
         unpack(&archive, &root)?;
+        std::fs::create_dir_all(&pristine)
+            .with_context(|| format!("creating {}", pristine.display()))?;
+        unpack(&archive, &pristine)?;
     }
     let root = root
         .canonicalize()
@@ -174,7 +178,12 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     std::fs::write(&config, REPLAY_CONFIG).context("writing the replay config")?;
     let result = (|| -> Result<TraceResult> {
         let mut session = Session::start(&opts.exe, &root, &base.join("socket"), &config)?;
-        let r = replay(&trace, &mut session, opts);
+        let r = replay(
+            &trace,
+            &mut session,
+            opts,
+            archive.exists().then_some(pristine),
+        );
         let stopped = session.stop();
         let r = r?;
         stopped?;
@@ -187,7 +196,12 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     Ok(r)
 }
 
-fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceResult> {
+fn replay(
+    trace: &Trace,
+    session: &mut Session,
+    opts: &Options,
+    pristine: Option<PathBuf>,
+) -> Result<TraceResult> {
     let strategies = strategies(&opts.budgets);
     session.call("goal.set", json!({ "goal": trace.first_prompt() }))?;
     // A harness knows its agent's tools before the first call (they are in every request);
@@ -201,7 +215,7 @@ fn replay(trace: &Trace, session: &mut Session, opts: &Options) -> Result<TraceR
     }
     tools.truncate(crate::world::harness::MAX_STEP_TOOLS);
     session.call("tools.declare", json!({ "names": tools }))?;
-    let mut applier = Applier::new(&session.root.clone(), session.backing_fd());
+    let mut applier = Applier::new(&session.root.clone(), session.backing_fd(), pristine);
     let mut counter = Counter::default();
     let prompt = baseline::prompt(trace, &mut counter);
     let system_block = trace

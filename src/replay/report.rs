@@ -188,12 +188,13 @@ pub fn summary(results: &[TraceResult]) -> String {
     let unknown: u64 = results.iter().map(|r| r.apply.effects_unknown).sum();
     let reconciled: u64 = results.iter().map(|r| r.apply.reconciled).sum();
     let lookahead: u64 = results.iter().map(|r| r.apply.lookahead_edits).sum();
+    let restored: u64 = results.iter().map(|r| r.apply.restored).sum();
     let rep = median(results.iter().filter_map(reported_ratio).collect());
     let _ = writeln!(
         out,
         "{} traces, {turns} turns, {steps} steps ({applied} applied; {unknown} with unknown \
-         effects; {lookahead} shell edits taken from the next read; {reconciled} reads \
-         reconciled). Baseline (o200k_base) / tokens_in_reported: median {}.\n",
+         effects; {lookahead} shell edits taken from the next read; {restored} files put back by \
+         git checkout; {reconciled} reads reconciled). Baseline (o200k_base) / tokens_in_reported: median {}.\n",
         results.len(),
         rep.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into())
     );
