@@ -248,6 +248,8 @@ fn merge_onto(mut dest: Entry, src: Entry, at: Stamp) -> Entry {
     dest.weak_reads = dest.weak_reads.saturating_add(src.weak_reads);
     dest.programs.absorb(&src.programs);
     dest.agent_wrote |= src.agent_wrote;
+    // the agent's atomic save (`sed -i`, an editor): its lines are the agent's edit of `dest`
+    dest.agent_edit_pending |= src.agent_edit_pending || src.agent_wrote;
     dest.pinned |= src.pinned;
     if src.last_observed.seq > dest.last_observed.seq {
         dest.last_observed = src.last_observed;

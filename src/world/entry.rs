@@ -9,6 +9,7 @@ use std::time::SystemTime;
 
 use serde::Serialize;
 
+use super::lines::LineMap;
 use super::ranges::{ByteRange, RangeSet, RecentViews};
 
 /// What an entry stands for.
@@ -176,6 +177,14 @@ pub struct Entry {
     pub in_projection: bool,
     /// Evicted by the last selection and not read since.
     pub evicted_unread: bool,
+    /// The lines of the version at `hash`, to move `extent` and `recent` to where their lines
+    /// went when the content changes; `None` until counted (and for directories).
+    #[serde(skip)]
+    pub lines: Option<Arc<LineMap>>,
+    /// The agent changed the content since `lines` was taken: when it is next counted, the
+    /// lines it touched become the most recent view.
+    #[serde(skip)]
+    pub agent_edit_pending: bool,
 }
 
 fn ser_hash<S: serde::Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
@@ -209,6 +218,8 @@ impl Entry {
             rereads_after_eviction: 0,
             in_projection: false,
             evicted_unread: false,
+            lines: None,
+            agent_edit_pending: false,
         }
     }
 

@@ -14,9 +14,10 @@ use std::time::{Duration, Instant, SystemTime};
 use crossbeam_channel::{Receiver, RecvTimeoutError};
 
 use super::attribution::{Attributor, Class};
-use super::entry::{Entry, EntryKind, EntryState, IgnoreReason, Stamp};
+use super::entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
 use super::ignore_rules::{PathVerdict, content_verdict};
 use super::journal::JournalItem;
+use super::lines::LineMap;
 use super::procinfo::ProcInfo;
 use super::ranges::ByteRange;
 use super::source::{Opened, SourceError, SourceRoot};
@@ -506,9 +507,12 @@ fn update(
             }
             if changed {
                 e.changed(at);
+                e.agent_edit_pending |= class == Some(Class::Agent);
                 w.dirty.store(true, Ordering::Release);
             }
-            if let Some(size) = truncate_to {
+            // With the lines of the version before known, the next count moves the views to
+            // where their lines went (a truncate is most often the start of a rewrite).
+            if let Some(size) = truncate_to.filter(|_| e.lines.is_none()) {
                 e.recent.truncate(size);
                 if let super::entry::Extent::Ranges(set) = &mut e.extent {
                     set.truncate(size);
@@ -603,6 +607,11 @@ pub(super) fn store_counts(
     loaded: &Loaded,
     seen_change: Option<Option<u64>>,
 ) {
+    // outside the entry's lock: a pass over the whole content
+    let new_lines = match loaded {
+        Loaded::Content(c) if c.kind == EntryKind::File => LineMap::new(&c.bytes),
+        _ => None,
+    };
     let Some(mut e) = w.cache.get_mut(path) else {
         return;
     };
@@ -616,6 +625,10 @@ pub(super) fn store_counts(
     }
     match loaded {
         Loaded::Content(c) => {
+            match new_lines {
+                Some(lines) => follow_lines(&mut e, lines, c.bytes.is_empty()),
+                None => e.lines = None,
+            }
             e.kind = c.kind;
             e.hash = Some(c.hash);
             e.tokens = Some(c.tokens);
@@ -630,6 +643,38 @@ pub(super) fn store_counts(
         }
     }
     e.needs_rehash = false;
+}
+
+/// Lines of context around an agent's edit in the view it becomes, as a unified diff shows.
+const EDIT_CONTEXT_LINES: usize = 3;
+
+/// Moves the entry's read ranges and views to where their lines are in the version `new`
+/// describes, and makes the lines an agent edit touched its most recent view (and part of what
+/// it has seen: it wrote them). An empty version is kept out of it: it is most often a rewrite
+/// under way (truncated, not yet written), and mapping views onto it would drop them all.
+fn follow_lines(e: &mut Entry, new: LineMap, empty: bool) {
+    if empty && e.lines.is_some() {
+        return;
+    }
+    if let Some(old) = e.lines.take() {
+        let change = old.diff(&new);
+        if !change.is_empty() {
+            e.recent.remap(|r| change.map(r));
+            if let Extent::Ranges(set) = &mut e.extent {
+                set.remap(|r| change.map(r));
+            }
+            if e.agent_edit_pending {
+                for r in change.touched(EDIT_CONTEXT_LINES) {
+                    e.recent.record(r);
+                    if let Extent::Ranges(set) = &mut e.extent {
+                        set.insert(r);
+                    }
+                }
+            }
+        }
+    }
+    e.agent_edit_pending = false;
+    e.lines = Some(Arc::new(new));
 }
 
 /// Recomputes the hash and token count of the entry at `path` from SOURCE.

@@ -18,6 +18,7 @@ pub mod harness;
 pub mod ignore_rules;
 mod ingest;
 pub mod journal;
+pub mod lines;
 pub mod placements;
 pub mod policy;
 pub mod procinfo;

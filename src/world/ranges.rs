@@ -111,6 +111,14 @@ impl RangeSet {
         }
     }
 
+    /// Each range replaced by `f` of it (dropped on `None`), for a new version of the file.
+    pub fn remap(&mut self, f: impl Fn(ByteRange) -> Option<ByteRange>) {
+        let old = std::mem::take(&mut self.ranges);
+        for r in old.into_iter().filter_map(f) {
+            self.insert(r);
+        }
+    }
+
     /// Whether `[0, size)` is entirely covered.
     pub fn covers(&self, size: u64) -> bool {
         size == 0 || matches!(self.ranges.as_slice(), [only] if only.start == 0 && only.end >= size)
@@ -162,6 +170,11 @@ impl RecentViews {
         self.views.is_empty()
     }
 
+    /// The views, most recent last.
+    pub fn views(&self) -> &[ByteRange] {
+        &self.views
+    }
+
     /// The views as a set (sorted, merged).
     pub fn as_set(&self) -> RangeSet {
         let mut set = RangeSet::new();
@@ -187,6 +200,18 @@ impl RecentViews {
             set = next;
         }
         set
+    }
+
+    /// Each view replaced by `f` of it (dropped on `None`), in the same order, for a new
+    /// version of the file.
+    pub fn remap(&mut self, f: impl Fn(ByteRange) -> Option<ByteRange>) {
+        let old = std::mem::take(&mut self.views);
+        for v in old.into_iter().filter_map(f) {
+            if !v.is_empty() {
+                self.views.retain(|w| *w != v);
+                self.views.push(v);
+            }
+        }
     }
 
     /// Drops what lies at or beyond `size` (after a truncate).

@@ -117,6 +117,16 @@ fn world(root: &Path) -> Arc<World> {
         .unwrap_or_else(|e| panic!("{e}"))
 }
 
+/// A world in daemon I/O mode: reads carry byte ranges.
+fn ranged_world(root: &Path) -> Arc<World> {
+    World::builder_at(root)
+        .unwrap_or_else(|e| panic!("{e}"))
+        .process_source(procs())
+        .reads_by_range(true)
+        .build()
+        .unwrap_or_else(|e| panic!("{e}"))
+}
+
 fn programs(e: &Entry) -> Vec<&str> {
     e.programs.iter().collect()
 }
@@ -407,12 +417,7 @@ fn atomic_save_and_secret_renames() {
 fn ranges_in_daemon_io_mode() {
     let dir = source_tree();
     let root = dir.path();
-    let w = World::builder_at(root)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .process_source(procs())
-        .reads_by_range(true)
-        .build()
-        .unwrap_or_else(|e| panic!("{e}"));
+    let w = ranged_world(root);
     let mut s = Script::new();
     s.read(CAT, "src/util.py");
     s.push(CAT, "src/util.py", Op::Read { offset: 0, len: 10 });
@@ -425,6 +430,135 @@ fn ranges_in_daemon_io_mode() {
     want.insert(ByteRange::at(0, 14));
     assert_eq!(e.extent, Extent::Ranges(want));
     assert_eq!(e.reads, 1, "one open, however many read calls");
+}
+
+/// The byte range of 1-based lines `a..=b` of `text`.
+fn lines_span(text: &str, a: usize, b: usize) -> ByteRange {
+    views::line_span(text.as_bytes(), Some((a as u64, b as u64)))
+}
+
+/// `path`'s entry once the world has taken in the script so far and counted what changed.
+fn counted(w: &World, s: &mut Script, path: &str) -> Entry {
+    w.ingest(s.take());
+    w.refresh_stale(None);
+    w.entry(Path::new(path))
+        .unwrap_or_else(|| panic!("no entry for {path}"))
+}
+
+/// A world in daemon I/O mode where the agent read lines 20-24 of `big.py` ("line 1" to
+/// "line 40"), counted.
+fn viewed_lines_20_to_24(root: &Path) -> (Arc<World>, Script) {
+    let old: String = (1..=40).map(|k| format!("line {k}\n")).collect();
+    write(root, "big.py", old.as_bytes());
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CAT, "big.py");
+    let seen = lines_span(&old, 20, 24);
+    s.push(
+        CAT,
+        "big.py",
+        Op::Read {
+            offset: seen.start,
+            len: seen.len(),
+        },
+    );
+    w.ingest(s.take());
+    w.refresh_stale(None);
+    (w, s)
+}
+
+/// An agent read lines 20-24 of a file, then rewrote it (truncate and write, as an editor or a
+/// Write tool does) with two lines inserted above and line 30 changed: the view still shows
+/// lines 20-24, now two lines down, and the two places the edit touched, with three lines of
+/// context, are the newest views. Before, the truncate dropped every view.
+#[test]
+fn views_follow_their_lines_through_an_agent_rewrite() {
+    let dir = source_tree();
+    let root = dir.path();
+    let (w, mut s) = viewed_lines_20_to_24(root);
+
+    let mut lines: Vec<String> = (1..=40).map(|k| format!("line {k}")).collect();
+    lines.insert(5, "new a".into());
+    lines.insert(6, "new b".into());
+    lines[31] = "line 30, edited".into();
+    let new = lines.join("\n") + "\n";
+    let open = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: false,
+    };
+    // counted in the middle of the rewrite, while it is empty: the views wait for the content
+    write(root, "big.py", b"");
+    s.push(CLAUDE, "big.py", open);
+    w.ingest(s.take());
+    w.refresh_stale(None);
+    write(root, "big.py", new.as_bytes());
+    s.push(
+        CLAUDE,
+        "big.py",
+        Op::Write {
+            offset: 0,
+            len: new.len() as u64,
+        },
+    );
+    s.push(CLAUDE, "big.py", Op::Close { wrote: true });
+    let e = counted(&w, &mut s, "big.py");
+    assert_eq!(
+        e.recent.views(),
+        &[
+            lines_span(&new, 22, 26),
+            lines_span(&new, 3, 10),
+            lines_span(&new, 29, 35),
+        ]
+    );
+    // what the agent wrote counts as seen: the read ranges follow too, and take in the edits
+    let Extent::Ranges(set) = &e.extent else {
+        panic!("extent {:?}", e.extent);
+    };
+    assert_eq!(
+        set.as_slice(),
+        &[
+            lines_span(&new, 3, 10),
+            lines_span(&new, 22, 26),
+            lines_span(&new, 29, 35),
+        ]
+    );
+}
+
+/// The same through an atomic save (`sed -i`, most editors): the agent writes a temporary file
+/// and renames it over the one it read.
+#[test]
+fn views_follow_their_lines_through_an_atomic_save() {
+    let dir = source_tree();
+    let root = dir.path();
+    let (w, mut s) = viewed_lines_20_to_24(root);
+
+    let mut lines: Vec<String> = (1..=40).map(|k| format!("line {k}")).collect();
+    lines.remove(1);
+    let new = lines.join("\n") + "\n";
+    write(root, "big.py", new.as_bytes());
+    let create = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: true,
+    };
+    s.push(SED, "sedAbc123", create);
+    s.push(
+        SED,
+        "sedAbc123",
+        Op::Rename {
+            to: "big.py".into(),
+            exchange: false,
+        },
+    );
+    let e = counted(&w, &mut s, "big.py");
+    // line 2 removed: the view moves up a line; the place it was, with context, is newest
+    assert_eq!(
+        e.recent.views(),
+        &[lines_span(&new, 19, 23), lines_span(&new, 1, 4)]
+    );
 }
 
 #[test]
