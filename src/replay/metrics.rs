@@ -61,10 +61,13 @@ impl Seen {
 
     /// Records what a step showed the agent. A command's reads count only for the lines of the
     /// file its output shows (`nl -ba f | grep x` read all of `f` and showed a few lines; `cat
-    /// a b` showed both whole), so a scan is not mistaken for having seen the file. Searches
-    /// (`grep x f`) do not make a file seen, as before.
+    /// a b` showed both whole), so a scan is not mistaken for having seen the file; so do the
+    /// reads of a whole file whose output the harness cut to its head and tail. Searches (`grep
+    /// x f`) do not make a file seen, as before.
     pub fn record(&mut self, s: &Step, applier: &Applier) {
-        let Some(p) = s.path.as_deref().filter(|_| s.in_repo()) else {
+        // a whole read whose output the harness cut (no `content`) showed what its output holds
+        let cut = s.kind == Kind::Read && s.content.is_none() && s.line_ranges().is_none();
+        let Some(p) = s.path.as_deref().filter(|_| s.in_repo() && !cut) else {
             let output = s.output.as_deref().unwrap_or("");
             for t in s.touches() {
                 if !matches!(t.op, super::trace::TouchOp::Read) {

@@ -367,16 +367,23 @@ fn write_misses(
 /// Most views one step declares (the socket's limit).
 const MAX_STEP_VIEWS: usize = 64;
 
-/// What a read step's result showed, as a harness that knows its tools would declare it with
-/// `step.record`: its line ranges (or the whole file); for a read of unknown places (`partial`),
-/// the runs of lines of the files it touched that its output shows. Commands and searches
-/// declare nothing: the lines a `grep` printed displaced the places the agent had read (file
-/// recall fell when they were declared).
-fn shown_views(s: &trace::Step, applier: &Applier) -> Vec<Value> {
+/// Fewest consecutive lines of a file a command's output must show to count as a view of it:
+/// `grep -A 20`, `head`, `sed -n` in a pipeline show runs; a `grep` hit is one line, where the
+/// agent searched, not where it reads (declared, single hits displaced the places the agent
+/// had read, and file recall fell).
+const MIN_COMMAND_VIEW_LINES: u64 = 5;
+
+/// What a step's result showed, as a harness that knows its tools would declare it with
+/// `step.record`: a read's line ranges (or the whole file, when the result shows it all); for
+/// a read of unknown places (`partial`) or a whole read whose output the harness cut (no
+/// `content`: mini-swe-agent keeps the head and tail of a long output), the runs of lines of
+/// the file its output shows; for a command, the runs of at least [`MIN_COMMAND_VIEW_LINES`]
+/// lines of each file it read.
+fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<Value> {
     let mut out = Vec::new();
-    if s.kind == Kind::Read
+    let exact = s.kind == Kind::Read && !s.partial() && s.content.is_some();
+    if exact
         && s.in_repo()
-        && !s.partial()
         && let Some(rel) = s.path.as_deref().and_then(clean_rel)
     {
         let path = rel.to_string_lossy().into_owned();
@@ -388,9 +395,14 @@ fn shown_views(s: &trace::Step, applier: &Applier) -> Vec<Value> {
             ),
             None => out.push(json!({ "path": path })),
         }
-    } else if s.kind == Kind::Read
+    } else if matches!(s.kind, Kind::Read | Kind::Command)
         && let Some(output) = s.output.as_deref().filter(|o| !o.is_empty())
     {
+        let min = if s.kind == Kind::Command {
+            MIN_COMMAND_VIEW_LINES
+        } else {
+            1
+        };
         for t in s.touches() {
             if !matches!(t.op, trace::TouchOp::Read | trace::TouchOp::Search)
                 || t.in_repo == Some(false)
@@ -400,13 +412,15 @@ fn shown_views(s: &trace::Step, applier: &Applier) -> Vec<Value> {
             let Some(rel) = clean_rel(&t.path) else {
                 continue;
             };
-            let Some(cur) = applier.disk_text(&rel) else {
+            let Some(cur) = disk(&rel) else {
                 continue;
             };
             let path = rel.to_string_lossy().into_owned();
             let range = t.range.map(|[a, b]| (a, b));
             for (a, b) in metrics::shown_runs(&cur, range, output) {
-                out.push(json!({"path": path, "lines": [a, b]}));
+                if b + 1 - a >= min {
+                    out.push(json!({"path": path, "lines": [a, b]}));
+                }
             }
         }
     }
@@ -464,7 +478,7 @@ fn replay_step(
     if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
         params["assistant_text"] = json!(t);
     }
-    let views = shown_views(s, applier);
+    let views = shown_views(s, |rel| applier.disk_text(rel));
     if !views.is_empty() {
         params["views"] = Value::Array(views);
     }
@@ -493,4 +507,52 @@ pub fn run(opts: &Options) -> Result<String> {
     std::fs::write(opts.out.join("summary.md"), &summary).context("writing summary.md")?;
     report::write_svg(&opts.out.join("tokens.svg"), &results)?;
     Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn step(v: Value) -> trace::Step {
+        serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn views_are_what_the_output_shows() {
+        let file: String = (1..=30).map(|k| format!("line {k}\n")).collect();
+        let disk = |rel: &Path| (rel == Path::new("f.py")).then(|| file.clone());
+        let touch = json!([{"path": "f.py", "op": "read", "range": null}]);
+        // a command: the 6-line run (grep -A 5) is a view, the lone hit is not
+        let out = "<output>\n3:line 3\n20:line 20\n21-line 21\n22-line 22\n23-line 23\n24-line 24\n25-line 25\n</output>";
+        let cmd = step(
+            json!({"record": "step", "step": 1, "turn": 1, "kind": "command",
+            "command": "grep -n -A 5 x f.py", "output": out, "touches": touch}),
+        );
+        assert_eq!(
+            shown_views(&cmd, disk),
+            [json!({"path": "f.py", "lines": [20, 25]})]
+        );
+        // a whole read cut to its head and tail: both runs, however short
+        let cut =
+            "<output_head>\nline 1\nline 2\n</output_head>\n<output_tail>\nline 30\n</output_tail>";
+        let read = step(
+            json!({"record": "step", "step": 2, "turn": 2, "kind": "read",
+            "path": "f.py", "path_in_repo": true, "command": "cat f.py", "output": cut,
+            "touches": touch}),
+        );
+        assert_eq!(
+            shown_views(&read, disk),
+            [
+                json!({"path": "f.py", "lines": [1, 2]}),
+                json!({"path": "f.py", "lines": [30, 30]})
+            ]
+        );
+        // a whole read with its content: the whole file
+        let whole = step(
+            json!({"record": "step", "step": 3, "turn": 3, "kind": "read",
+            "path": "f.py", "path_in_repo": true, "content": file, "output": "...",
+            "touches": touch}),
+        );
+        assert_eq!(shown_views(&whole, disk), [json!({"path": "f.py"})]);
+    }
 }
