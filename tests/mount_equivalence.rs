@@ -3301,3 +3301,46 @@ fn concurrent_readers_and_writers_of_small_files() {
     println!("concurrent small-file opens: {total} operations");
     assert!(total > 100, "only {total} operations in 3 s");
 }
+
+/// open(O_RDONLY | O_TRUNC) of a running executable fails with ETXTBSY and leaves the file whole,
+/// as natively. With FUSE_ATOMIC_O_TRUNC the daemon truncated it in OPEN, before the kernel's
+/// write-access check: the open still failed, but the program lost its pages, and when it died
+/// of that before the check, the open even succeeded (pjdfstest open::etxtbsy, now and then).
+#[test]
+fn a_running_executable_is_not_truncated() {
+    let sleep = ["/usr/bin/sleep", "/bin/sleep"]
+        .into_iter()
+        .map(Path::new)
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("no sleep binary"));
+    let size = std::fs::metadata(sleep).unwrap().len();
+    let (_native, native_dir) = tempdir();
+    let passthrough = Mount::mirror();
+    let daemon_io = Mount::mirror_with(&["--io", "daemon"]);
+    for (what, exe) in [
+        ("native", native_dir.join("exe")),
+        ("mount", passthrough.path("exe")),
+        ("mount --io daemon", daemon_io.path("exe")),
+    ] {
+        std::fs::copy(sleep, &exe).unwrap();
+        std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let mut child = Command::new(&exe).arg("30").spawn().unwrap();
+        let c = cpath(&exe);
+        // SAFETY: valid path; the descriptor, if any, is closed at once.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_TRUNC) };
+        let err = errno();
+        if fd >= 0 {
+            // SAFETY: the descriptor just opened.
+            unsafe { libc::close(fd) };
+        }
+        let running = child.try_wait().unwrap().is_none();
+        let len = std::fs::metadata(&exe).unwrap().len();
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(
+            (fd >= 0, errno_name(err), len, running),
+            (false, errno_name(libc::ETXTBSY), size, true),
+            "{what}: open(O_RDONLY|O_TRUNC) of a running executable"
+        );
+    }
+}
