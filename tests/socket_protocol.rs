@@ -222,6 +222,8 @@ fn tools_declare_keeps_the_tool_list_stable() {
             })
             .unwrap_or_default()
     };
+    // declared, the tools are there before any call: the first request's cache prefix holds
+    assert_eq!(names(&mut c), vec!["Read", "Bash", "Edit"]);
     c.call(
         "step.record",
         json!({"tool_use_id": "toolu_01", "tool_name": "Grep", "input": {"pattern": "x"},

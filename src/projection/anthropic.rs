@@ -157,11 +157,7 @@ pub fn render(input: &Input) -> Value {
         body.insert("system".into(), json!([text(&f.text)]));
     }
     body.insert("messages".into(), Value::Array(messages));
-    let defs = if input.has_calls() {
-        input.tools()
-    } else {
-        Vec::new()
-    };
+    let defs = input.tools();
     body.insert("tools".into(), tools::render(&defs, Format::Anthropic));
     Value::Object(body)
 }

@@ -81,7 +81,7 @@ pub fn total(input: &Input, format: Format) -> u64 {
     if let Some(s) = &input.step {
         add(s.cost);
     }
-    if format.is_messages() && input.has_calls() {
+    if format.is_messages() {
         add(input.tools_cost(format));
     }
     t

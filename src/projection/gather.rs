@@ -236,8 +236,10 @@ impl Input {
     /// The tools the body defines: the read tool, then every tool a step of the session called,
     /// first use first, whether this body calls it or not. A list that followed the calls would
     /// change with the last step's tool, and with it every cached prefix (tools come first).
+    /// Once the harness declared its tools, they are there from the first request on, calls or
+    /// not: a list that appeared with the first call would rewrite the cache at turn 2.
     pub fn tools(&self) -> Vec<ToolDef> {
-        if !self.has_calls() {
+        if !self.has_calls() && self.step_tools.is_empty() {
             return Vec::new();
         }
         let mut v = vec![self.read_tool.clone()];
@@ -253,8 +255,13 @@ impl Input {
         v
     }
 
+    /// What [`Self::tools`] cost rendered; nothing when there are none (no `tools` at all).
     pub fn tools_cost(&self, format: Format) -> u64 {
-        let rendered = tools::render(&self.tools(), format).to_string();
+        let defs = self.tools();
+        if defs.is_empty() {
+            return 0;
+        }
+        let rendered = tools::render(&defs, format).to_string();
         budget::count_str(&rendered).unwrap_or(rendered.len() as u64)
     }
 
@@ -369,7 +376,7 @@ pub fn gather(
         probe.entries.clear();
         probe.commands.clear();
         let mut t = budget::total(&probe, format);
-        if format.is_messages() && !probe.has_calls() {
+        if format.is_messages() && probe.tools().is_empty() {
             let rendered = tools::render(std::slice::from_ref(&probe.read_tool), format);
             t = t.saturating_add(budget::count_str(&rendered.to_string())?);
         }

@@ -50,10 +50,6 @@ pub fn render(input: &Input) -> Value {
                          "tool_calls": [call(&s.id, &s.name, &s.input)]}));
         msgs.push(tool_msg(&s.id, &s.result, s.is_error));
     }
-    let defs = if input.has_calls() {
-        input.tools()
-    } else {
-        Vec::new()
-    };
+    let defs = input.tools();
     json!({"messages": msgs, "tools": tools::render(&defs, Format::OpenaiChat)})
 }

@@ -52,11 +52,7 @@ pub fn render(input: &Input) -> Value {
         items.push(call(&s.id, &s.name, &s.input));
         items.push(output(&s.id, &s.result, s.is_error));
     }
-    let defs = if input.has_calls() {
-        input.tools()
-    } else {
-        Vec::new()
-    };
+    let defs = input.tools();
     let mut body = Map::new();
     if let Some(f) = &input.framing {
         body.insert("instructions".into(), Value::String(f.text.clone()));
