@@ -17,25 +17,26 @@ fn replay_every_kind_keeps_the_invariants() {
     common::require_fuse();
     let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/every_kind.jsonl");
     let (_tmp, out) = common::tempdir();
+    // its scratch mounts go under a directory of this test's own, so another replay running
+    // on the machine (a benchmark) is not taken for one left behind
+    let scratch = out.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
     let run = common::run_with_timeout(
         std::process::Command::new(common::bin())
             .arg("replay")
             .arg(&trace)
             .arg("--out")
             .arg(&out)
-            .args(["--budgets", "8000,16000"]),
+            .args(["--budgets", "8000,16000"])
+            .env("TMPDIR", &scratch),
         Duration::from_secs(60),
     );
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(run.status.success(), "worldfs replay failed:\n{stderr}");
-    let leftover: Vec<_> = common::mounts()
-        .into_iter()
-        .filter(|m| {
-            m.fstype == common::FSTYPE
-                && m.mount_point.to_string_lossy().contains("worldfs-replay-")
-        })
-        .collect();
+    let leftover = common::worldfs_mounts_under(&scratch);
     assert!(leftover.is_empty(), "left mounted: {leftover:?}");
+    let made: Vec<_> = std::fs::read_dir(&scratch).unwrap().collect();
+    assert!(made.is_empty(), "scratch left behind: {made:?}");
 
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("every_kind.json")).unwrap())
