@@ -111,6 +111,10 @@ pub enum Command {
         /// Selection policy; the configured one when absent.
         #[arg(long)]
         policy: Option<String>,
+        /// Show the last tool call's result as recorded. By default, runs of lines it shares
+        /// with the files and outputs shown above are replaced by one line naming them.
+        #[arg(long)]
+        verbatim_step: bool,
         /// Print the whole response (body, token estimate, evicted and withheld entries) as
         /// JSON instead of only the body.
         #[arg(long)]

@@ -33,8 +33,19 @@ pub fn run(cmd: Command) -> ExitCode {
             budget,
             tool_name,
             policy,
+            verbatim_step,
             full,
-        } => projection(&target, &format, budget, tool_name, policy, full),
+        } => projection(
+            &target,
+            &ProjectionOptions {
+                format,
+                budget,
+                tool_name,
+                policy,
+                verbatim_step,
+            },
+            full,
+        ),
         Command::Status { target } => status(&target),
         Command::Goal {
             target,
@@ -150,23 +161,28 @@ fn parse_params(s: &str) -> Result<Value, Failure> {
     Ok(v)
 }
 
-fn projection(
-    arg: &SocketArg,
-    format: &str,
+/// What `worldfs projection` asks the daemon for.
+struct ProjectionOptions {
+    format: String,
     budget: Option<u64>,
     tool_name: Option<String>,
     policy: Option<String>,
-    full: bool,
-) -> Result<(), Failure> {
-    let mut params = json!({ "format": format });
-    if let Some(b) = budget {
+    verbatim_step: bool,
+}
+
+fn projection(arg: &SocketArg, o: &ProjectionOptions, full: bool) -> Result<(), Failure> {
+    let mut params = json!({ "format": o.format });
+    if let Some(b) = o.budget {
         params["budget"] = json!(b);
     }
-    if let Some(t) = tool_name {
+    if let Some(t) = &o.tool_name {
         params["tool_name"] = json!(t);
     }
-    if let Some(p) = policy {
+    if let Some(p) = &o.policy {
         params["policy"] = json!(p);
+    }
+    if o.verbatim_step {
+        params["step_output"] = json!("verbatim");
     }
     let mut c = connect(arg)?;
     let r = c.call("projection.get", params)?;

@@ -691,3 +691,46 @@ fn batches_notifications_and_missing_jsonrpc() {
     c.send_raw(b"\n\r\n{\"id\":3,\"method\":\"goal.get\"}\r\n");
     assert_eq!(c.read_value()["id"], 3);
 }
+
+/// A step that printed a file the projection shows points at it; `step_output: verbatim` asks
+/// for the result as recorded; an unknown value is a clear error.
+#[test]
+fn step_output_is_chosen_per_request() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let text: String = (1..=30)
+        .map(|i| format!("    total_{i} = accumulate(values[{i}], weight={i})\n"))
+        .collect();
+    must(std::fs::write(f.root().join("calc.py"), &text));
+    f.read("calc.py");
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "t1", "tool_name": "Bash", "input": {"command": "cat calc.py"},
+               "result": text}),
+    );
+    let last_result = |p: &Value| {
+        p["body"]["messages"]
+            .as_array()
+            .and_then(|m| m.last())
+            .map(|m| m["content"][0]["content"].clone())
+            .unwrap_or(Value::Null)
+    };
+    let p = c.call(
+        "projection.get",
+        json!({"format": "anthropic", "budget": 8000}),
+    );
+    assert_eq!(
+        last_result(&p),
+        json!("[lines 1-30 of calc.py: not repeated, shown above as they are now]\n")
+    );
+    let p = c.call(
+        "projection.get",
+        json!({"format": "anthropic", "budget": 8000, "step_output": "verbatim"}),
+    );
+    assert_eq!(last_result(&p), json!(text));
+    let (code_, msg) = c.call_err(
+        "projection.get",
+        json!({"format": "anthropic", "step_output": "sometimes"}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
+}

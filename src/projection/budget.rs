@@ -10,7 +10,8 @@
 //! The policy chooses with estimated costs; [`fit`] then checks the real total and drops parts
 //! until it fits, in a fixed order: entries (unpinned, oldest first), command outputs (oldest
 //! first), structured state, framing, the last step, and finally the goal (replaced by a
-//! one-word user message). If even that does not fit, the request fails with
+//! one-word user message). What a last step points at instead of repeating it goes last among
+//! the entries, and when it goes the step gets its recorded result back. If even that does not fit, the request fails with
 //! [`ProjectionError::BudgetTooSmall`].
 
 use std::sync::OnceLock;
@@ -87,19 +88,42 @@ pub fn total(input: &Input, format: Format) -> u64 {
     t
 }
 
+/// Shows the last step's result as recorded again, if it pointed at parts of the stream: one of
+/// them is about to go.
+fn restore_step(input: &mut Input) {
+    if let Some(s) = &mut input.step
+        && let Some(v) = s.verbatim.take()
+    {
+        *s = *v;
+    }
+}
+
 /// Drops parts until the projection fits `budget` (see the module comment for the order).
 pub fn fit(input: &mut Input, budget: u64, format: Format) -> Result<(), ProjectionError> {
     if total(input, format) <= budget {
         return Ok(());
     }
-    // Entries: unpinned before pinned, oldest change first.
+    // Entries: unpinned before pinned, oldest change first; what the last step points at goes
+    // with the pinned ones.
+    let points_at = |input: &Input, key: &std::path::Path| {
+        input
+            .step
+            .as_ref()
+            .is_some_and(|s| s.points_at.iter().any(|p| p == key))
+    };
     let mut order: Vec<usize> = (0..input.entries.len()).collect();
     order.sort_by_key(|&i| {
         let e = &input.entries[i];
-        (e.pinned, e.order_seq, e.path.clone())
+        (
+            e.pinned || points_at(input, &e.path),
+            e.order_seq,
+            e.path.clone(),
+        )
     });
     let mut gone = vec![false; input.entries.len()];
     let mut over = total(input, format) - budget;
+    // Entries marked gone still count in `total` until they are removed below.
+    let mut dropped: u64 = 0;
     for i in order {
         if over == 0 {
             break;
@@ -113,6 +137,13 @@ pub fn fit(input: &mut Input, budget: u64, format: Format) -> Result<(), Project
             tokens: cost,
         });
         over = over.saturating_sub(cost);
+        dropped = dropped.saturating_add(cost);
+        if points_at(input, &input.entries[i].path) {
+            restore_step(input);
+            over = total(input, format)
+                .saturating_sub(dropped)
+                .saturating_sub(budget);
+        }
     }
     let mut idx = 0;
     input.entries.retain(|_| {
@@ -123,6 +154,9 @@ pub fn fit(input: &mut Input, budget: u64, format: Format) -> Result<(), Project
     // The tool definitions go away with the last call, so recompute rather than trust `over`.
     while total(input, format) > budget && !input.commands.is_empty() {
         let c = input.commands.remove(0);
+        if points_at(input, &super::gather::command_key(&c)) {
+            restore_step(input);
+        }
         input.report.evicted.push(Dropped {
             part: Part::Command,
             path: Some(c.command.clone()),

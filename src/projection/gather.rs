@@ -22,7 +22,8 @@ use super::budget::{
     MESSAGE_OVERHEAD, TEXT_PIECE_OVERHEAD,
 };
 use super::ids;
-use super::request::{Format, LineNumbers, ProjectionRequest};
+use super::request::{Format, LineNumbers, ProjectionRequest, StepOutput};
+use super::shown_once;
 use super::text;
 use super::tools::{self, ToolDef};
 use super::{
@@ -139,6 +140,11 @@ pub struct StepPart {
     /// The provider's own assistant content (anthropic only), when it is valid as is.
     pub raw_anthropic: Option<Vec<Value>>,
     pub cost: u64,
+    /// The step with its result as recorded, when `result` points at parts of the stream
+    /// instead ([`shown_once`]).
+    pub verbatim: Option<Box<StepPart>>,
+    /// The entries (paths) and command outputs ([`command_key`]) `result` points at.
+    pub points_at: Vec<PathBuf>,
 }
 
 /// What the projection reports besides its body.
@@ -332,16 +338,21 @@ pub fn gather(
     let goal = goal_part(goal_text.as_deref(), format)?;
     let framing_part = framing_part(&framing, format)?;
     let state_part = state_part(&state, format)?;
-    let step_part = match &step {
+    let last_step = match &step {
         Some(s) => Some(step_part(s, format)?),
         None => None,
     };
     let mut command_parts = command_parts(world, &commands, format, &mut report)?;
     // The last step's own output, recorded as a command output too, is shown once: as the step
-    // now, and as a command output in the stream from the next turn on.
-    if let Some(s) = &step {
-        command_parts.retain(|c| !is_step_output(c, s));
-    }
+    // now, and as a command output in the stream from the next turn on; or, when the step
+    // points at it (below), in the stream already.
+    let step_command = match &step {
+        Some(s) => command_parts
+            .iter()
+            .position(|c| is_step_output(c, s))
+            .map(|i| command_parts.remove(i)),
+        None => None,
+    };
     let read_tool = tools::read_tool(req);
 
     let mut input = Input {
@@ -353,7 +364,7 @@ pub fn gather(
         entries: Vec::new(),
         state: state_part,
         commands: command_parts,
-        step: step_part,
+        step: last_step,
         read_tool,
         max_breakpoints: req.max_breakpoints,
         report,
@@ -368,6 +379,30 @@ pub fn gather(
             .map(|n| ids::tool_name(n))
             .collect(),
     };
+
+    // The step's result will point at lines the stream shows instead of repeating them. The
+    // budget is set as if it does for the files the step itself touched, and the policy is
+    // told to keep them; whatever the rendered stream does not show in the end stays verbatim
+    // (and the final fit makes room for it).
+    let shorten = req.step_output == StepOutput::ShownOnce && format != Format::Json;
+    let mut step_files: Vec<PathBuf> = Vec::new();
+    let mut step_command_key: Option<PathBuf> = None;
+    if shorten
+        && policy.keeps_last_step()
+        && let Some(s) = &step
+        && let Some(p) = predicted_step_output(world, req, s, step_command.as_ref())
+    {
+        step_files = p.files;
+        if p.uses_command
+            && let Some(c) = step_command
+        {
+            step_command_key = Some(command_key(&c));
+            input.commands.push(c);
+        }
+        let mut points_at = step_files.clone();
+        points_at.extend(step_command_key.clone());
+        input.step = Some(shortened_step(s, p.result, points_at, format)?);
+    }
 
     // What the entries may use: the budget minus everything else, with the tool definitions
     // counted as if there were calls (there will be, if any entry is kept).
@@ -401,6 +436,7 @@ pub fn gather(
                 _ => {}
             }
         }
+        c.in_last_step = step_files.contains(&c.path);
         // The agent's own edits are shown whole when they fit (it needs them to keep editing);
         // what it read of them before is no measure of what it needs now, where it read last is.
         if c.agent_wrote {
@@ -445,13 +481,16 @@ pub fn gather(
         .commands
         .iter()
         .map(|c| {
-            Candidate::seen_once(
-                command_key(c),
+            let key = command_key(c);
+            let mut cand = Candidate::seen_once(
+                key.clone(),
                 EntryKind::Command,
                 u32::try_from(c.cost).unwrap_or(u32::MAX),
                 turn_now.saturating_sub(c.turn),
                 c.seq,
-            )
+            );
+            cand.in_last_step = step_command_key.as_ref() == Some(&key);
+            cand
         })
         .collect();
     let layout = input.layout.clone();
@@ -533,10 +572,117 @@ pub fn gather(
     entries.sort_by(|a, b| (a.order_seq, &a.path).cmp(&(b.order_seq, &b.path)));
     dedupe_ids(&mut entries, input.step.as_ref());
     input.entries = entries;
+    if let Some(s) = &step
+        && shorten
+    {
+        // Files first, as predicted.
+        let (files, file_keys) = shown_once::sources(&input.entries, &[], req.line_numbers);
+        let (commands, command_keys) = shown_once::sources(&[], &input.commands, req.line_numbers);
+        let mut result = None;
+        let mut points_at: Vec<PathBuf> = Vec::new();
+        for (sources, keys) in [(files, file_keys), (commands, command_keys)] {
+            let from = result.as_ref().unwrap_or(&s.result);
+            if let Some((r, used)) = shown_once::without_shown(from, &sources) {
+                result = Some(r);
+                points_at.extend(used.into_iter().map(|i| keys[i].clone()));
+            }
+        }
+        points_at.sort();
+        points_at.dedup();
+        input.step = Some(match result {
+            Some(result) => shortened_step(s, result, points_at, format)?,
+            None => step_part(s, format)?,
+        });
+    }
     input.report.withheld.sort();
     input.report.withheld.dedup();
     super::placement::assign(world, &layout, &mut input);
     Ok(input)
+}
+
+/// The step `s` with `result` in place of its own, keeping the verbatim one to fall back on.
+fn shortened_step(
+    s: &Step,
+    result: String,
+    points_at: Vec<PathBuf>,
+    format: Format,
+) -> Result<StepPart, ProjectionError> {
+    let shortened = Step {
+        result,
+        ..s.clone()
+    };
+    let mut part = step_part(&shortened, format)?;
+    part.verbatim = Some(Box::new(step_part(s, format)?));
+    part.points_at = points_at;
+    Ok(part)
+}
+
+/// Files the prediction reads, newest access first: a step rarely shows more, and a `grep -r`
+/// that touched hundreds shows none of them as runs of lines.
+const PREDICT_MAX_FILES: usize = 8;
+/// Bigger files are not read for the prediction (their lines may still be matched against what
+/// the stream shows of them).
+const PREDICT_MAX_BYTES: usize = 1 << 20;
+
+/// The step's output as [`shown_once`] would shorten it if what it points at were shown.
+struct Predicted {
+    result: String,
+    /// Files it points at.
+    files: Vec<PathBuf>,
+    /// Whether it points at its own output, shown as a command output.
+    uses_command: bool,
+}
+
+/// The step's output as [`shown_once`] would shorten it if the files the step touched were
+/// shown whole, and its own output, recorded as a command output, was shown in the stream.
+/// Files are read from SOURCE now, as the rendering will.
+fn predicted_step_output(
+    world: &World,
+    req: &ProjectionRequest,
+    s: &Step,
+    own_output: Option<&CommandPart>,
+) -> Option<Predicted> {
+    let root = req.absolute_paths.as_deref();
+    let files: Vec<(PathBuf, String, String)> = world
+        .agent_files_since(s.turn.saturating_sub(1))
+        .into_iter()
+        .take(PREDICT_MAX_FILES)
+        .filter_map(|p| {
+            let c = world.read_current(&p).ok()?;
+            (c.kind == EntryKind::File && c.bytes.len() <= PREDICT_MAX_BYTES).then(|| {
+                let display = display_path(root, &p);
+                let text = String::from_utf8_lossy(&c.bytes).into_owned();
+                (p, display, text)
+            })
+        })
+        .collect();
+    let sources: Vec<shown_once::Source<'_>> = files
+        .iter()
+        .map(|(_, display, text)| shown_once::Source::file(display, 1, text))
+        .collect();
+    // Files first: a file's view stays current, a command output only until the file changes.
+    let (mut result, used) = match shown_once::without_shown(&s.result, &sources) {
+        Some((r, used)) => (r, used),
+        None => (s.result.clone(), Vec::new()),
+    };
+    let mut uses_command = false;
+    if let Some(c) = own_output
+        && let Some((r, _)) = shown_once::without_shown(
+            &result,
+            &[shown_once::Source::command(&c.command, &c.output)],
+        )
+    {
+        result = r;
+        uses_command = true;
+    }
+    if used.is_empty() && !uses_command {
+        return None;
+    }
+    Some(Predicted {
+        result,
+        files: used.iter().map(|&i| files[i].0.clone()).collect(),
+        uses_command,
+    })
 }
 
 /// Whether `c` is the output of the step `s` (same text, and the step's input names the
@@ -872,6 +1018,8 @@ fn step_part(s: &Step, format: Format) -> Result<StepPart, ProjectionError> {
         assistant_text,
         raw_anthropic,
         cost,
+        verbatim: None,
+        points_at: Vec::new(),
     })
 }
 

@@ -18,6 +18,7 @@ mod openai_chat;
 mod openai_responses;
 mod placement;
 mod request;
+mod shown_once;
 mod text;
 mod tools;
 pub mod validate;
@@ -31,7 +32,7 @@ use crate::world::tokens::TokenizerError;
 
 pub use gather::{MINIMAL_USER_TEXT, NO_GOAL_TEXT};
 pub use ids::{MAX_ID_LEN, valid_id, valid_tool_name};
-pub use request::{Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest};
+pub use request::{Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput};
 
 /// Name of the tokenizer every count uses.
 pub const TOKENIZER: &str = "o200k_base";

@@ -93,6 +93,18 @@ pub enum LineNumbers {
     None,
 }
 
+/// What the last step's result carries of lines the stream above already shows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StepOutput {
+    /// Runs of 4 or more lines shown above become one line naming them (see
+    /// `docs/projection.md`): they would otherwise be sent twice, once uncached.
+    #[default]
+    ShownOnce,
+    /// The result as the harness recorded it.
+    Verbatim,
+}
+
 /// A request for a projection. Deserializable from the socket's JSON parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -114,6 +126,9 @@ pub struct ProjectionRequest {
     pub line_numbers: LineNumbers,
     /// Show deleted entries as a one-line "does not exist" result (default) or omit them.
     pub include_deleted: bool,
+    /// Whether the last step's result repeats lines the stream shows (the json format always
+    /// has it verbatim).
+    pub step_output: StepOutput,
 }
 
 impl Default for ProjectionRequest {
@@ -128,6 +143,7 @@ impl Default for ProjectionRequest {
             absolute_paths: None,
             line_numbers: LineNumbers::Tab,
             include_deleted: true,
+            step_output: StepOutput::ShownOnce,
         }
     }
 }

@@ -909,3 +909,226 @@ fn reading_on_adds_only_the_new_lines() {
     assert!(!results[1].contains("line 010"), "{t2:#?}");
     assert_eq!(validate_projection(&second), Ok(()));
 }
+
+/// Lines of `n` distinct lines long enough to be worth a marker in runs of a few.
+fn numbered_source(n: usize) -> String {
+    (1..=n)
+        .map(|i| format!("    result_{i} = transform(inputs[{i}], scale={i})\n"))
+        .collect()
+}
+
+fn last_result(body: &Value) -> String {
+    let msgs = body["messages"].as_array().cloned().unwrap_or_default();
+    msgs.last()
+        .and_then(|m| m["content"].as_array().cloned())
+        .and_then(|c| c.first().cloned())
+        .and_then(|b| b["content"].as_str().map(str::to_owned))
+        .unwrap_or_default()
+}
+
+fn cat_step(b: &Built, result: String) {
+    *b.world.harness().last_step.write() = Some(Step {
+        tool_use_id: "toolu_cat".into(),
+        tool_name: "bash".into(),
+        input: serde_json::json!({"command": "cat -n calc.py | sed -n 5,30p"}),
+        result,
+        is_error: false,
+        assistant_text: None,
+        raw_assistant_content: None,
+        turn: b.world.turn(),
+    });
+}
+
+/// A step that printed lines of a file the stream shows points at them instead of repeating
+/// them; lines that changed since stay as the step saw them; `verbatim` turns it off.
+#[test]
+fn the_last_step_points_at_the_lines_the_stream_shows() {
+    let text = numbered_source(40);
+    let s = reads_with_goal(&[("calc.py", text.as_str())], vec![Action::ReadWhole(0)]);
+    let mut b = build(&s);
+    let printed: Vec<String> = text
+        .lines()
+        .enumerate()
+        .skip(4)
+        .take(26)
+        .map(|(i, l)| format!("{:>6}\t{l}", i + 1))
+        .collect();
+    let output = format!(
+        "<returncode>0</returncode>\n<output>\n{}\n</output>",
+        printed.join("\n")
+    );
+    cat_step(&b, output.clone());
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(validate_projection(&p), Ok(()));
+    assert_eq!(
+        last_result(&p.body),
+        "<returncode>0</returncode>\n<output>\n[lines 5-30 of calc.py: not repeated, shown \
+         above as they are now]\n</output>"
+    );
+    // every printed line is in the body once: in the stream
+    let body = p.body.to_string();
+    assert_eq!(body.matches("transform(inputs[17], scale=17)").count(), 1);
+
+    // Line 17 changes on disk after the step: the step keeps it as it printed it.
+    let changed = text.replace(
+        "transform(inputs[17], scale=17)",
+        "transform(inputs[17], scale=0)",
+    );
+    b.write_file("calc.py", &changed);
+    cat_step(&b, output.clone());
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let r = last_result(&p.body);
+    assert!(
+        r.contains("[lines 5-16 of calc.py")
+            && r.contains("scale=17)")
+            && r.contains("[lines 18-30 of calc.py"),
+        "{r}"
+    );
+
+    let verbatim = ProjectionRequest {
+        step_output: StepOutput::Verbatim,
+        ..req.clone()
+    };
+    let p = render(&b.world, &verbatim).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(last_result(&p.body), output);
+    // The json format always carries the result as recorded.
+    let json = ProjectionRequest::new(Format::Json, 100_000);
+    let p = render(&b.world, &json).unwrap_or_else(|e| panic!("{e}"));
+    assert!(p.body.to_string().contains("scale=16)"), "{}", p.body);
+}
+
+/// Counting the step's lines once leaves room for the file they came from: at budgets where the
+/// verbatim step and the file do not both fit, the file is shown and the step points at it;
+/// and a step never points at lines the projection does not show.
+#[test]
+fn a_step_pointing_at_a_file_leaves_room_for_it() {
+    let text = numbered_source(60);
+    let s = reads_with_goal(&[("calc.py", text.as_str())], vec![Action::ReadWhole(0)]);
+    let b = build(&s);
+    let printed: Vec<&str> = text.lines().collect();
+    let output = printed.join("\n");
+    let shown = |p: &Projection| {
+        p.body.to_string().contains(r#"\"file_path\":\"calc.py\""#)
+            || p.body.to_string().contains(r#""file_path":"calc.py""#)
+    };
+    let mut only_shortened = 0;
+    for budget in (800..4000).step_by(100) {
+        let req = ProjectionRequest::new(Format::Anthropic, budget);
+        let verbatim = ProjectionRequest {
+            step_output: StepOutput::Verbatim,
+            ..req.clone()
+        };
+        cat_step(&b, output.clone());
+        let (Ok(short), Ok(long)) = (render(&b.world, &req), render(&b.world, &verbatim)) else {
+            continue;
+        };
+        assert!(short.tokens <= budget && long.tokens <= budget);
+        assert_eq!(validate_projection(&short), Ok(()));
+        let r = last_result(&short.body);
+        if r.contains("not repeated") {
+            assert!(
+                shown(&short),
+                "budget {budget}: the marker points at nothing"
+            );
+        }
+        if shown(&short) && !shown(&long) {
+            only_shortened += 1;
+        }
+    }
+    assert!(
+        only_shortened > 0,
+        "no budget where counting once made room"
+    );
+}
+
+/// The step's own output, long enough to point at, joins the stream at once and the step points
+/// at it: it is sent once, and from this request on it is part of the cached prefix.
+#[test]
+fn a_long_step_output_joins_the_stream_at_once() {
+    let s = reads_with_goal(&[("a.rs", "x")], vec![Action::ReadWhole(0)]);
+    let b = build(&s);
+    let output: String = (1..=12)
+        .map(|i| format!("tests/test_mod.py::test_case_number_{i} PASSED\n"))
+        .collect();
+    let h = b.world.harness();
+    h.record_command(CommandOutput {
+        command: "pytest -v".into(),
+        cwd: ".".into(),
+        output: output.clone(),
+        exit_code: Some(0),
+        inputs: vec![],
+        turn: 0,
+        seq: 99,
+    });
+    *h.last_step.write() = Some(Step {
+        tool_use_id: "toolu_01".into(),
+        tool_name: "Bash".into(),
+        input: serde_json::json!({"command": "pytest -v"}),
+        result: output,
+        is_error: false,
+        assistant_text: None,
+        raw_assistant_content: None,
+        turn: b.world.turn(),
+    });
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(validate_projection(&p), Ok(()));
+    let body = p.body.to_string();
+    assert_eq!(body.matches("test_case_number_7 PASSED").count(), 1);
+    assert!(body.contains("Output of `pytest -v`"), "{body}");
+    assert!(
+        last_result(&p.body).starts_with("[12 lines not repeated"),
+        "{}",
+        last_result(&p.body)
+    );
+}
+
+/// The final fit drops what the step points at last, and when it must, the step gets its
+/// recorded result back: a marker never points at something the projection does not show.
+#[test]
+fn the_final_fit_never_leaves_a_marker_without_its_lines() {
+    let text = numbered_source(40);
+    let s = reads_with_goal(
+        &[
+            ("other.py", "def other():\n    return 1\n"),
+            ("calc.py", text.as_str()),
+        ],
+        // calc.py is the older of the two: it would go first, were it not pointed at
+        vec![Action::ReadWhole(1), Action::ReadWhole(0)],
+    );
+    let b = build(&s);
+    let output: String = text.lines().collect::<Vec<_>>().join("\n");
+    cat_step(&b, output.clone());
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let policy = b
+        .world
+        .policy("worldfs")
+        .unwrap_or_else(|| panic!("worldfs policy"));
+    let full =
+        gather::gather(&b.world, &req, policy.as_ref(), 100_000).unwrap_or_else(|e| panic!("{e}"));
+    let step_result = |i: &gather::Input| i.step.as_ref().map(|s| s.result.clone());
+    assert!(
+        step_result(&full).is_some_and(|r| r.contains("not repeated")),
+        "{:?}",
+        step_result(&full)
+    );
+    let total = budget::total(&full, Format::Anthropic);
+    let other = full
+        .entries
+        .iter()
+        .find(|e| e.path == Path::new("other.py"))
+        .map_or(0, |e| e.cost);
+    // One token short: the older, unrelated file goes; the step still points at calc.py.
+    let mut input = full.clone();
+    budget::fit(&mut input, total - 1, Format::Anthropic).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(input.entries.len(), 1);
+    assert!(step_result(&input).is_some_and(|r| r.contains("not repeated")));
+    // Short by more than that: calc.py goes too, and the step shows what it printed.
+    let mut input = full.clone();
+    budget::fit(&mut input, total - other - 1, Format::Anthropic).unwrap_or_else(|e| panic!("{e}"));
+    assert!(input.entries.iter().all(|e| e.path != Path::new("calc.py")));
+    if let Some(r) = step_result(&input) {
+        assert_eq!(r, output);
+    }
+}

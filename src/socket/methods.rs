@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::commands::{self, Validity};
 use super::metrics::{Histogram, TokenAccount, count_tokens};
 use super::protocol::{self, Incoming, Parsed, Reply, RpcError, code};
-use super::render::{Format, ProjectionParams, Renderer};
+use super::render::{Format, ProjectionParams, Renderer, StepOutput};
 use super::render_cache::RenderCache;
 use super::subscriptions::{self, Filter, Registry};
 use crate::fs::op_stats::OpStats;
@@ -567,6 +567,8 @@ struct ProjectionGet {
     max_breakpoints: Option<u8>,
     #[serde(default)]
     absolute_paths: bool,
+    #[serde(default)]
+    step_output: StepOutput,
 }
 
 /// Tool and parameter names as the provider APIs accept them.
@@ -618,6 +620,7 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply, RpcError> 
         path_param: p.path_param,
         max_breakpoints: p.max_breakpoints,
         absolute_paths: p.absolute_paths,
+        step_output: p.step_output,
     };
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);

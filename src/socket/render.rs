@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::world::{Form, World};
 
-pub use crate::projection::Format;
+pub use crate::projection::{Format, StepOutput};
 
 /// A validated projection request (mirrors `projection::ProjectionRequest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -39,6 +39,8 @@ pub struct ProjectionParams {
     pub max_breakpoints: Option<u8>,
     /// Show absolute paths (under the mount point) instead of root-relative ones.
     pub absolute_paths: bool,
+    /// Whether the last step's result repeats lines the stream shows.
+    pub step_output: StepOutput,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -138,6 +140,7 @@ impl Renderer for Projections {
         if p.absolute_paths {
             req.absolute_paths = self.mount_point.clone();
         }
+        req.step_output = p.step_output;
         let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
         let tokens = proj.tokens;
         let value =

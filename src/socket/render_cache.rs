@@ -170,7 +170,7 @@ mod tests {
     use serde_json::json;
 
     use super::*;
-    use crate::projection::Format;
+    use crate::projection::{Format, StepOutput};
 
     fn world() -> (tempfile::TempDir, Arc<World>) {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
@@ -189,6 +189,7 @@ mod tests {
             path_param: None,
             max_breakpoints: None,
             absolute_paths: false,
+            step_output: StepOutput::ShownOnce,
         }
     }
 

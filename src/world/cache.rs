@@ -69,6 +69,21 @@ impl Cache {
             .collect()
     }
 
+    /// Files the agent accessed in `turn` or later, newest access first.
+    pub fn agent_files_since(&self, turn: u64) -> Vec<PathBuf> {
+        let mut out: Vec<(u64, PathBuf)> = self
+            .map
+            .iter()
+            .filter(|r| {
+                let e = r.value();
+                e.kind == EntryKind::File && e.last_agent_turn >= turn
+            })
+            .map(|r| (r.value().last_observed.seq, r.key().clone()))
+            .collect();
+        out.sort_unstable_by(|a, b| b.cmp(a));
+        out.into_iter().map(|(_, p)| p).collect()
+    }
+
     /// Paths whose entry wants its hash and token count (re)computed.
     pub fn stale_paths(&self) -> Vec<PathBuf> {
         self.stale_paths_up_to(usize::MAX)

@@ -408,6 +408,12 @@ impl World {
         }
     }
 
+    /// Files the agent accessed in `turn` or later (its last step's reads and writes, for
+    /// `turn` the step's own), newest access first.
+    pub fn agent_files_since(&self, turn: u64) -> Vec<PathBuf> {
+        self.cache.agent_files_since(turn)
+    }
+
     /// Computes missing hashes and token counts (reading SOURCE), then returns every projectable
     /// entry as a policy candidate.
     pub fn candidates(&self) -> Vec<Candidate> {
@@ -717,5 +723,6 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         last_form: None,
         fresh: false,
         unshown: false,
+        in_last_step: false,
     })
 }

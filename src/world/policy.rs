@@ -41,6 +41,11 @@ pub trait Policy: Send + Sync {
     /// Chooses what fits in `budget` tokens. Every candidate ends up in exactly one of
     /// `kept`/`evicted`, and `total_tokens <= budget`.
     fn select(&self, candidates: &[Candidate], budget: u64) -> Selection;
+    /// Whether `select` keeps candidates [`Candidate::in_last_step`] before any other (when
+    /// they fit at all), so a projection may count them as shown when it sets its budget.
+    fn keeps_last_step(&self) -> bool {
+        false
+    }
 }
 
 /// One entry as a policy sees it. Costs already include the projection's per-entry overhead.
@@ -75,6 +80,9 @@ pub struct Candidate {
     /// (or never shown): what the agent last saw of it is not in the projection yet. Covers
     /// `fresh`, and also an entry evicted in the very projection that followed its read.
     pub unshown: bool,
+    /// The last step's result shows lines of it and points at them instead of repeating them
+    /// (see `projection::shown_once`): the projection counts on them being shown.
+    pub in_last_step: bool,
 }
 
 impl Candidate {
@@ -105,6 +113,7 @@ impl Candidate {
             last_form: None,
             fresh: false,
             unshown: false,
+            in_last_step: false,
         }
     }
 

@@ -1,6 +1,7 @@
 //! The worldfs policy.
 //!
-//! It fills the budget in four tiers. (1) Pinned entries. (2) What the agent wrote: its own
+//! It fills the budget in four tiers. (1) Pinned entries, and the files whose lines the last
+//! step's result points at instead of repeating them (the agent is looking at them now). (2) What the agent wrote: its own
 //! edits are the part of the world it is most certain to need again and least able to
 //! re-derive. (3) Thrash-protected entries: a file that was evicted and then read again proved
 //! the eviction wrong, so it is protected for 2^k turns after its k-th such re-read (2, 4, 8...
@@ -44,7 +45,7 @@ impl Worldfs {
     }
 
     fn tier(c: &Candidate) -> u8 {
-        if c.pinned {
+        if c.pinned || c.in_last_step {
             0
         } else if c.agent_wrote {
             1
@@ -128,6 +129,10 @@ impl Worldfs {
 impl Policy for Worldfs {
     fn name(&self) -> &'static str {
         "worldfs"
+    }
+
+    fn keeps_last_step(&self) -> bool {
+        true
     }
 
     fn select(&self, candidates: &[Candidate], budget: u64) -> Selection {
@@ -224,6 +229,19 @@ mod tests {
         wrote.agent_wrote = true;
         let s = Worldfs::default().select(&[cand("read", 500, 0, 9), wrote], 600);
         assert_eq!(kept_paths(&s), vec!["wrote"]);
+    }
+
+    #[test]
+    fn what_the_last_step_points_at_goes_first() {
+        // by density the small recent file wins; the step's file is kept because the step's
+        // result counts on it
+        let small = cand("small", 500, 0, 9);
+        let mut step = cand("step", 2000, 1, 1);
+        let s = Worldfs::default().select(&[small.clone(), step.clone()], 2200);
+        assert_eq!(kept_paths(&s), vec!["small"]);
+        step.in_last_step = true;
+        let s = Worldfs::default().select(&[small, step], 2200);
+        assert_eq!(kept_paths(&s), vec!["step"]);
     }
 
     #[test]
