@@ -99,22 +99,8 @@ pub enum Command {
     Projection {
         #[command(flatten)]
         target: SocketArg,
-        /// anthropic, openai_chat, openai_responses, text or json.
-        #[arg(long, default_value = "text")]
-        format: String,
-        /// Token budget; the daemon's configured budget when absent.
-        #[arg(long)]
-        budget: Option<u64>,
-        /// Name of the synthesized read tool (e.g. `Read`).
-        #[arg(long)]
-        tool_name: Option<String>,
-        /// Selection policy; the configured one when absent.
-        #[arg(long)]
-        policy: Option<String>,
-        /// Show the last tool call's result as recorded. By default, runs of lines it shares
-        /// with the files and outputs shown above are replaced by one line naming them.
-        #[arg(long)]
-        verbatim_step: bool,
+        #[command(flatten)]
+        options: ProjectionOptions,
         /// Print the whole response (body, token estimate, evicted and withheld entries) as
         /// JSON instead of only the body.
         #[arg(long)]
@@ -153,6 +139,27 @@ pub enum Command {
         #[arg(long, conflicts_with = "text")]
         clear: bool,
     },
+}
+
+/// What `worldfs projection` asks the daemon for.
+#[derive(Debug, Clone, clap::Args)]
+pub struct ProjectionOptions {
+    /// anthropic, openai_chat, openai_responses, text or json.
+    #[arg(long, default_value = "text")]
+    pub format: String,
+    /// Token budget; the daemon's configured budget when absent.
+    #[arg(long)]
+    pub budget: Option<u64>,
+    /// Name of the synthesized read tool (e.g. `Read`).
+    #[arg(long)]
+    pub tool_name: Option<String>,
+    /// Selection policy; the configured one when absent.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Show the last tool call's result as recorded. By default, runs of lines it shares with
+    /// the files and outputs shown above are replaced by one line naming them.
+    #[arg(long)]
+    pub verbatim_step: bool,
 }
 
 /// Which daemon a client command talks to.

@@ -12,7 +12,7 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde_json::{Value, json};
 
-use crate::cli::{Command, SocketArg};
+use crate::cli::{Command, ProjectionOptions, SocketArg};
 use crate::mountinfo;
 use crate::socket::{Client, ClientError, paths};
 
@@ -29,23 +29,9 @@ pub fn run(cmd: Command) -> ExitCode {
         } => ctl(&target, &method, params.as_deref()),
         Command::Projection {
             target,
-            format,
-            budget,
-            tool_name,
-            policy,
-            verbatim_step,
+            options,
             full,
-        } => projection(
-            &target,
-            &ProjectionOptions {
-                format,
-                budget,
-                tool_name,
-                policy,
-                verbatim_step,
-            },
-            full,
-        ),
+        } => projection(&target, &options, full),
         Command::Status { target } => status(&target),
         Command::Goal {
             target,
@@ -159,15 +145,6 @@ fn parse_params(s: &str) -> Result<Value, Failure> {
         ));
     }
     Ok(v)
-}
-
-/// What `worldfs projection` asks the daemon for.
-struct ProjectionOptions {
-    format: String,
-    budget: Option<u64>,
-    tool_name: Option<String>,
-    policy: Option<String>,
-    verbatim_step: bool,
 }
 
 fn projection(arg: &SocketArg, o: &ProjectionOptions, full: bool) -> Result<(), Failure> {

@@ -346,7 +346,7 @@ pub fn gather(
     // The last step's own output, recorded as a command output too, is shown once: as the step
     // now, and as a command output in the stream from the next turn on; or, when the step
     // points at it (below), in the stream already.
-    let step_command = match &step {
+    let mut step_command = match &step {
         Some(s) => command_parts
             .iter()
             .position(|c| is_step_output(c, s))
@@ -385,23 +385,23 @@ pub fn gather(
     // told to keep them; whatever the rendered stream does not show in the end stays verbatim
     // (and the final fit makes room for it).
     let shorten = req.step_output == StepOutput::ShownOnce && format != Format::Json;
-    let mut step_files: Vec<PathBuf> = Vec::new();
-    let mut step_command_key: Option<PathBuf> = None;
+    // What the prediction read, for the rendering to use rather than read again.
+    let mut prefetched: Vec<(PathBuf, CurrentContent)> = Vec::new();
+    let mut points_at: Vec<PathBuf> = Vec::new();
     if shorten
         && policy.keeps_last_step()
         && let Some(s) = &step
-        && let Some(p) = predicted_step_output(world, req, s, step_command.as_ref())
     {
-        step_files = p.files;
-        if p.uses_command
-            && let Some(c) = step_command
+        prefetched = step_files(world, s);
+        if let Some((result, keys)) =
+            predicted_step_output(req, s, &prefetched, step_command.as_ref())
         {
-            step_command_key = Some(command_key(&c));
-            input.commands.push(c);
+            if let Some(c) = step_command.take_if(|c| keys.contains(&command_key(c))) {
+                input.commands.push(c);
+            }
+            points_at = keys;
+            input.step = Some(shortened_step(s, result, points_at.clone(), format)?);
         }
-        let mut points_at = step_files.clone();
-        points_at.extend(step_command_key.clone());
-        input.step = Some(shortened_step(s, p.result, points_at, format)?);
     }
 
     // What the entries may use: the budget minus everything else, with the tool definitions
@@ -436,7 +436,7 @@ pub fn gather(
                 _ => {}
             }
         }
-        c.in_last_step = step_files.contains(&c.path);
+        c.in_last_step = points_at.contains(&c.path);
         // The agent's own edits are shown whole when they fit (it needs them to keep editing);
         // what it read of them before is no measure of what it needs now, where it read last is.
         if c.agent_wrote {
@@ -481,15 +481,14 @@ pub fn gather(
         .commands
         .iter()
         .map(|c| {
-            let key = command_key(c);
             let mut cand = Candidate::seen_once(
-                key.clone(),
+                command_key(c),
                 EntryKind::Command,
                 u32::try_from(c.cost).unwrap_or(u32::MAX),
                 turn_now.saturating_sub(c.turn),
                 c.seq,
             );
-            cand.in_last_step = step_command_key.as_ref() == Some(&key);
+            cand.in_last_step = points_at.contains(&cand.path);
             cand
         })
         .collect();
@@ -553,7 +552,11 @@ pub fn gather(
             .as_ref()
             .and_then(|p| p.segments.get(&k.path))
             .map_or(&[][..], Vec::as_slice);
-        match entry_part(world, req, &k.path, &meta, &k.form, shown_before)? {
+        let read = prefetched
+            .iter()
+            .position(|(p, _)| *p == k.path)
+            .map(|i| prefetched.swap_remove(i).1);
+        match entry_part(world, req, &k.path, &meta, &k.form, shown_before, read)? {
             Rendered::Part(p) => {
                 if p.shown == Shown::Withheld && !withheld_paths.contains(&k.path) {
                     input.report.withheld.push(p.display.clone());
@@ -575,22 +578,16 @@ pub fn gather(
     if let Some(s) = &step
         && shorten
     {
-        // Files first, as predicted.
-        let (files, file_keys) = shown_once::sources(&input.entries, &[], req.line_numbers);
-        let (commands, command_keys) = shown_once::sources(&[], &input.commands, req.line_numbers);
-        let mut result = None;
-        let mut points_at: Vec<PathBuf> = Vec::new();
-        for (sources, keys) in [(files, file_keys), (commands, command_keys)] {
-            let from = result.as_ref().unwrap_or(&s.result);
-            if let Some((r, used)) = shown_once::without_shown(from, &sources) {
-                result = Some(r);
-                points_at.extend(used.into_iter().map(|i| keys[i].clone()));
-            }
-        }
-        points_at.sort();
-        points_at.dedup();
-        input.step = Some(match result {
-            Some(result) => shortened_step(s, result, points_at, format)?,
+        let groups = [
+            shown_once::file_sources(&input.entries, req.line_numbers),
+            input
+                .commands
+                .iter()
+                .map(shown_once::Source::command)
+                .collect(),
+        ];
+        input.step = Some(match shown_once::shorten(&s.result, &groups) {
+            Some((result, keys)) => shortened_step(s, result, keys, format)?,
             None => step_part(s, format)?,
         });
     }
@@ -624,65 +621,44 @@ const PREDICT_MAX_FILES: usize = 8;
 /// the stream shows of them).
 const PREDICT_MAX_BYTES: usize = 1 << 20;
 
-/// The step's output as [`shown_once`] would shorten it if what it points at were shown.
-struct Predicted {
-    result: String,
-    /// Files it points at.
-    files: Vec<PathBuf>,
-    /// Whether it points at its own output, shown as a command output.
-    uses_command: bool,
-}
-
-/// The step's output as [`shown_once`] would shorten it if the files the step touched were
-/// shown whole, and its own output, recorded as a command output, was shown in the stream.
-/// Files are read from SOURCE now, as the rendering will.
-fn predicted_step_output(
-    world: &World,
-    req: &ProjectionRequest,
-    s: &Step,
-    own_output: Option<&CommandPart>,
-) -> Option<Predicted> {
-    let root = req.absolute_paths.as_deref();
-    let files: Vec<(PathBuf, String, String)> = world
+/// The files the step touched, newest access first, as they are now (read from SOURCE).
+fn step_files(world: &World, s: &Step) -> Vec<(PathBuf, CurrentContent)> {
+    world
         .agent_files_since(s.turn.saturating_sub(1))
         .into_iter()
         .take(PREDICT_MAX_FILES)
         .filter_map(|p| {
             let c = world.read_current(&p).ok()?;
-            (c.kind == EntryKind::File && c.bytes.len() <= PREDICT_MAX_BYTES).then(|| {
-                let display = display_path(root, &p);
-                let text = String::from_utf8_lossy(&c.bytes).into_owned();
-                (p, display, text)
-            })
+            (c.kind == EntryKind::File && c.bytes.len() <= PREDICT_MAX_BYTES).then_some((p, c))
         })
-        .collect();
-    let sources: Vec<shown_once::Source<'_>> = files
+        .collect()
+}
+
+/// The step's output as [`shown_once::shorten`] would shorten it if `files` were shown whole
+/// and its own output, recorded as a command output, was in the stream; and the keys of what
+/// it would point at.
+fn predicted_step_output(
+    req: &ProjectionRequest,
+    s: &Step,
+    files: &[(PathBuf, CurrentContent)],
+    own_output: Option<&CommandPart>,
+) -> Option<(String, Vec<PathBuf>)> {
+    let root = req.absolute_paths.as_deref();
+    let texts: Vec<(&PathBuf, String, std::borrow::Cow<'_, str>)> = files
         .iter()
-        .map(|(_, display, text)| shown_once::Source::file(display, 1, text))
+        .map(|(p, c)| (p, display_path(root, p), String::from_utf8_lossy(&c.bytes)))
         .collect();
-    // Files first: a file's view stays current, a command output only until the file changes.
-    let (mut result, used) = match shown_once::without_shown(&s.result, &sources) {
-        Some((r, used)) => (r, used),
-        None => (s.result.clone(), Vec::new()),
-    };
-    let mut uses_command = false;
-    if let Some(c) = own_output
-        && let Some((r, _)) = shown_once::without_shown(
-            &result,
-            &[shown_once::Source::command(&c.command, &c.output)],
-        )
-    {
-        result = r;
-        uses_command = true;
-    }
-    if used.is_empty() && !uses_command {
-        return None;
-    }
-    Some(Predicted {
-        result,
-        files: used.iter().map(|&i| files[i].0.clone()).collect(),
-        uses_command,
-    })
+    let groups = [
+        texts
+            .iter()
+            .map(|(p, display, text)| shown_once::Source::file(p, display, 1, text))
+            .collect(),
+        own_output
+            .into_iter()
+            .map(shown_once::Source::command)
+            .collect(),
+    ];
+    shown_once::shorten(&s.result, &groups)
 }
 
 /// Whether `c` is the output of the step `s` (same text, and the step's input names the
@@ -1261,6 +1237,7 @@ fn entry_part(
     meta: &Entry,
     form: &Form,
     shown_before: &[(u64, u64)],
+    read: Option<CurrentContent>,
 ) -> Result<Rendered, ProjectionError> {
     let display = display_path(req.absolute_paths.as_deref(), path);
     let form = &shown_form(meta, form);
@@ -1284,7 +1261,8 @@ fn entry_part(
     let current = match (form, meta.state) {
         (Form::Notice, EntryState::Withheld) => Err(Shown::Withheld),
         (Form::Notice, _) => Err(Shown::Deleted),
-        _ => match world.read_current(path) {
+        // What was read for this projection already (the last step's files) is not read again.
+        _ => match read.map_or_else(|| world.read_current(path), Ok) {
             Ok(c) => Ok(c),
             Err(ReadError::Withheld { .. }) => Err(Shown::Withheld),
             Err(ReadError::Source(SourceError::Open { source, .. }))

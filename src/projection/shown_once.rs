@@ -15,7 +15,7 @@
 
 use std::collections::HashMap;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use super::gather::{CommandPart, EntryPart, Shown, command_key};
 use super::request::LineNumbers;
@@ -34,9 +34,11 @@ const MAX_PLACES_PER_LINE: usize = 16;
 /// Line comparisons one output may cost; past it the rest is kept verbatim.
 const MAX_COMPARISONS: usize = 4_000_000;
 
-/// Lines shown in the stream, and how a run of them is named.
+/// Lines shown in the stream, the part they belong to, and how a run of them is named.
 #[derive(Debug)]
 pub struct Source<'a> {
+    /// An entry's path, or a command output's [`command_key`].
+    key: PathBuf,
     kind: SourceKind<'a>,
     lines: Vec<&'a str>,
 }
@@ -50,9 +52,10 @@ enum SourceKind<'a> {
 }
 
 impl<'a> Source<'a> {
-    /// Raw lines of a file (no gutter) from 1-based line `first_line` on.
-    pub fn file(display: &'a str, first_line: u64, text: &'a str) -> Self {
+    /// Raw lines (no gutter) of the file at `path`, from 1-based line `first_line` on.
+    pub fn file(path: &Path, display: &'a str, first_line: u64, text: &'a str) -> Self {
         Source {
+            key: path.to_owned(),
             kind: SourceKind::File {
                 display,
                 first_line,
@@ -62,10 +65,13 @@ impl<'a> Source<'a> {
     }
 
     /// The lines of a command output.
-    pub fn command(command: &'a str, output: &'a str) -> Self {
+    pub fn command(c: &'a CommandPart) -> Self {
         Source {
-            kind: SourceKind::Command { command },
-            lines: output.split('\n').collect(),
+            key: command_key(c),
+            kind: SourceKind::Command {
+                command: &c.command,
+            },
+            lines: c.output.split('\n').collect(),
         }
     }
 
@@ -95,26 +101,19 @@ fn strip_own_gutter(line: &str, style: LineNumbers) -> &str {
     }
 }
 
-/// Every piece of the stream that shows lines: file reads and command outputs; and the key of
-/// the part each comes from (an entry's path, a command output's [`command_key`]).
-pub fn sources<'a>(
-    entries: &'a [EntryPart],
-    commands: &'a [CommandPart],
-    style: LineNumbers,
-) -> (Vec<Source<'a>>, Vec<PathBuf>) {
+/// The file reads of the stream, one source per call.
+pub fn file_sources(entries: &[EntryPart], style: LineNumbers) -> Vec<Source<'_>> {
     let mut out = Vec::new();
-    let mut keys = Vec::new();
     for e in entries {
         if e.shown != Shown::Content || e.kind == EntryKind::Dir || e.total_lines == 0 {
             continue;
         }
         for c in &e.calls {
-            keys.push(e.path.clone());
-            let first_line = c.lines.map_or(1, |(first, _)| first);
             out.push(Source {
+                key: e.path.clone(),
                 kind: SourceKind::File {
                     display: &e.display,
-                    first_line,
+                    first_line: c.lines.map_or(1, |(first, _)| first),
                 },
                 lines: c
                     .result
@@ -124,16 +123,25 @@ pub fn sources<'a>(
             });
         }
     }
-    for c in commands {
-        keys.push(command_key(c));
-        out.push(Source {
-            kind: SourceKind::Command {
-                command: &c.command,
-            },
-            lines: c.output.split('\n').collect(),
-        });
+    out
+}
+
+/// `output` shortened by each group of sources in turn (files before command outputs: a file's
+/// view stays current, an output only until a file it read changes), and the keys of the
+/// parts its markers name; `None` if no run qualifies.
+pub fn shorten(output: &str, groups: &[Vec<Source<'_>>]) -> Option<(String, Vec<PathBuf>)> {
+    let mut result: Option<String> = None;
+    let mut keys: Vec<PathBuf> = Vec::new();
+    for sources in groups {
+        let from = result.as_deref().unwrap_or(output);
+        if let Some((r, used)) = without_shown(from, sources) {
+            keys.extend(used.into_iter().map(|i| sources[i].key.clone()));
+            result = Some(r);
+        }
     }
-    (out, keys)
+    keys.sort();
+    keys.dedup();
+    result.map(|r| (r, keys))
 }
 
 /// The line without a leading line number (`  12\t`, `12:`, `12-`, `    12→`), if it has one.
@@ -165,7 +173,7 @@ struct Run {
 
 /// `output` with every run of lines that `sources` show replaced by a marker line, and the
 /// indices of the sources the markers name; `None` if no run qualifies.
-pub fn without_shown(output: &str, sources: &[Source<'_>]) -> Option<(String, Vec<usize>)> {
+fn without_shown(output: &str, sources: &[Source<'_>]) -> Option<(String, Vec<usize>)> {
     if sources.is_empty() {
         return None;
     }
@@ -254,7 +262,7 @@ mod tests {
     use super::*;
 
     fn file<'a>(display: &'a str, first_line: u64, text: &'a str) -> Source<'a> {
-        Source::file(display, first_line, text)
+        Source::file(Path::new(display), display, first_line, text)
     }
 
     fn shortened(output: &str, sources: &[Source<'_>]) -> Option<String> {
@@ -350,6 +358,7 @@ mod tests {
             .collect::<Vec<_>>()
             .join("\n");
         let src = [Source {
+            key: PathBuf::from("/pytest -v"),
             kind: SourceKind::Command {
                 command: "pytest -v",
             },

@@ -736,25 +736,7 @@ fn the_last_steps_output_is_not_shown_twice() {
     };
     let b = build(&s);
     let h = b.world.harness();
-    h.record_command(CommandOutput {
-        command: "pytest -q".into(),
-        cwd: ".".into(),
-        output: "3 passed in 0.1s".into(),
-        exit_code: Some(0),
-        inputs: vec![],
-        turn: 0,
-        seq: 99,
-    });
-    *h.last_step.write() = Some(Step {
-        tool_use_id: "toolu_01".into(),
-        tool_name: "Bash".into(),
-        input: serde_json::json!({"command": "pytest -q"}),
-        result: "3 passed in 0.1s".into(),
-        is_error: false,
-        assistant_text: None,
-        raw_assistant_content: None,
-        turn: 0,
-    });
+    ran(&b, "pytest -q", "3 passed in 0.1s");
     let req = ProjectionRequest::new(Format::Anthropic, 100_000);
     let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(p.body.to_string().matches("3 passed in 0.1s").count(), 1);
@@ -926,17 +908,36 @@ fn last_result(body: &Value) -> String {
         .unwrap_or_default()
 }
 
-fn cat_step(b: &Built, result: String) {
+/// The last step: `command` run in Bash, printing `output`.
+fn bash_step(b: &Built, command: &str, output: &str) {
     *b.world.harness().last_step.write() = Some(Step {
-        tool_use_id: "toolu_cat".into(),
-        tool_name: "bash".into(),
-        input: serde_json::json!({"command": "cat -n calc.py | sed -n 5,30p"}),
-        result,
+        tool_use_id: "toolu_01".into(),
+        tool_name: "Bash".into(),
+        input: serde_json::json!({ "command": command }),
+        result: output.into(),
         is_error: false,
         assistant_text: None,
         raw_assistant_content: None,
         turn: b.world.turn(),
     });
+}
+
+/// The last step ran `command`, and the harness recorded its output as a command output too.
+fn ran(b: &Built, command: &str, output: &str) {
+    b.world.harness().record_command(CommandOutput {
+        command: command.into(),
+        cwd: ".".into(),
+        output: output.into(),
+        exit_code: Some(0),
+        inputs: vec![],
+        turn: 0,
+        seq: 99,
+    });
+    bash_step(b, command, output);
+}
+
+fn cat_step(b: &Built, result: String) {
+    bash_step(b, "cat -n calc.py | sed -n 5,30p", &result);
 }
 
 /// A step that printed lines of a file the stream shows points at them instead of repeating
@@ -1051,26 +1052,7 @@ fn a_long_step_output_joins_the_stream_at_once() {
     let output: String = (1..=12)
         .map(|i| format!("tests/test_mod.py::test_case_number_{i} PASSED\n"))
         .collect();
-    let h = b.world.harness();
-    h.record_command(CommandOutput {
-        command: "pytest -v".into(),
-        cwd: ".".into(),
-        output: output.clone(),
-        exit_code: Some(0),
-        inputs: vec![],
-        turn: 0,
-        seq: 99,
-    });
-    *h.last_step.write() = Some(Step {
-        tool_use_id: "toolu_01".into(),
-        tool_name: "Bash".into(),
-        input: serde_json::json!({"command": "pytest -v"}),
-        result: output,
-        is_error: false,
-        assistant_text: None,
-        raw_assistant_content: None,
-        turn: b.world.turn(),
-    });
+    ran(&b, "pytest -v", &output);
     let req = ProjectionRequest::new(Format::Anthropic, 100_000);
     let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
     assert_eq!(validate_projection(&p), Ok(()));
