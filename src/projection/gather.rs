@@ -466,7 +466,7 @@ pub fn gather(
             // ([`shown_form`]), so both forms cost that.
             c.whole_tokens = *t;
         }
-        if let Some((ranges, t)) = &mut c.recent {
+        for (ranges, t) in [&mut c.recent, &mut c.glance].into_iter().flatten() {
             let n = ranges.len() as u64;
             let cost = u64::from(*t)
                 .saturating_add(per_call.saturating_mul(n))

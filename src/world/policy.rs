@@ -60,6 +60,9 @@ pub struct Candidate {
     /// The places the agent read most recently and their estimated tokens, when they are less
     /// than the whole file: what to show of a file too big to show whole.
     pub recent: Option<(Vec<ByteRange>, u32)>,
+    /// The head of the place the agent read last and its estimated tokens, when that is less
+    /// than every other form: what to show of a file that has room for nothing more.
+    pub glance: Option<(Vec<ByteRange>, u32)>,
     /// Deleted or withheld: only a one-line notice can be shown.
     pub notice_only: bool,
     pub age_turns: u64,
@@ -101,6 +104,7 @@ impl Candidate {
             whole_tokens: tokens,
             ranges: None,
             recent: None,
+            glance: None,
             notice_only: false,
             age_turns,
             last_seq: seq,
@@ -133,22 +137,25 @@ impl Candidate {
 
     /// The ranges form and its cost, if the agent read only part of the entry.
     pub fn partial(&self) -> Option<(Form, u32)> {
-        if self.notice_only {
-            return None;
-        }
-        self.ranges
-            .as_ref()
-            .map(|(r, t)| (Form::Ranges(r.clone()), *t))
+        self.ranges_form(self.ranges.as_ref())
+    }
+
+    /// The glance and its cost, if it is less than every other form.
+    pub fn glance(&self) -> Option<(Form, u32)> {
+        self.ranges_form(self.glance.as_ref())
     }
 
     /// The most recent views and their cost, if they are less than the whole entry.
     pub fn recent_views(&self) -> Option<(Form, u32)> {
+        self.ranges_form(self.recent.as_ref())
+    }
+
+    /// Deleted and withheld entries have no content to show in part.
+    fn ranges_form(&self, ranges: Option<&(Vec<ByteRange>, u32)>) -> Option<(Form, u32)> {
         if self.notice_only {
             return None;
         }
-        self.recent
-            .as_ref()
-            .map(|(r, t)| (Form::Ranges(r.clone()), *t))
+        ranges.map(|(r, t)| (Form::Ranges(r.clone()), *t))
     }
 }
 
@@ -289,9 +296,10 @@ pub(crate) mod tests {
             0u16..4,
             prop::option::of(1u32..500),
             prop::bool::weighted(0.1),
+            prop::option::of(1u32..200),
         )
             .prop_map(
-                move |(tokens, age, seq, pinned, wrote, reads, rereads, part, notice)| {
+                move |(tokens, age, seq, pinned, wrote, reads, rereads, part, notice, glance)| {
                     let mut c = cand(&format!("f{i}"), tokens, age, seq);
                     c.pinned = pinned;
                     c.agent_wrote = wrote;
@@ -300,6 +308,10 @@ pub(crate) mod tests {
                     c.evictions = rereads;
                     c.ranges = part.map(|t| (vec![ByteRange::at(0, 10)], t.min(tokens)));
                     c.notice_only = notice;
+                    let fuller = c.ranges.as_ref().map_or(tokens, |r| r.1.min(tokens));
+                    c.glance = glance
+                        .filter(|&t| t < fuller)
+                        .map(|t| (vec![ByteRange::at(0, 5)], t));
                     c
                 },
             )
@@ -313,13 +325,18 @@ pub(crate) mod tests {
         NAMES.iter().filter_map(|n| by_name(n)).collect()
     }
 
-    /// Cheapest form a policy may fall back to: worldfs uses ranges, the others only whole.
+    /// Cheapest form a policy may fall back to: worldfs uses ranges and glances, the others
+    /// only whole.
     fn min_cost(policy: &str, c: &Candidate) -> u32 {
         let whole = c.whole().1;
-        match (policy, c.partial()) {
-            ("worldfs", Some((_, t))) => whole.min(t),
-            _ => whole,
+        if policy != "worldfs" {
+            return whole;
         }
+        [c.partial(), c.glance()]
+            .into_iter()
+            .flatten()
+            .map(|(_, t)| t)
+            .fold(whole, u32::min)
     }
 
     proptest! {

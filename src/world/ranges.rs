@@ -184,6 +184,14 @@ impl RecentViews {
         set
     }
 
+    /// The first `limit` bytes of the newest view: where the agent was last, when there is room
+    /// for no more.
+    pub fn newest_head(&self, limit: u64) -> Option<ByteRange> {
+        let v = self.views.last()?;
+        let len = v.len().min(limit);
+        (len > 0).then(|| ByteRange::at(v.start, len))
+    }
+
     /// The newest views whose union stays within `limit` bytes, newest first; a view wider than
     /// `limit` on its own is passed over (a whole-file scan says nothing about where to look).
     pub fn newest_within(&self, limit: u64) -> RangeSet {
@@ -373,6 +381,10 @@ mod tests {
             v.newest_within(1_500).as_slice(),
             &[ByteRange::at(90_000, 1_000)]
         );
+        // a glance: the head of the newest view
+        assert_eq!(v.newest_head(300), Some(ByteRange::at(90_000, 300)));
+        assert_eq!(v.newest_head(5_000), Some(ByteRange::at(90_000, 1_000)));
+        assert_eq!(RecentViews::default().newest_head(300), None);
         // widening the newest view still extends it
         v.record(ByteRange::at(90_500, 1_000));
         assert_eq!(

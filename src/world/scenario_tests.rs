@@ -437,6 +437,20 @@ fn lines_span(text: &str, a: usize, b: usize) -> ByteRange {
     views::line_span(text.as_bytes(), Some((a as u64, b as u64)))
 }
 
+/// `cat` reads lines `a..=b` of `path` (whose content is `text`): a view; returns its bytes.
+fn view_lines(s: &mut Script, path: &str, text: &str, a: usize, b: usize) -> ByteRange {
+    let seen = lines_span(text, a, b);
+    s.push(
+        CAT,
+        path,
+        Op::Read {
+            offset: seen.start,
+            len: seen.len(),
+        },
+    );
+    seen
+}
+
 /// `path`'s entry once the world has taken in the script so far and counted what changed.
 fn counted(w: &World, s: &mut Script, path: &str) -> Entry {
     w.ingest(s.take());
@@ -453,15 +467,7 @@ fn viewed_lines_20_to_24(root: &Path) -> (Arc<World>, Script) {
     let w = ranged_world(root);
     let mut s = Script::new();
     s.read(CAT, "big.py");
-    let seen = lines_span(&old, 20, 24);
-    s.push(
-        CAT,
-        "big.py",
-        Op::Read {
-            offset: seen.start,
-            len: seen.len(),
-        },
-    );
+    view_lines(&mut s, "big.py", &old, 20, 24);
     w.ingest(s.take());
     w.refresh_stale(None);
     (w, s)
@@ -656,6 +662,49 @@ fn thrash_guard_learns_from_evictions() {
         sel.kept.first().map(|k| k.path.as_path()),
         Some(Path::new("big.txt"))
     );
+}
+
+/// A big file read in one place offers, besides the places read last, a glance: the head of
+/// the newest view, costing about GLANCE_TOKENS, for when nothing fuller fits. A small file
+/// offers none (its whole is as cheap).
+#[test]
+fn a_file_read_in_places_offers_a_glance_at_the_newest() {
+    let dir = source_tree();
+    let root = dir.path();
+    let text: String = (1..=3000)
+        .map(|k| format!("value_{k} = compute({k})\n"))
+        .collect();
+    write(root, "big.py", text.as_bytes());
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CAT, "src/main.py");
+    let seen = view_lines(&mut s, "big.py", &text, 1000, 1200);
+    w.ingest(s.take());
+    counted(&w, &mut s, "big.py");
+    let cands = w.candidates();
+    let find = |p: &str| {
+        cands
+            .iter()
+            .find(|c| c.path == Path::new(p))
+            .unwrap_or_else(|| panic!("no candidate for {p}"))
+    };
+    let big = find("big.py");
+    let (ranges, tokens) = big.glance.clone().unwrap_or_else(|| panic!("no glance"));
+    assert_eq!(ranges.len(), 1);
+    assert_eq!(ranges[0].start, seen.start);
+    assert!(ranges[0].len() < seen.len());
+    let recent = big.recent.as_ref().map_or(u32::MAX, |r| r.1);
+    let partial = big.ranges.as_ref().map_or(u32::MAX, |r| r.1);
+    assert!(
+        tokens < recent.min(partial),
+        "{tokens} vs {recent} / {partial}"
+    );
+    let content = tokens - super::HEADER_TOKENS - super::RANGE_TOKENS;
+    assert!(
+        content.abs_diff(super::GLANCE_TOKENS) <= super::GLANCE_TOKENS / 4,
+        "{content}"
+    );
+    assert_eq!(find("src/main.py").glance, None);
 }
 
 /// A process gone from `/proc` before the world looked is named by what the FUSE thread read

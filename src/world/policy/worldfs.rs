@@ -12,7 +12,11 @@
 //!
 //! Forms: a file over `big_file_tokens` is shown as the ranges the agent read, and one over its
 //! share of the budget (2/5) as the places it read last, never whole, so one file cannot crowd
-//! out the rest; any entry that does not fit whole falls back to its ranges before being evicted.
+//! out the rest; any entry that does not fit whole falls back to its ranges, then to the places
+//! it read last, then to a glance (the head of the place it read last, about twenty lines)
+//! before being evicted: the agent keeps sight of where it was in every file it is working
+//! through, and knows that what it sees there is current. A file just read never falls back to
+//! a glance: it makes room by compaction instead, since the agent is looking at it now.
 //!
 //! Prompt caching: while everything fits, the projection keeps what it showed last time and
 //! appends what is new, so its prefix stays byte-identical; when it overflows it is chosen
@@ -71,13 +75,15 @@ impl Worldfs {
     /// Forms to try, preferred first. A small file is shown whole. A big one (over
     /// `big_file_tokens`) is shown as what the agent read of it, if that fits in `cap`, or else
     /// as the places it read last: a file too big for its share of the budget is never shown
-    /// whole, so one file cannot crowd out the rest of the world.
+    /// whole, so one file cannot crowd out the rest of the world. A glance comes last.
     fn forms(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
         let whole = c.whole();
         let partial = c.partial();
         let recent = c.recent_views();
+        // What was just read competes for room in full: compaction makes it.
+        let glance = c.glance().filter(|_| !c.fresh);
         if whole.1 <= self.big_file_tokens {
-            return [Some(whole), partial, recent]
+            return [Some(whole), partial, recent, glance]
                 .into_iter()
                 .flatten()
                 .collect();
@@ -90,6 +96,7 @@ impl Worldfs {
             None => {}
         }
         out.extend(recent);
+        out.extend(glance);
         if out.is_empty() {
             out.push(whole);
         }
@@ -341,6 +348,25 @@ mod tests {
         // with room to spare it is shown whole
         let s = Worldfs::default().select(&[big], 20_000);
         assert_eq!(s.kept.first().map(|k| &k.form), Some(&Form::Whole));
+    }
+
+    #[test]
+    fn a_file_with_room_for_nothing_more_keeps_a_glance() {
+        let mut big = cand("big.py", 4000, 2, 1);
+        big.recent = Some((vec![ByteRange::at(5000, 4000)], 1200));
+        big.glance = Some((vec![ByteRange::at(5000, 600)], 200));
+        let s = Worldfs::default().select(&[big.clone()], 1000);
+        assert_eq!(
+            s.kept.first().map(|k| (&k.form, k.tokens)),
+            Some((&Form::Ranges(vec![ByteRange::at(5000, 600)]), 200))
+        );
+        // the places read last when they fit
+        let s = Worldfs::default().select(&[big.clone()], 1500);
+        assert_eq!(s.kept.first().map(|k| k.tokens), Some(1200));
+        // just read: the agent is looking at it now, so no glance stands in for it
+        big.fresh = true;
+        let s = Worldfs::default().select(&[big], 1000);
+        assert!(s.kept.is_empty());
     }
 
     #[test]
