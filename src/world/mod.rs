@@ -75,11 +75,9 @@ const BYTES_PER_TOKEN_GUESS: u64 = 4;
 /// newest views that fit (see [`ranges::RecentViews::newest_within`]).
 pub const RECENT_VIEW_TOKENS: u32 = 1500;
 /// The most a glance may cost: the head of the place the agent looked last, shown when a file
-/// has room for nothing more (about twenty lines of code). The worldfs policy keeps a glance
-/// of a file rather than evicting it. In the replay of the dev traces at 8k, glances took file
-/// recall from 93.8% to 97.9% and range recall from 61.8% to 62.3%, for 1.4 points of
-/// whole-run tokens and 1.5 of billed input; 120 and 300 tokens measured the same within
-/// noise (BENCHMARKS.md, session 9).
+/// has room for nothing more (about twenty lines of code); see the worldfs policy. On the
+/// replay of the dev traces at 8k, 120, 200 and 300 tokens gave the same file recall within
+/// half a point (BENCHMARKS.md, session 9).
 pub const GLANCE_TOKENS: u32 = 200;
 /// A view is shown with this much more after it (percent of its length): agents page forward
 /// (`sed -n 100,150p`, then `150,200p`). In the replay of the dev traces at 8k, 25% took forced

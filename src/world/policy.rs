@@ -332,7 +332,10 @@ pub(crate) mod tests {
         if policy != "worldfs" {
             return whole;
         }
-        [c.partial(), c.glance()]
+        let glance = c
+            .glance()
+            .filter(|_| c.reads >= worldfs::GLANCE_MIN_READS || c.agent_wrote);
+        [c.partial(), glance]
             .into_iter()
             .flatten()
             .map(|(_, t)| t)
