@@ -261,6 +261,56 @@ fn shown_lines(c: &mut Conn, path: &str, budget: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// What the mount saw before a step was recorded is that step's doing, even while ingest has
+/// not applied it yet (it naps between batches): `step.record` waits for it before advancing
+/// the turn, so the read is not taken for one of the next turn.
+#[test]
+fn a_step_counts_what_the_mount_saw_before_it() {
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+    let (sink, rx) = worldfs::observation::ObservationSink::bounded(64);
+    let counter = sink.clone();
+    let f = Fixture::with(|o| o.emitted = Some(std::sync::Arc::new(move || counter.emitted())));
+    let ingest = must(f.world.spawn_ingest(rx));
+    let open = worldfs::observation::Op::Open {
+        read: true,
+        write: false,
+        truncate: false,
+        created: false,
+    };
+    let mut c = f.connect();
+    // A first read, applied: ingest naps after each batch, so every read below arrives while
+    // it naps.
+    sink.emit(open.clone(), CAT, || Some("README.md".into()));
+    let start = Instant::now();
+    while f.world.entry(Path::new("README.md")).is_none() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "ingest never ran"
+        );
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    for path in ["src/lib.rs", "src/util.rs", "pkg/m01.py", "pkg/m02.py"] {
+        let turn = f.world.turn();
+        sink.emit(open.clone(), CAT, || Some(path.into()));
+        let r = c.call(
+            "step.record",
+            json!({"tool_use_id": path, "tool_name": "Bash",
+                   "input": {"command": format!("cat {path}")}, "result": "..."}),
+        );
+        assert_eq!(r["turn"], turn + 1);
+        let e = f
+            .world
+            .entry(Path::new(path))
+            .unwrap_or_else(|| panic!("{path}: the read was not applied before the step"));
+        assert_eq!(e.last_agent_turn, turn, "{path}");
+    }
+    // the server holds a clone of the sink: ingest ends once both are gone
+    drop(f);
+    drop(sink);
+    must(ingest.join().map_err(|_| "ingest panicked"));
+}
+
 #[test]
 fn step_record_views_say_where_the_agent_looked_in_a_big_file() {
     let f = Fixture::new();

@@ -695,10 +695,11 @@ fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
         views.push((rel_path(shared, &v.path)?, v.lines.map(|[a, b]| (a, b))));
     }
     let w = &*shared.world;
-    // The reads behind the views must be applied first, or there is no entry to refine yet.
-    if !views.is_empty() {
-        ingest_barrier(shared);
-    }
+    // What the mount saw before the step was recorded is the step's doing: it must be applied
+    // before the turn advances, or a read still in the channel would count as the next turn's
+    // (younger than it is, and differently from one run to the next). The views also refine
+    // entries those reads create.
+    ingest_barrier(shared);
     let mut viewed = 0u64;
     for (rel, lines) in &views {
         match w.agent_viewed(rel, *lines) {
