@@ -332,7 +332,10 @@ fn start_socket(
         mount_point: Some(plan.target.clone()),
     });
     let counter = sink.clone();
-    opts.emitted = Some(Arc::new(move || counter.emitted()));
+    // Requests answered just before the socket call must have emitted: see `answering`.
+    opts.emitted = Some(Arc::new(move || {
+        counter.emitted_settled(std::time::Duration::from_millis(100))
+    }));
     // Every change to SOURCE reaches the world only while the watcher runs.
     opts.cache_renders = cfg.watch;
     Server::start(Arc::clone(world), opts).context("starting the socket")

@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::SystemTime;
+use std::time::{Duration, Instant, SystemTime};
 
 use crossbeam_channel::{Receiver, Sender};
 use serde::Serialize;
@@ -131,6 +131,25 @@ struct SinkInner {
     capacity: usize,
     seq: AtomicU64,
     dropped: AtomicU64,
+    /// Requests answered before their observation was emitted ([`ObservationSink::answering`]),
+    /// and how many of those have emitted (or given up) since.
+    answering: AtomicU64,
+    answered: AtomicU64,
+}
+
+/// A request about to be answered whose observation follows the answer (so the caller does not
+/// wait for it). Held across the reply and the emit; dropping it says the emit is done.
+#[must_use = "hold it until the observation was emitted"]
+pub struct Answering<'a> {
+    inner: Option<&'a SinkInner>,
+}
+
+impl Drop for Answering<'_> {
+    fn drop(&mut self) {
+        if let Some(i) = self.inner {
+            i.answered.fetch_add(1, Ordering::Release);
+        }
+    }
 }
 
 impl ObservationSink {
@@ -147,6 +166,8 @@ impl ObservationSink {
             capacity,
             seq: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
+            answering: AtomicU64::new(0),
+            answered: AtomicU64::new(0),
         };
         (
             Self {
@@ -215,6 +236,41 @@ impl ObservationSink {
             .as_ref()
             .map_or(0, |i| i.seq.load(Ordering::Relaxed))
     }
+
+    /// Marks a request whose reply goes out before its observation is emitted. Without it, a
+    /// process that reads a file and then asks the socket at once could be served before the
+    /// read is even emitted: [`Self::emitted_settled`] waits for these.
+    pub fn answering(&self) -> Answering<'_> {
+        let inner = self.inner.as_deref();
+        if let Some(i) = inner {
+            i.answering.fetch_add(1, Ordering::AcqRel);
+        }
+        Answering { inner }
+    }
+
+    /// [`Self::emitted`], once every request answered before this call has emitted its
+    /// observation, or after `timeout`. With requests answered concurrently it counts, it does not
+    /// track each one: a later request that emits first can stand in for an earlier one still
+    /// on its way. A process that waited for its own replies before calling is always covered
+    /// when nothing else uses the mount meanwhile.
+    pub fn emitted_settled(&self, timeout: Duration) -> u64 {
+        let Some(i) = self.inner.as_deref() else {
+            return 0;
+        };
+        let target = i.answering.load(Ordering::Acquire);
+        let start = Instant::now();
+        let mut spins = 0u32;
+        while i.answered.load(Ordering::Acquire) < target && start.elapsed() < timeout {
+            // microseconds in practice (stamping the caller, one channel send)
+            if spins < 100 {
+                spins += 1;
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(Duration::from_micros(50));
+            }
+        }
+        self.emitted()
+    }
 }
 
 #[cfg(test)]
@@ -231,6 +287,28 @@ mod tests {
         assert_eq!(sink.dropped(), 3);
         let got: Vec<u64> = rx.try_iter().map(|o| o.seq).collect();
         assert_eq!(got, vec![1, 2]);
+    }
+
+    #[test]
+    fn settling_waits_for_answered_requests_to_emit() {
+        let (sink, rx) = ObservationSink::bounded(16);
+        std::thread::scope(|scope| {
+            let answering = sink.answering();
+            let sink = &sink;
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                sink.emit(Op::ReadDir, 7, || Some(PathBuf::from("a")));
+                drop(answering);
+            });
+            // the reply is out, the observation not yet: settling waits for it
+            assert_eq!(sink.emitted_settled(Duration::from_secs(10)), 1);
+        });
+        assert_eq!(rx.try_iter().count(), 1);
+        // nothing pending: no wait; a disabled sink has nothing to wait for
+        assert_eq!(sink.emitted_settled(Duration::from_secs(10)), 1);
+        let off = ObservationSink::disabled();
+        drop(off.answering());
+        assert_eq!(off.emitted_settled(Duration::from_secs(10)), 0);
     }
 
     #[test]

@@ -261,7 +261,7 @@ fn shown_lines(c: &mut Conn, path: &str, budget: u64) -> Vec<(u64, u64)> {
         .collect()
 }
 
-/// What the mount saw before a step was recorded is that step's doing, even while ingest has
+/// What the mount saw before a step (or a command) was recorded is its doing, even while ingest has
 /// not applied it yet (it naps between batches): `step.record` waits for it before advancing
 /// the turn, so the read is not taken for one of the next turn.
 #[test]
@@ -305,6 +305,16 @@ fn a_step_counts_what_the_mount_saw_before_it() {
             .unwrap_or_else(|| panic!("{path}: the read was not applied before the step"));
         assert_eq!(e.last_agent_turn, turn, "{path}");
     }
+    // a command's place in the stream comes after the reads it made, however its inputs are
+    // named (the first read wakes ingest, which naps after it; the second waits in the channel)
+    sink.emit(open.clone(), CAT, || Some("pkg/m03.py".into()));
+    std::thread::sleep(Duration::from_millis(2));
+    sink.emit(open.clone(), CAT, || Some("pkg/m03.py".into()));
+    let r = c.call(
+        "command.record",
+        json!({"command": "python pkg/m03.py", "output": "3\n", "files": ["pkg/m03.py"]}),
+    );
+    assert_eq!(r["seq"], sink.emitted(), "{r}");
     // the server holds a clone of the sink: ingest ends once both are gone
     drop(f);
     drop(sink);

@@ -226,7 +226,9 @@ impl Passthrough {
     }
 
     /// `emit` for requests that show a program reading or writing: stamps the caller's program
-    /// and parent (see `callers`). Called after the reply, so the caller does not wait for it.
+    /// and parent (see `callers`). Called after the reply, so the caller does not wait for it;
+    /// every request that replies first holds `observe.answering()` until it has emitted, so the
+    /// socket's barrier still waits for what the caller did just before asking it.
     fn emit_stamped(&self, op: Op, pid: u32, nodeid: u64) {
         if !self.observe.is_enabled() {
             return;
@@ -831,6 +833,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(attr) => {
+                let _answering = self.observe.answering();
                 reply.attr(&self.opts.attr_ttl, &attr);
                 let op = match size {
                     Some(size) => Op::Truncate { size },
@@ -987,6 +990,7 @@ impl Filesystem for Passthrough {
         bump(&self.stats.open);
         match self.do_open(req, ino, flags.0, &reply) {
             Ok(o) => {
+                let _answering = self.observe.answering();
                 match &o.backing {
                     Some(id) => reply.opened_passthrough(FileHandle(o.fh), FopenFlags::empty(), id),
                     None => reply.opened(FileHandle(o.fh), o.fopen),
@@ -1024,6 +1028,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok((nodeid, buf, observe)) => {
+                let _answering = observe.then(|| self.observe.answering());
                 reply.data(&buf);
                 if observe {
                     let len = buf.len() as u64;
@@ -1063,6 +1068,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok((nodeid, n)) => {
+                let _answering = self.observe.answering();
                 reply.written(n as u32);
                 let len = n as u64;
                 self.emit_stamped(Op::Write { offset, len }, req.pid(), nodeid);
@@ -1098,6 +1104,10 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.release);
         let file = self.files.remove(fh.0);
+        let _answering = file
+            .as_ref()
+            .filter(|f| f.writable)
+            .map(|_| self.observe.answering());
         reply.ok();
         if let Some(f) = &file
             && let Some(io) = f.io
@@ -1319,6 +1329,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(_) => {
+                let _answering = self.observe.answering();
                 reply.ok();
                 self.emit(Op::SetAttr, req.pid(), ino.0);
             }
@@ -1371,6 +1382,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(_) => {
+                let _answering = self.observe.answering();
                 reply.ok();
                 self.emit(Op::SetAttr, req.pid(), ino.0);
             }
@@ -1402,6 +1414,7 @@ impl Filesystem for Passthrough {
         reply: ReplyCreate,
     ) {
         bump(&self.stats.create);
+        let _answering = self.observe.answering();
         let o = match self.do_create(req, parent, name, mode, flags, &reply) {
             Ok(Opened {
                 attr: Some(attr),
@@ -1456,6 +1469,7 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(nodeid) => {
+                let _answering = self.observe.answering();
                 reply.ok();
                 let punch_hole = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
                 self.emit(
@@ -1545,6 +1559,7 @@ impl Filesystem for Passthrough {
         })();
         match result {
             Ok((from, to, n)) => {
+                let _answering = self.observe.answering();
                 reply.written(n.min(u32::MAX as u64) as u32);
                 if let Some(from) = self.store.path_of(from) {
                     self.emit(
@@ -1575,6 +1590,7 @@ impl Passthrough {
         })();
         match result {
             Ok(_) => {
+                let _answering = self.observe.answering();
                 reply.ok();
                 let op = if flags == 0 { Op::Unlink } else { Op::Rmdir };
                 self.emit_child(op, req.pid(), parent.0, name);

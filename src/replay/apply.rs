@@ -24,7 +24,7 @@
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::FromRawFd;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::fs::FileExt;
 use std::path::{Component, Path, PathBuf};
 
@@ -68,6 +68,24 @@ pub struct ApplyCounts {
     pub sha1_checked: u64,
     pub sha1_mismatch: u64,
     pub problems: Vec<String>,
+}
+
+/// Opens `p` for reading with readahead off: the mount then sees the reads the replay makes and
+/// nothing more. With readahead, the kernel may send a further READ after `read` returned,
+/// sooner or later, and the observation stream (its order with the socket calls that follow)
+/// would differ from one run to the next.
+fn open_exact(p: &Path) -> Result<File> {
+    let f = File::open(p).with_context(|| format!("open {} through the mount", p.display()))?;
+    // SAFETY: plain advice on a descriptor we own; it reads no memory of ours.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+    if rc != 0 {
+        anyhow::bail!(
+            "posix_fadvise(RANDOM) on {}: {}",
+            p.display(),
+            std::io::Error::from_raw_os_error(rc)
+        );
+    }
+    Ok(f)
 }
 
 pub struct Applier {
@@ -173,8 +191,7 @@ impl Applier {
     /// Reads bytes `[start, end)` of `rel` through the mount.
     fn read_span(&self, rel: &Path, start: usize, end: usize) -> Result<()> {
         let p = self.mounted(rel);
-        let f =
-            File::open(&p).with_context(|| format!("open {} through the mount", p.display()))?;
+        let f = open_exact(&p)?;
         let mut buf = vec![0u8; end.saturating_sub(start).max(1)];
         if end > start {
             let mut off = 0;
@@ -203,7 +220,9 @@ impl Applier {
                 .for_each(drop);
             return Ok(());
         }
-        std::fs::read(&p).with_context(|| format!("read {} through the mount", p.display()))?;
+        let mut f = open_exact(&p)?;
+        f.read_to_end(&mut Vec::new())
+            .with_context(|| format!("read {} through the mount", p.display()))?;
         Ok(())
     }
 

@@ -798,8 +798,10 @@ fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> 
             paths.push(rel_path(shared, f)?);
         }
     }
+    // The command's reads are in the world before its inputs are collected and its place
+    // (`seq`, after them) is taken, whichever way the inputs are named.
+    ingest_barrier(shared);
     if let Some(since) = p.since_seq {
-        ingest_barrier(shared);
         let seen = commands::inputs_since(w, since)
             .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
         paths.extend(seen);
