@@ -132,22 +132,49 @@ struct SinkInner {
     seq: AtomicU64,
     dropped: AtomicU64,
     /// Requests answered before their observation was emitted ([`ObservationSink::answering`]),
-    /// and how many of those have emitted (or given up) since.
+    /// counted per thread so the file-system threads never contend for one cache line.
+    answers: [AnswerShard; ANSWER_SHARDS],
+}
+
+const ANSWER_SHARDS: usize = 16;
+
+/// One thread's (or a few threads') count of requests answered before their observation was
+/// emitted, and of those that have emitted (or given up) since; a cache line of its own.
+#[derive(Debug, Default)]
+#[repr(align(128))]
+struct AnswerShard {
     answering: AtomicU64,
     answered: AtomicU64,
+}
+
+impl SinkInner {
+    fn shard(&self) -> &AnswerShard {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        thread_local! {
+            static SHARD: usize = (NEXT.fetch_add(1, Ordering::Relaxed) as usize) % ANSWER_SHARDS;
+        }
+        &self.answers[SHARD.with(|s| *s)]
+    }
+
+    fn sum(&self, f: impl Fn(&AnswerShard) -> &AtomicU64) -> u64 {
+        self.answers
+            .iter()
+            .map(|s| f(s).load(Ordering::Acquire))
+            .sum()
+    }
 }
 
 /// A request about to be answered whose observation follows the answer (so the caller does not
 /// wait for it). Held across the reply and the emit; dropping it says the emit is done.
 #[must_use = "hold it until the observation was emitted"]
 pub struct Answering<'a> {
-    inner: Option<&'a SinkInner>,
+    shard: Option<&'a AnswerShard>,
 }
 
 impl Drop for Answering<'_> {
     fn drop(&mut self) {
-        if let Some(i) = self.inner {
-            i.answered.fetch_add(1, Ordering::Release);
+        if let Some(s) = self.shard {
+            s.answered.fetch_add(1, Ordering::Release);
         }
     }
 }
@@ -166,8 +193,7 @@ impl ObservationSink {
             capacity,
             seq: AtomicU64::new(0),
             dropped: AtomicU64::new(0),
-            answering: AtomicU64::new(0),
-            answered: AtomicU64::new(0),
+            answers: std::array::from_fn(|_| AnswerShard::default()),
         };
         (
             Self {
@@ -241,11 +267,11 @@ impl ObservationSink {
     /// process that reads a file and then asks the socket at once could be served before the
     /// read is even emitted: [`Self::emitted_settled`] waits for these.
     pub fn answering(&self) -> Answering<'_> {
-        let inner = self.inner.as_deref();
-        if let Some(i) = inner {
-            i.answering.fetch_add(1, Ordering::AcqRel);
+        let shard = self.inner.as_deref().map(SinkInner::shard);
+        if let Some(s) = shard {
+            s.answering.fetch_add(1, Ordering::AcqRel);
         }
-        Answering { inner }
+        Answering { shard }
     }
 
     /// [`Self::emitted`], once every request answered before this call has emitted its
@@ -257,10 +283,10 @@ impl ObservationSink {
         let Some(i) = self.inner.as_deref() else {
             return 0;
         };
-        let target = i.answering.load(Ordering::Acquire);
+        let target = i.sum(|s| &s.answering);
         let start = Instant::now();
         let mut spins = 0u32;
-        while i.answered.load(Ordering::Acquire) < target && start.elapsed() < timeout {
+        while i.sum(|s| &s.answered) < target && start.elapsed() < timeout {
             // microseconds in practice (stamping the caller, one channel send)
             if spins < 100 {
                 spins += 1;
