@@ -24,8 +24,8 @@
 use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
-use std::os::fd::{AsRawFd, FromRawFd};
-use std::os::unix::fs::FileExt;
+use std::os::fd::FromRawFd;
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
 use anyhow::{Context, Result};
@@ -70,22 +70,18 @@ pub struct ApplyCounts {
     pub problems: Vec<String>,
 }
 
-/// Opens `p` for reading with readahead off: the mount then sees the reads the replay makes and
-/// nothing more. With readahead, the kernel may send a further READ after `read` returned,
-/// sooner or later, and the observation stream (its order with the socket calls that follow)
-/// would differ from one run to the next.
+/// Opens `p` for reading with O_DIRECT, so that each `pread` reaches the mount as one READ of
+/// exactly its bytes: the mount then sees the ranges the agent saw, no more. Through the page
+/// cache, the kernel reads whole pages and a readahead window past them (sized by the machine),
+/// some of it after `pread` has returned: the ranges would be page-sized and their order with the
+/// socket calls that follow would change from run to run. FUSE takes unaligned O_DIRECT reads;
+/// the daemon opens the backing file without it.
 fn open_exact(p: &Path) -> Result<File> {
-    let f = File::open(p).with_context(|| format!("open {} through the mount", p.display()))?;
-    // SAFETY: plain advice on a descriptor we own; it reads no memory of ours.
-    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
-    if rc != 0 {
-        anyhow::bail!(
-            "posix_fadvise(RANDOM) on {}: {}",
-            p.display(),
-            std::io::Error::from_raw_os_error(rc)
-        );
-    }
-    Ok(f)
+    OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(p)
+        .with_context(|| format!("open {} (O_DIRECT) through the mount", p.display()))
 }
 
 pub struct Applier {
