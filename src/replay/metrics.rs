@@ -59,12 +59,24 @@ impl Seen {
         }
     }
 
+    /// The content an edit step is about to change, to be handed to [`Seen::record`] once it
+    /// has been applied.
+    pub fn before(s: &Step, applier: &Applier) -> Option<String> {
+        let p = s
+            .path
+            .as_deref()
+            .filter(|_| s.kind == Kind::Edit && s.in_repo())?;
+        applier.disk_text(&clean_rel(p)?)
+    }
+
     /// Records what a step showed the agent. A command's reads count only for the lines of the
     /// file its output shows (`nl -ba f | grep x` read all of `f` and showed a few lines; `cat
     /// a b` showed both whole), so a scan is not mistaken for having seen the file; so do the
     /// reads of a whole file whose output the harness cut to its head and tail. Searches (`grep
-    /// x f`) do not make a file seen, as before.
-    pub fn record(&mut self, s: &Step, applier: &Applier) {
+    /// x f`) do not make a file seen, as before. An edit makes the lines it changed seen (the
+    /// agent wrote them), not the rest of the file: a `sed -i '316s/a/b/'` shows nothing of line
+    /// 840. `before` is the file as it was before the edit ([`Seen::before`]).
+    pub fn record(&mut self, s: &Step, before: Option<&str>, applier: &Applier) {
         // a whole read whose output the harness cut (no `content`) showed what its output holds
         let cut = s.kind == Kind::Read && s.content.is_none() && s.line_ranges().is_none();
         let Some(p) = s.path.as_deref().filter(|_| s.in_repo() && !cut) else {
@@ -88,10 +100,41 @@ impl Seen {
                 Some(rs) => rs.iter().for_each(|[a, b]| self.add(p, Some((*a, *b)))),
                 None => self.add(p, None),
             },
-            Kind::Write | Kind::Edit => self.add(p, None),
+            Kind::Write => self.add(p, None),
+            Kind::Edit => {
+                let after = clean_rel(p).and_then(|r| applier.disk_text(&r));
+                match (before, after) {
+                    (Some(b), Some(a)) => {
+                        // known, even if it changed nothing one can point at
+                        self.files
+                            .entry(p.to_string())
+                            .or_insert_with(|| Some(Vec::new()));
+                        for run in changed_runs(b, &a) {
+                            self.add(p, Some(run));
+                        }
+                    }
+                    // a file the edit created: all of it is the agent's
+                    (None, Some(_)) => self.add(p, None),
+                    _ => {}
+                }
+            }
             _ => {}
         }
     }
+}
+
+/// The runs of lines of `after` (1-based inclusive) that are not lines of `before` where the
+/// diff puts them: what an edit wrote.
+pub fn changed_runs(before: &str, after: &str) -> Vec<(u64, u64)> {
+    let diff = similar::TextDiff::from_lines(before, after);
+    diff.ops()
+        .iter()
+        .filter(|op| op.tag() != similar::DiffTag::Equal && !op.new_range().is_empty())
+        .map(|op| {
+            let r = op.new_range();
+            (r.start as u64 + 1, r.end as u64)
+        })
+        .collect()
 }
 
 /// The runs of lines of `file` (within `range`, 1-based inclusive; `None`: all) that `output`
@@ -389,6 +432,16 @@ mod tests {
         let out = "     2\t    return 1\n     3\t\n     4\tdef g():";
         assert_eq!(shown_runs(file, Some((1, 5)), out), vec![(2, 4)]);
         assert_eq!(shown_runs(file, Some((4, 9)), out), vec![(4, 4)]);
+    }
+
+    #[test]
+    fn an_edit_shows_the_lines_it_wrote() {
+        let before = "a\nb\nc\nd\ne\n";
+        // sed -i '2s/b/B/': line 2 only
+        assert_eq!(changed_runs(before, "a\nB\nc\nd\ne\n"), vec![(2, 2)]);
+        // two lines inserted after d, one deleted at the top
+        assert_eq!(changed_runs(before, "b\nc\nd\nx\ny\ne\n"), vec![(4, 5)]);
+        assert_eq!(changed_runs(before, before), vec![]);
     }
 
     #[test]

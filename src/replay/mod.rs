@@ -318,8 +318,9 @@ fn replay(
             });
         }
         for &i in idxs {
+            let before = Seen::before(&trace.steps[i], &applier);
             replay_step(trace, i, session, &mut applier)?;
-            seen.record(&trace.steps[i], &applier);
+            seen.record(&trace.steps[i], before.as_deref(), &applier);
         }
         history.push(baseline::turn_blocks(trace, *turn, idxs, &mut counter));
     }
