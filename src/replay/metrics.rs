@@ -445,6 +445,44 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_makes_seen_only_the_lines_it_wrote_and_a_write_all_of_them() {
+        use std::os::fd::IntoRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let file: String = (1..=100).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("f.py"), &file).unwrap();
+        let backing = std::fs::File::open(dir.path()).unwrap().into_raw_fd();
+        let applier = Applier::new(dir.path(), backing, None);
+        let step = |kind: &str, path: &str| -> Step {
+            serde_json::from_value(serde_json::json!({
+                "record": "step", "step": 0, "turn": 1, "kind": kind, "path": path,
+                "command": "sed -i '3s/line 3/line three/' f.py",
+            }))
+            .unwrap()
+        };
+        let mut seen = Seen::default();
+        let edit = step("edit", "f.py");
+        let before = Seen::before(&edit, &applier);
+        std::fs::write(
+            dir.path().join("f.py"),
+            file.replace("line 3\n", "line three\n"),
+        )
+        .unwrap();
+        seen.record(&edit, before.as_deref(), &applier);
+        assert!(seen.knows("f.py"));
+        assert!(seen.covers("f.py", 3, 3));
+        assert!(
+            !seen.covers("f.py", 80, 90),
+            "an edit of line 3 showed nothing of line 80"
+        );
+
+        std::fs::write(dir.path().join("g.py"), "print(1)\n").unwrap();
+        seen.record(&step("write", "g.py"), None, &applier);
+        assert!(seen.covers("g.py", 1, 1));
+        // SAFETY: the descriptor was opened above and is closed once.
+        unsafe { libc::close(backing) };
+    }
+
+    #[test]
     fn coverage() {
         assert!(covered(&[(1, 5), (6, 9)], 2, 8));
         assert!(!covered(&[(1, 5), (7, 9)], 2, 8));
