@@ -665,6 +665,22 @@ impl World {
     }
 }
 
+/// About how many bytes of a file of `size` bytes and `content_tokens` tokens cost `tokens`.
+fn bytes_costing(tokens: u32, size: u64, content_tokens: u32) -> u64 {
+    (u128::from(size) * u128::from(tokens) / u128::from(content_tokens.max(1))) as u64
+}
+
+/// `ranges` of a file as a form: the ranges and the estimated tokens of showing them (their
+/// share of the content, the entry's header, a line per range).
+fn shown_part(content_tokens: u32, size: u64, ranges: &[ByteRange]) -> (Vec<ByteRange>, u32) {
+    let covered = ranges.iter().map(ByteRange::len).sum();
+    let n = u32::try_from(ranges.len()).unwrap_or(u32::MAX);
+    let t = tokens::estimate_part(content_tokens, size, covered)
+        .saturating_add(HEADER_TOKENS)
+        .saturating_add(n.saturating_mul(RANGE_TOKENS));
+    (ranges.to_vec(), t)
+}
+
 /// What a policy needs to know about an entry, or `None` if it can never be projected.
 fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
     let notice_only = match e.state {
@@ -683,56 +699,37 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
     };
     let ranges = match (&e.extent, e.size) {
         (Extent::Ranges(set), Some(size)) if !notice_only && !set.covers(size) => {
-            let n = u32::try_from(set.as_slice().len()).unwrap_or(u32::MAX);
-            let t = tokens::estimate_part(content_tokens, size, set.covered())
-                .saturating_add(HEADER_TOKENS)
-                .saturating_add(n.saturating_mul(RANGE_TOKENS));
-            Some((set.as_slice().to_vec(), t))
+            Some(shown_part(content_tokens, size, set.as_slice()))
         }
         _ => None,
     };
     let recent = match e.size {
         Some(size) if !notice_only && !e.recent.is_empty() && content_tokens > 0 => {
-            // bytes that cost about RECENT_VIEW_TOKENS in this file
-            let limit = (u128::from(size) * u128::from(RECENT_VIEW_TOKENS)
-                / u128::from(content_tokens)) as u64;
+            let limit = bytes_costing(RECENT_VIEW_TOKENS, size, content_tokens);
             let set = e
                 .recent
                 .newest_within(limit)
                 .extended_ahead(VIEW_AHEAD_PERCENT, size);
-            (!set.is_empty() && !set.covers(size)).then(|| {
-                let n = u32::try_from(set.as_slice().len()).unwrap_or(u32::MAX);
-                let t = tokens::estimate_part(content_tokens, size, set.covered())
-                    .saturating_add(HEADER_TOKENS)
-                    .saturating_add(n.saturating_mul(RANGE_TOKENS));
-                (set.as_slice().to_vec(), t)
-            })
+            (!set.is_empty() && !set.covers(size))
+                .then(|| shown_part(content_tokens, size, set.as_slice()))
         }
         _ => None,
     };
     let glance = match e.size {
-        Some(size) if !notice_only && content_tokens > 0 => {
-            let limit =
-                (u128::from(size) * u128::from(GLANCE_TOKENS) / u128::from(content_tokens)) as u64;
-            e.recent
-                .newest_head(limit)
-                .filter(|r| r.len() < size)
-                .map(|r| {
-                    let t = tokens::estimate_part(content_tokens, size, r.len())
-                        .saturating_add(HEADER_TOKENS)
-                        .saturating_add(RANGE_TOKENS);
-                    (vec![r], t)
-                })
-                // only as a last resort: cheaper than every fuller form
-                .filter(|(_, t)| {
-                    let fuller = [
-                        Some(whole_tokens),
-                        ranges.as_ref().map(|r| r.1),
-                        recent.as_ref().map(|r| r.1),
-                    ];
-                    fuller.into_iter().flatten().all(|f| *t < f)
-                })
-        }
+        Some(size) if !notice_only && content_tokens > 0 => e
+            .recent
+            .newest_head(bytes_costing(GLANCE_TOKENS, size, content_tokens))
+            .filter(|r| r.len() < size)
+            .map(|r| shown_part(content_tokens, size, &[r]))
+            // only as a last resort: cheaper than every fuller form
+            .filter(|(_, t)| {
+                let fuller = [
+                    Some(whole_tokens),
+                    ranges.as_ref().map(|r| r.1),
+                    recent.as_ref().map(|r| r.1),
+                ];
+                fuller.into_iter().flatten().all(|f| *t < f)
+            }),
         _ => None,
     };
     Some(Candidate {

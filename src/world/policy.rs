@@ -332,10 +332,7 @@ pub(crate) mod tests {
         if policy != "worldfs" {
             return whole;
         }
-        let glance = c
-            .glance()
-            .filter(|_| c.reads >= worldfs::GLANCE_MIN_READS || c.agent_wrote);
-        [c.partial(), glance]
+        [c.partial(), worldfs::Worldfs::glance(c)]
             .into_iter()
             .flatten()
             .map(|(_, t)| t)

@@ -44,7 +44,7 @@ impl Default for Worldfs {
 /// the replay of the dev traces at 8k, glances for every file took file recall from 93.8% to
 /// 97.1% for 2.9 points of billed input (aggregate); from 2 reads, 96.5% for 1.2; from 3,
 /// 96.1% for 0.4 (BENCHMARKS.md, session 9).
-pub(super) const GLANCE_MIN_READS: u32 = 3;
+const GLANCE_MIN_READS: u32 = 3;
 /// Longest thrash protection, in doublings (2^6 = 64 turns).
 const MAX_PROTECTION_DOUBLINGS: u16 = 6;
 const DECAY_PER_TURN: f64 = 0.75;
@@ -86,11 +86,7 @@ impl Worldfs {
         let whole = c.whole();
         let partial = c.partial();
         let recent = c.recent_views();
-        // What was just read competes for room in full: compaction makes it. A file looked at
-        // once or twice and left is not worth a glance at every compaction.
-        let glance = c
-            .glance()
-            .filter(|_| !c.fresh && (c.reads >= GLANCE_MIN_READS || c.agent_wrote));
+        let glance = Self::glance(c);
         if whole.1 <= self.big_file_tokens {
             return [Some(whole), partial, recent, glance]
                 .into_iter()
@@ -110,6 +106,14 @@ impl Worldfs {
             out.push(whole);
         }
         out
+    }
+
+    /// The glance this policy may fall back to. What was just read competes for room in full:
+    /// compaction makes it. A file looked at once or twice and left is not worth a glance at
+    /// every compaction.
+    pub(super) fn glance(c: &Candidate) -> Option<(Form, u32)> {
+        c.glance()
+            .filter(|_| !c.fresh && (c.reads >= GLANCE_MIN_READS || c.agent_wrote))
     }
 
     /// [`Self::forms`], with the form the last projection showed first when nothing was read
