@@ -446,12 +446,13 @@ mod tests {
 
     #[test]
     fn an_edit_makes_seen_only_the_lines_it_wrote_and_a_write_all_of_them() {
-        use std::os::fd::IntoRawFd;
+        use std::os::fd::AsRawFd;
         let dir = tempfile::tempdir().unwrap();
         let file: String = (1..=100).map(|i| format!("line {i}\n")).collect();
         std::fs::write(dir.path().join("f.py"), &file).unwrap();
-        let backing = std::fs::File::open(dir.path()).unwrap().into_raw_fd();
-        let applier = Applier::new(dir.path(), backing, None);
+        // the directory's descriptor, closed when the test ends
+        let backing = std::fs::File::open(dir.path()).unwrap();
+        let applier = Applier::new(dir.path(), backing.as_raw_fd(), None);
         let step = |kind: &str, path: &str| -> Step {
             serde_json::from_value(serde_json::json!({
                 "record": "step", "step": 0, "turn": 1, "kind": kind, "path": path,
@@ -478,8 +479,6 @@ mod tests {
         std::fs::write(dir.path().join("g.py"), "print(1)\n").unwrap();
         seen.record(&step("write", "g.py"), None, &applier);
         assert!(seen.covers("g.py", 1, 1));
-        // SAFETY: the descriptor was opened above and is closed once.
-        unsafe { libc::close(backing) };
     }
 
     #[test]
