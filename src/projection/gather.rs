@@ -466,7 +466,10 @@ pub fn gather(
             // ([`shown_form`]), so both forms cost that.
             c.whole_tokens = *t;
         }
-        for (ranges, t) in [&mut c.recent, &mut c.glance].into_iter().flatten() {
+        for (ranges, t) in [&mut c.recent, &mut c.glance, &mut c.held]
+            .into_iter()
+            .flatten()
+        {
             let n = ranges.len() as u64;
             let cost = u64::from(*t)
                 .saturating_add(per_call.saturating_mul(n))

@@ -452,6 +452,27 @@ impl World {
         self.select_with_extra(budget, policy, adjust, Vec::new(), None)
     }
 
+    /// [`Candidate::held`]: what the previous selection (made when the newest stamp was
+    /// `prev_seq`) showed of `c` in part, with the places read since. Byte ranges of another
+    /// version would show other lines, so only for a file unchanged since.
+    fn held(&self, c: &Candidate, prev_seq: u64) -> Option<(Vec<ByteRange>, u32)> {
+        let Some(Form::Ranges(last)) = &c.last_form else {
+            return None;
+        };
+        let (recent, _) = c.recent.as_ref()?;
+        let e = self.cache.get(&c.path)?;
+        if e.last_changed.is_some_and(|s| s.seq > prev_seq) {
+            return None;
+        }
+        let (size, content_tokens) = (e.size?, e.tokens?);
+        let mut set = RangeSet::new();
+        for r in last.iter().chain(recent) {
+            set.insert(*r);
+        }
+        (!set.covers(size) && set.as_slice() != recent.as_slice())
+            .then(|| shown_part(content_tokens, size, set.as_slice()))
+    }
+
     /// Where the last projection for `layout` placed its pieces (see [`placements`]).
     pub fn placements(&self, layout: &str) -> Option<Arc<placements::Placed>> {
         self.layouts
@@ -484,18 +505,34 @@ impl World {
         layout: Option<&str>,
     ) -> Selection {
         let mut cands = self.candidates();
+        // Against the previous selection first, so `adjust` prices the held form too.
+        let prev_layout = layout.and_then(|key| {
+            self.layouts.lock().get(key).map(|l| {
+                (
+                    l.kept.clone(),
+                    l.offered.clone(),
+                    l.seq,
+                    l.shown_seq.clone(),
+                )
+            })
+        });
+        let mark = |c: &mut Candidate| {
+            if let Some((kept, offered, seq, shown_seq)) = &prev_layout {
+                c.last_form = kept.get(&c.path).cloned();
+                c.fresh = c.last_seq > *seq || !offered.contains(&c.path);
+                c.unshown = c.fresh || shown_seq.get(&c.path).is_none_or(|&s| c.last_seq > s);
+            }
+        };
         for c in &mut cands {
+            mark(c);
+            if let Some((_, _, seq, _)) = &prev_layout {
+                c.held = self.held(c, *seq);
+            }
             adjust(c);
         }
-        cands.extend(extra);
-        if let Some(key) = layout
-            && let Some(prev) = self.layouts.lock().get(key)
-        {
-            for c in &mut cands {
-                c.last_form = prev.kept.get(&c.path).cloned();
-                c.fresh = c.last_seq > prev.seq || !prev.offered.contains(&c.path);
-                c.unshown = c.fresh || prev.shown_seq.get(&c.path).is_none_or(|&s| c.last_seq > s);
-            }
+        for mut c in extra {
+            mark(&mut c);
+            cands.push(c);
         }
         let sel = policy.select(&cands, budget);
         if let Some(key) = layout {
@@ -739,6 +776,7 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         ranges,
         recent,
         glance,
+        held: None,
         notice_only,
         age_turns: turn.saturating_sub(e.last_agent_turn),
         last_seq: e.last_observed.seq,

@@ -63,6 +63,12 @@ pub struct Candidate {
     /// The head of the place the agent read last and its estimated tokens, when that is less
     /// than every other form: what to show of a file that has room for nothing more.
     pub glance: Option<(Vec<ByteRange>, u32)>,
+    /// What the previous projection (same budget and policy) showed of a file it showed in
+    /// part, with the places read since, and their estimated tokens; set only when the file is
+    /// unchanged since and that is more than [`Candidate::recent`]. Showing it keeps every part
+    /// shown before where it was and appends the new one, where the places read last alone
+    /// would push an older part out and change the stream after it.
+    pub held: Option<(Vec<ByteRange>, u32)>,
     /// Deleted or withheld: only a one-line notice can be shown.
     pub notice_only: bool,
     pub age_turns: u64,
@@ -105,6 +111,7 @@ impl Candidate {
             ranges: None,
             recent: None,
             glance: None,
+            held: None,
             notice_only: false,
             age_turns,
             last_seq: seq,
@@ -143,6 +150,11 @@ impl Candidate {
     /// The glance and its cost, if it is less than every other form.
     pub fn glance(&self) -> Option<(Form, u32)> {
         self.ranges_form(self.glance.as_ref())
+    }
+
+    /// What the previous projection showed with the places read since, and its cost.
+    pub fn held_form(&self) -> Option<(Form, u32)> {
+        self.ranges_form(self.held.as_ref())
     }
 
     /// The most recent views and their cost, if they are less than the whole entry.

@@ -451,6 +451,20 @@ fn view_lines(s: &mut Script, path: &str, text: &str, a: usize, b: usize) -> Byt
     seen
 }
 
+/// Claude writes `content` over `path` (already open for writing, as a rewrite is) and closes it.
+fn agent_writes(root: &Path, s: &mut Script, path: &str, content: &[u8]) {
+    write(root, path, content);
+    s.push(
+        CLAUDE,
+        path,
+        Op::Write {
+            offset: 0,
+            len: content.len() as u64,
+        },
+    );
+    s.push(CLAUDE, path, Op::Close { wrote: true });
+}
+
 /// `path`'s entry once the world has taken in the script so far and counted what changed.
 fn counted(w: &World, s: &mut Script, path: &str) -> Entry {
     w.ingest(s.take());
@@ -499,16 +513,7 @@ fn views_follow_their_lines_through_an_agent_rewrite() {
     s.push(CLAUDE, "big.py", open);
     w.ingest(s.take());
     w.refresh_stale(None);
-    write(root, "big.py", new.as_bytes());
-    s.push(
-        CLAUDE,
-        "big.py",
-        Op::Write {
-            offset: 0,
-            len: new.len() as u64,
-        },
-    );
-    s.push(CLAUDE, "big.py", Op::Close { wrote: true });
+    agent_writes(root, &mut s, "big.py", new.as_bytes());
     let e = counted(&w, &mut s, "big.py");
     assert_eq!(
         e.recent.views(),
@@ -664,18 +669,23 @@ fn thrash_guard_learns_from_evictions() {
     );
 }
 
+/// A ranged world over a source tree with `big.py`: 3,000 lines of about ten tokens each.
+fn big_py_world() -> (tempfile::TempDir, String, Arc<World>) {
+    let dir = source_tree();
+    let text: String = (1..=3000)
+        .map(|k| format!("value_{k} = compute({k})\n"))
+        .collect();
+    write(dir.path(), "big.py", text.as_bytes());
+    let w = ranged_world(dir.path());
+    (dir, text, w)
+}
+
 /// A big file read in one place offers, besides the places read last, a glance: the head of
 /// the newest view, costing about GLANCE_TOKENS, for when nothing fuller fits. A small file
 /// offers none (its whole is as cheap).
 #[test]
 fn a_file_read_in_places_offers_a_glance_at_the_newest() {
-    let dir = source_tree();
-    let root = dir.path();
-    let text: String = (1..=3000)
-        .map(|k| format!("value_{k} = compute({k})\n"))
-        .collect();
-    write(root, "big.py", text.as_bytes());
-    let w = ranged_world(root);
+    let (_dir, text, w) = big_py_world();
     let mut s = Script::new();
     s.read(CAT, "src/main.py");
     let seen = view_lines(&mut s, "big.py", &text, 1000, 1200);
@@ -754,4 +764,61 @@ fn exited_callers_are_named_from_their_stamp() {
         .map(|(_, e)| e.reads);
     assert_eq!(main, Some(1));
     assert!(get("README.md").is_none_or(|p| p.is_empty()));
+}
+
+/// A big file the last selection showed as one place offers, once the agent read another
+/// place that pushes the first out of the places read last, what was shown with the new place
+/// added (`held`), so a projection can append the new place instead of dropping the old one from
+/// the middle of its stream. Not once the file changed: byte ranges of the old version would
+/// show other lines.
+#[test]
+fn a_file_shown_in_part_holds_what_was_shown_and_the_new_place() {
+    let (dir, text, w) = big_py_world();
+    let root = dir.path();
+    let policy = w.policy("worldfs").unwrap_or_else(|| panic!("no policy"));
+    let mut s = Script::new();
+    let first = view_lines(&mut s, "big.py", &text, 100, 160);
+    counted(&w, &mut s, "big.py");
+    let held_now = |w: &World| {
+        let mut held = None;
+        let sel = w.select_with_extra(
+            100_000,
+            policy.as_ref(),
+            &mut |c| {
+                if c.path == Path::new("big.py") {
+                    held = Some((c.held.clone(), c.recent.clone()));
+                }
+            },
+            Vec::new(),
+            Some("layout"),
+        );
+        (held.unwrap_or_else(|| panic!("no candidate")), sel)
+    };
+    let ((held, _), sel) = held_now(&w);
+    assert_eq!(held, None, "nothing shown before");
+    let shown = sel.kept.iter().find(|k| k.path == Path::new("big.py"));
+    assert!(
+        matches!(shown.map(|k| &k.form), Some(Form::Ranges(r)) if r.first().is_some_and(|r| r.start == first.start)),
+        "{shown:?}"
+    );
+
+    // a wide place further down: the places read last are that place alone
+    let second = view_lines(&mut s, "big.py", &text, 2000, 2100);
+    counted(&w, &mut s, "big.py");
+    let ((held, recent), _) = held_now(&w);
+    let (recent, _) = recent.unwrap_or_else(|| panic!("no recent form"));
+    assert!(recent.iter().all(|r| r.start >= second.start), "{recent:?}");
+    let (held, tokens) = held.unwrap_or_else(|| panic!("no held form"));
+    assert_eq!(held.len(), 2, "{held:?}");
+    assert_eq!(held[0].start, first.start);
+    assert_eq!(held[1].start, second.start);
+    assert!(held[0].end >= first.end);
+    assert!(tokens > 0);
+
+    // the file changes: the next selection offers no held form
+    let changed = text.replacen("value_5 ", "value_five ", 1);
+    agent_writes(root, &mut s, "big.py", changed.as_bytes());
+    counted(&w, &mut s, "big.py");
+    let ((held, _), _) = held_now(&w);
+    assert_eq!(held, None);
 }

@@ -20,7 +20,8 @@
 //! compaction instead, since the agent is looking at it now.
 //!
 //! Prompt caching: while everything fits, the projection keeps what it showed last time and
-//! appends what is new, so its prefix stays byte-identical; when it overflows it is chosen
+//! appends what is new, so its prefix stays byte-identical (a file shown as the places read
+//! last keeps the parts shown before and gains the new place); when it overflows it is chosen
 //! afresh and the unprotected tier fills only half the budget, leaving room to append again.
 //! An entry evicted that way comes back when the agent reads it again.
 
@@ -119,9 +120,22 @@ impl Worldfs {
     /// [`Self::forms`], with the form the last projection showed first when nothing was read
     /// since: switching forms (whole one turn, ranges the next as room comes and goes) would
     /// change bytes mid-prefix for nothing the agent did.
+    ///
+    /// A file shown as the places read last offers first what the last projection showed of
+    /// it with the places read since added (within its share of the budget): the places read
+    /// last alone would drop an older part from the middle of the stream, and everything after
+    /// it would be written to the prompt cache again. Parts shown before thus stay until the
+    /// next compaction, like everything else shown; when keeping them overflows the budget,
+    /// the projection compacts as for any other growth. (Falling back to the places read last
+    /// instead, to put the compaction off, measured worse: BENCHMARKS.md, session 11.)
     fn forms_sticky(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
         let mut forms = self.forms(c, cap);
-        if !c.fresh
+        if let Some(held) = c.held_form().filter(|h| h.1 <= cap)
+            && let Some(recent) = c.recent_views()
+            && forms.first().is_some_and(|(f, _)| *f == recent.0)
+        {
+            forms.insert(0, held);
+        } else if !c.fresh
             && let Some(last) = &c.last_form
             && let Some(at) = forms.iter().position(|(f, _)| f == last)
         {
@@ -129,6 +143,42 @@ impl Worldfs {
             forms.insert(0, f);
         }
         forms
+    }
+
+    /// The selection that keeps what the last projection showed and adds what is new, if it
+    /// fits; `None` when a compaction is needed.
+    fn append(
+        &self,
+        candidates: &[Candidate],
+        order: &[usize],
+        budget: u64,
+        cap: u32,
+    ) -> Option<Selection> {
+        let mut p = Packer::new(candidates, budget);
+        let mut fits = true;
+        let mut later = Vec::new();
+        for &i in order {
+            let c = &candidates[i];
+            if c.shown_last() || c.fresh {
+                fits &= p.offer(i, self.forms_sticky(c, cap));
+            } else if c.unshown {
+                later.push(i);
+            } else {
+                // Evicted earlier and untouched since: it returns when the agent reads it
+                // again, so room left over does not churn evicted entries in and out.
+                p.evict(i, EvictReason::OverBudget);
+            }
+        }
+        if !fits {
+            return None;
+        }
+        // Read, then evicted before it was ever shown (typically: the read was the last step,
+        // shown verbatim, and both did not fit): the agent's latest view of it is nowhere in
+        // the projection. Appended if room is left; never a reason to compact.
+        for i in later {
+            p.offer(i, self.forms(&candidates[i], cap));
+        }
+        Some(p.finish(self.name()))
     }
 
     /// The most one entry may take: a share of the budget, never less than a big file.
@@ -160,32 +210,10 @@ impl Policy for Worldfs {
         let order = self.order(candidates, cap);
         // Append while it fits: keep what the last projection showed and add what is new since,
         // so the projection only grows at its end and its cached prefix stays valid.
-        if candidates.iter().any(Candidate::shown_last) {
-            let mut p = Packer::new(candidates, budget);
-            let mut fits = true;
-            let mut later = Vec::new();
-            for &i in &order {
-                let c = &candidates[i];
-                if c.shown_last() || c.fresh {
-                    fits &= p.offer(i, self.forms_sticky(c, cap));
-                } else if c.unshown {
-                    later.push(i);
-                } else {
-                    // Evicted earlier and untouched since: it returns when the agent reads it
-                    // again, so room left over does not churn evicted entries in and out.
-                    p.evict(i, EvictReason::OverBudget);
-                }
-            }
-            if fits {
-                // Read, then evicted before it was ever shown (typically: the read was the last
-                // step, shown verbatim, and both did not fit): the agent's latest view of it is
-                // nowhere in the projection. Appended if room is left; never a reason to
-                // compact.
-                for i in later {
-                    p.offer(i, self.forms(&candidates[i], cap));
-                }
-                return p.finish(self.name());
-            }
+        if candidates.iter().any(Candidate::shown_last)
+            && let Some(s) = self.append(candidates, &order, budget, cap)
+        {
+            return s;
         }
         // Choose afresh. After an overflow (compaction), what is not protected fills only up to
         // the low-water mark, so the next turns can append again before the next compaction.
@@ -398,6 +426,35 @@ mod tests {
         let s = Worldfs::default().select(&[old, other, new], 5000);
         assert_eq!(kept_paths(&s), vec!["new", "old"]);
         assert_eq!(s.evicted.len(), 1);
+    }
+
+    #[test]
+    fn a_file_read_in_a_new_place_keeps_what_was_shown_while_it_fits() {
+        // shown last time as one place; read since in another that pushed the first out of
+        // the places read last
+        let mut big = cand("big.py", 20_000, 0, 5);
+        big.last_form = Some(Form::Ranges(vec![ByteRange::at(0, 1000)]));
+        big.fresh = true;
+        big.recent = Some((vec![ByteRange::at(50_000, 4000)], 1100));
+        let both = vec![ByteRange::at(0, 1000), ByteRange::at(50_000, 4000)];
+        big.held = Some((both.clone(), 1600));
+        let form = |s: &Selection| {
+            s.kept
+                .iter()
+                .find(|k| k.path.as_os_str() == "big.py")
+                .map(|k| (k.form.clone(), k.tokens))
+        };
+        let recent = Some((Form::Ranges(vec![ByteRange::at(50_000, 4000)]), 1100));
+        let s = Worldfs::default().select(std::slice::from_ref(&big), 8000);
+        assert_eq!(form(&s), Some((Form::Ranges(both), 1600)));
+        // over the file's share of the budget (2/5, at least 1,500): the new place alone
+        let s = Worldfs::default().select(std::slice::from_ref(&big), 3000);
+        assert_eq!(form(&s), recent);
+        // no room left for both beside what else was shown: a compaction, as for any growth
+        let mut other = cand("other.py", 6600, 1, 1);
+        other.last_form = Some(Form::Whole);
+        let s = Worldfs::default().select(&[other, big], 8000);
+        assert!(s.total_tokens <= 4000, "{}", s.total_tokens);
     }
 
     #[test]
