@@ -22,6 +22,12 @@ pub struct StrategySummary {
     pub late_ratio: Option<f64>,
     pub billed_total: f64,
     pub billed_ratio: f64,
+    /// Tokens written to the prompt cache or sent uncached (everything not read from the
+    /// cache), over the run.
+    pub written_total: u64,
+    /// `written_total` vs the baseline's: a history writes each piece once, so above 1 this is
+    /// what a strategy writes again (what follows a piece that changed or went).
+    pub written_ratio: f64,
     pub stale_bytes: u64,
     pub needs_file: u64,
     pub fresh_file: u64,
@@ -35,14 +41,15 @@ pub struct StrategySummary {
 }
 
 pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
-    let base: BTreeMap<u64, (u64, f64)> = r
+    let base: BTreeMap<u64, (u64, f64, u64)> = r
         .rows
         .iter()
         .filter(|x| x.strategy == "baseline")
-        .map(|x| (x.turn, (x.tokens, x.bill.billed)))
+        .map(|x| (x.turn, (x.tokens, x.bill.billed, written(x))))
         .collect();
     let base_tokens: u64 = base.values().map(|v| v.0).sum();
     let base_billed: f64 = base.values().map(|v| v.1).sum();
+    let base_written: u64 = base.values().map(|v| v.2).sum();
     r.strategies
         .iter()
         .map(|name| {
@@ -55,6 +62,7 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
             for x in &rows {
                 s.tokens_total += x.tokens;
                 s.billed_total += x.bill.billed;
+                s.written_total += written(x);
                 s.stale_bytes += x.measure.stale_bytes;
                 s.needs_file += x.measure.needs_file;
                 s.fresh_file += x.measure.fresh_file;
@@ -66,17 +74,47 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
                 s.violations += x.violations;
                 s.over_budget += u64::from(x.over_budget);
                 if x.turn >= 40 {
-                    if let Some((b, _)) = base.get(&x.turn).filter(|b| b.0 > 0) {
+                    if let Some((b, _, _)) = base.get(&x.turn).filter(|b| b.0 > 0) {
                         late.push(x.tokens as f64 / *b as f64);
                     }
                 }
             }
             s.tokens_ratio = ratio(s.tokens_total as f64, base_tokens as f64);
             s.billed_ratio = ratio(s.billed_total, base_billed);
+            s.written_ratio = ratio(s.written_total as f64, base_written as f64);
             s.late_ratio = (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64);
             s
         })
         .collect()
+}
+
+/// What a request did not read from the prompt cache.
+fn written(x: &super::Row) -> u64 {
+    x.bill.cache_write + x.bill.uncached
+}
+
+/// The tokens of the baseline's first request (system prompt, initial prompt, tools) sent at
+/// every turn, against the baseline: whole run, and the mean per-turn ratio at turns >= 40
+/// (`None` for a shorter run). No strategy that resends the agent's instructions every turn
+/// can go below.
+pub fn instructions_floor(r: &TraceResult) -> Option<(f64, Option<f64>)> {
+    let base: BTreeMap<u64, u64> = r
+        .rows
+        .iter()
+        .filter(|x| x.strategy == "baseline")
+        .map(|x| (x.turn, x.tokens))
+        .collect();
+    let first = *base.values().next()?;
+    let total: u64 = base.values().sum();
+    let late: Vec<f64> = base
+        .range(40..)
+        .filter(|(_, t)| **t > 0)
+        .map(|(_, t)| first as f64 / *t as f64)
+        .collect();
+    Some((
+        ratio((first * base.len() as u64) as f64, total as f64),
+        (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64),
+    ))
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -201,8 +239,9 @@ pub fn summary(results: &[TraceResult]) -> String {
     out.push_str(
         "| strategy | tokens/request at turns >= 40 vs baseline | whole-run tokens vs baseline | \
          billed input (cached) vs cached baseline | stale bytes | fresh recall, file | \
-         fresh recall, range | forced re-reads / reads | API violations | over budget |\n\
-         |---|---|---|---|---|---|---|---|---|---|\n",
+         fresh recall, range | forced re-reads / reads | API violations | over budget | \
+         written to the cache vs baseline |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let per: Vec<Vec<StrategySummary>> = results.iter().map(summarize).collect();
     let names: Vec<String> = results
@@ -217,7 +256,7 @@ pub fn summary(results: &[TraceResult]) -> String {
         let sum = |f: &dyn Fn(&StrategySummary) -> u64| rows.iter().map(|s| f(s)).sum::<u64>();
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |",
             fmt_opt(median(rows.iter().filter_map(|s| s.late_ratio).collect())),
             fmt_opt(median(rows.iter().map(|s| s.tokens_ratio).collect())),
             fmt_opt(median(rows.iter().map(|s| s.billed_ratio).collect())),
@@ -228,12 +267,25 @@ pub fn summary(results: &[TraceResult]) -> String {
             sum(&|s| s.forced_rereads),
             sum(&|s| s.violations),
             sum(&|s| s.over_budget),
+            fmt_opt(median(rows.iter().map(|s| s.written_ratio).collect())),
         );
     }
     out.push_str(
         "\nRatios are medians over traces (turns >= 40: only traces that long). Stale bytes, \
          recall, re-reads, violations: summed over every turn of every trace. Recall counts \
-         next-step reads/edits of files already seen; range level only for lines already seen.\n",
+         next-step reads/edits of files already seen; range level only for lines already seen. \
+         Written to the cache: tokens not read from it (written at 1.25x, or sent uncached), \
+         against the baseline's, which writes each piece once.\n",
+    );
+    let floors: Vec<(f64, Option<f64>)> = results.iter().filter_map(instructions_floor).collect();
+    let _ = writeln!(
+        out,
+        "\nFloor: the baseline's first request (system prompt, initial prompt, tools) sent at \
+         every turn is {} of the baseline's whole-run tokens and {} of its tokens per request at \
+         turns >= 40 (medians); a strategy that sends the agent's instructions every turn \
+         cannot go below.",
+        fmt_opt(median(floors.iter().map(|f| f.0).collect())),
+        fmt_opt(median(floors.iter().filter_map(|f| f.1).collect())),
     );
     out
 }
@@ -311,4 +363,79 @@ pub fn write_svg(path: &Path, results: &[TraceResult]) -> Result<()> {
     }
     s.push_str("</svg>\n");
     std::fs::write(path, s).with_context(|| format!("writing {}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::caching::Bill;
+    use super::super::{Row, TraceResult};
+    use super::*;
+
+    fn row(turn: u64, strategy: &str, tokens: u64, write: u64, uncached: u64) -> Row {
+        Row {
+            turn,
+            strategy: strategy.into(),
+            tokens,
+            tokens_estimate: None,
+            budget: None,
+            over_budget: false,
+            violations: 0,
+            reported: None,
+            bill: Bill {
+                uncached,
+                cache_write: write,
+                cache_read: tokens - write - uncached,
+                billed: 0.0,
+            },
+            measure: Default::default(),
+        }
+    }
+
+    fn trace(rows: Vec<Row>) -> TraceResult {
+        TraceResult {
+            trace_id: "t".into(),
+            turns: rows.iter().map(|r| r.turn).max().unwrap_or(0),
+            steps: 0,
+            strategies: vec!["baseline".into(), "p".into()],
+            apply: Default::default(),
+            rows,
+            seconds: 0.0,
+        }
+    }
+
+    #[test]
+    fn written_counts_what_was_not_read_from_the_cache() {
+        // the history writes each piece once: 1000, then 500, then 500
+        // the projection writes 1000, rewrites 800 after a change, then sends 300 uncached
+        let r = trace(vec![
+            row(1, "baseline", 1000, 1000, 0),
+            row(2, "baseline", 1500, 500, 0),
+            row(3, "baseline", 2000, 500, 0),
+            row(1, "p", 1000, 1000, 0),
+            row(2, "p", 1200, 800, 0),
+            row(3, "p", 1300, 0, 300),
+        ]);
+        let s = summarize(&r);
+        let p = s.iter().find(|s| s.strategy == "p");
+        assert_eq!(p.map(|p| p.written_total), Some(2100));
+        assert_eq!(p.map(|p| p.written_ratio), Some(2100.0 / 2000.0));
+    }
+
+    #[test]
+    fn the_floor_is_the_first_request_at_every_turn() {
+        // the first request is 1000 tokens; the history grows by 1000 a turn up to turn 50
+        let rows = (1..=50)
+            .map(|t| row(t, "baseline", 1000 * t, 1000, 0))
+            .collect();
+        let (whole, late) = instructions_floor(&trace(rows)).unwrap_or_else(|| panic!("none"));
+        let total: u64 = (1..=50).map(|t| 1000 * t).sum();
+        assert!((whole - 50_000.0 / total as f64).abs() < 1e-9, "{whole}");
+        let want = (40..=50).map(|t| 1.0 / t as f64).sum::<f64>() / 11.0;
+        assert!(late.is_some_and(|l| (l - want).abs() < 1e-9), "{late:?}");
+        // a short run has no late floor
+        let rows = (1..=5)
+            .map(|t| row(t, "baseline", 1000 * t, 1000, 0))
+            .collect();
+        assert_eq!(instructions_floor(&trace(rows)).map(|f| f.1), Some(None));
+    }
 }
