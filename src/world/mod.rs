@@ -218,6 +218,15 @@ struct Layout {
     placed: Arc<placements::Placed>,
 }
 
+impl Layout {
+    /// Tells `c` what this selection showed of it and whether it was accessed since.
+    fn mark(&self, c: &mut Candidate) {
+        c.last_form = self.kept.get(&c.path).cloned();
+        c.fresh = c.last_seq > self.seq || !self.offered.contains(&c.path);
+        c.unshown = c.fresh || self.shown_seq.get(&c.path).is_none_or(|&s| c.last_seq > s);
+    }
+}
+
 /// The world cache. Share it as `Arc<World>`.
 pub struct World {
     cache: Cache,
@@ -505,35 +514,24 @@ impl World {
         layout: Option<&str>,
     ) -> Selection {
         let mut cands = self.candidates();
-        // Against the previous selection first, so `adjust` prices the held form too.
-        let prev_layout = layout.and_then(|key| {
-            self.layouts.lock().get(key).map(|l| {
-                (
-                    l.kept.clone(),
-                    l.offered.clone(),
-                    l.seq,
-                    l.shown_seq.clone(),
-                )
-            })
-        });
-        let mark = |c: &mut Candidate| {
-            if let Some((kept, offered, seq, shown_seq)) = &prev_layout {
-                c.last_form = kept.get(&c.path).cloned();
-                c.fresh = c.last_seq > *seq || !offered.contains(&c.path);
-                c.unshown = c.fresh || shown_seq.get(&c.path).is_none_or(|&s| c.last_seq > s);
+        let mut extra = extra;
+        // Against the previous selection first, so `adjust` prices the held form too. The
+        // lock is not held over `adjust`, which reads entries.
+        if let Some(key) = layout
+            && let Some(prev) = self.layouts.lock().get(key)
+        {
+            for c in &mut cands {
+                prev.mark(c);
+                c.held = self.held(c, prev.seq);
             }
-        };
+            for c in &mut extra {
+                prev.mark(c);
+            }
+        }
         for c in &mut cands {
-            mark(c);
-            if let Some((_, _, seq, _)) = &prev_layout {
-                c.held = self.held(c, *seq);
-            }
             adjust(c);
         }
-        for mut c in extra {
-            mark(&mut c);
-            cands.push(c);
-        }
+        cands.extend(extra);
         let sel = policy.select(&cands, budget);
         if let Some(key) = layout {
             let mut layouts = self.layouts.lock();
