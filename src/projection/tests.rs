@@ -892,6 +892,53 @@ fn reading_on_adds_only_the_new_lines() {
     assert_eq!(validate_projection(&second), Ok(()));
 }
 
+/// A file too big to show whole, shown as the places read last: reading a new place far from
+/// the one shown keeps that one where it was and appends the new one. The places read last
+/// alone would be the new place only, and the earlier part would leave the middle of the
+/// stream, taking everything after it out of the prompt cache.
+#[test]
+fn a_new_place_in_a_big_file_keeps_the_part_shown_before() {
+    let text = numbered_source(3000);
+    let s = reads_with_goal(&[("big.py", text.as_str())], vec![]);
+    let mut b = build(&s);
+    // Byte offset and length of `n` lines from 1-based line `first`.
+    let span = |first: usize, n: usize| {
+        let start: usize = text
+            .split_inclusive('\n')
+            .take(first - 1)
+            .map(str::len)
+            .sum();
+        let len: usize = text
+            .split_inclusive('\n')
+            .skip(first - 1)
+            .take(n)
+            .map(str::len)
+            .sum();
+        (start as u64, len as u64)
+    };
+    // The agent scanned the whole file, then looked at lines 100-129.
+    read_obs(&mut b, "big.py", 0, text.len() as u64);
+    let (at, len) = span(100, 30);
+    read_obs(&mut b, "big.py", at, len);
+    let req = ProjectionRequest::new(Format::Anthropic, 8000);
+    let first = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t1 = block_texts(&first.body);
+    assert!(t1.iter().any(|x| x.contains("inputs[100]")), "{t1:#?}");
+
+    // Lines 2000-2069: with the earlier place, more than the places read last may hold.
+    b.world.advance_turn();
+    let (at, len) = span(2000, 70);
+    read_obs(&mut b, "big.py", at, len);
+    let second = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let t2 = block_texts(&second.body);
+    assert_eq!(t1[..], t2[..t1.len()], "the earlier stream is a prefix");
+    assert!(
+        t2[t1.len()..].iter().any(|x| x.contains("inputs[2000]")),
+        "{t2:#?}"
+    );
+    assert_eq!(validate_projection(&second), Ok(()));
+}
+
 /// Lines of `n` distinct lines long enough to be worth a marker in runs of a few.
 fn numbered_source(n: usize) -> String {
     (1..=n)
