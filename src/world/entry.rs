@@ -11,6 +11,7 @@ use serde::Serialize;
 
 use super::lines::LineMap;
 use super::ranges::{ByteRange, RangeSet, RecentViews};
+use super::shown::ShownParts;
 
 /// What an entry stands for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -185,6 +186,10 @@ pub struct Entry {
     /// lines it touched become the most recent view.
     #[serde(skip)]
     pub agent_edit_pending: bool,
+    /// What the last selection of each requester (layout key) showed of it in part; moved with
+    /// its lines when the content changes, like `recent`.
+    #[serde(skip)]
+    pub shown: ShownParts,
 }
 
 fn ser_hash<S: serde::Serializer>(h: &Option<[u8; 32]>, s: S) -> Result<S::Ok, S::Error> {
@@ -220,6 +225,7 @@ impl Entry {
             evicted_unread: false,
             lines: None,
             agent_edit_pending: false,
+            shown: ShownParts::default(),
         }
     }
 

@@ -517,6 +517,7 @@ fn update(
                 if let super::entry::Extent::Ranges(set) = &mut e.extent {
                     set.truncate(size);
                 }
+                e.shown.truncate(size);
             }
         }
     }
@@ -663,6 +664,7 @@ fn follow_lines(e: &mut Entry, new: LineMap, empty: bool) {
             if let Extent::Ranges(set) = &mut e.extent {
                 set.remap(|r| change.map(r));
             }
+            e.shown.remap(|r| change.map(r));
             if e.agent_edit_pending {
                 for r in change.touched(EDIT_CONTEXT_LINES) {
                     e.recent.record(r);

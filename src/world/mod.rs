@@ -26,6 +26,7 @@ pub mod ranges;
 pub mod recent;
 #[cfg(test)]
 mod scenario_tests;
+pub mod shown;
 pub mod source;
 pub mod stats;
 pub mod tokens;
@@ -461,21 +462,17 @@ impl World {
         self.select_with_extra(budget, policy, adjust, Vec::new(), None)
     }
 
-    /// [`Candidate::held`]: what the previous selection (made when the newest stamp was
-    /// `prev_seq`) showed of `c` in part, with the places read since. Byte ranges of another
-    /// version would show other lines, so only for a file unchanged since.
-    fn held(&self, c: &Candidate, prev_seq: u64) -> Option<(Vec<ByteRange>, u32)> {
-        let Some(Form::Ranges(last)) = &c.last_form else {
+    /// [`Candidate::held`]: what the previous selection for `layout` showed of `c` in part
+    /// (moved with its lines if the file changed since), with the places read since.
+    fn held(&self, c: &Candidate, layout: &str) -> Option<(Vec<ByteRange>, u32)> {
+        let Some(Form::Ranges(_)) = &c.last_form else {
             return None;
         };
         let (recent, _) = c.recent.as_ref()?;
         let e = self.cache.get(&c.path)?;
-        if e.last_changed.is_some_and(|s| s.seq > prev_seq) {
-            return None;
-        }
         let (size, content_tokens) = (e.size?, e.tokens?);
-        let mut set = RangeSet::new();
-        for r in last.iter().chain(recent) {
+        let mut set = e.shown.get(layout)?.clone();
+        for r in recent {
             set.insert(*r);
         }
         (!set.covers(size) && set.as_slice() != recent.as_slice())
@@ -522,7 +519,7 @@ impl World {
         {
             for c in &mut cands {
                 prev.mark(c);
-                c.held = self.held(c, prev.seq);
+                c.held = self.held(c, key);
             }
             for c in &mut extra {
                 prev.mark(c);
@@ -574,10 +571,18 @@ impl World {
         for k in &sel.kept {
             if let Some(mut e) = self.cache.get_mut(&k.path) {
                 e.in_projection = true;
+                match (layout, &k.form) {
+                    (Some(key), Form::Ranges(r)) => e.shown.set(key, r),
+                    (Some(key), _) => e.shown.forget(key),
+                    (None, _) => {}
+                }
             }
         }
         for ev in &sel.evicted {
             if let Some(mut e) = self.cache.get_mut(&ev.path) {
+                if let Some(key) = layout {
+                    e.shown.forget(key);
+                }
                 if e.in_projection {
                     e.evictions = e.evictions.saturating_add(1);
                 }

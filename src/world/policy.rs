@@ -64,10 +64,11 @@ pub struct Candidate {
     /// than every other form: what to show of a file that has room for nothing more.
     pub glance: Option<(Vec<ByteRange>, u32)>,
     /// What the previous projection (same budget and policy) showed of a file it showed in
-    /// part, with the places read since, and their estimated tokens; set only when the file is
-    /// unchanged since and that is more than [`Candidate::recent`]. Showing it keeps every part
-    /// shown before where it was and appends the new one, where the places read last alone
-    /// would push an older part out and change the stream after it.
+    /// part (moved with its lines if the file changed since), with the places read since, and
+    /// their estimated tokens; set only when that is more than [`Candidate::recent`]. Showing it
+    /// keeps every part shown before and appends the new one, where the places read last alone
+    /// would push an older part out, change the stream after it, and lose a place the agent may
+    /// come back to.
     pub held: Option<(Vec<ByteRange>, u32)>,
     /// Deleted or withheld: only a one-line notice can be shown.
     pub notice_only: bool,
