@@ -22,7 +22,8 @@
 //! Prompt caching: while everything fits, the projection keeps what it showed last time and
 //! appends what is new, so its prefix stays byte-identical (a file shown as the places read
 //! last keeps the parts shown before and gains the new place); when it overflows it is chosen
-//! afresh and the unprotected tier fills only half the budget, leaving room to append again.
+//! afresh (the protected tiers keeping their forms and parts) and the unprotected tier fills
+//! only half the budget, leaving room to append again.
 //! An entry evicted that way comes back when the agent reads it again.
 
 use super::{Candidate, EvictReason, Form, Packer, Policy, Selection};
@@ -217,9 +218,11 @@ impl Policy for Worldfs {
         }
         // Choose afresh. After an overflow (compaction), what is not protected fills only up to
         // the low-water mark, so the next turns can append again before the next compaction.
+        // What is protected keeps its form, and the parts of it shown before: the agent is
+        // working in those files and comes back to places in them.
         let mut p = Packer::new(candidates, budget);
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) < 3) {
-            p.offer(i, self.forms(&candidates[i], cap));
+            p.offer(i, self.forms_sticky(&candidates[i], cap));
         }
         if candidates.iter().any(Candidate::shown_last) {
             p.set_budget(budget.saturating_mul(LOW_WATER_PERCENT) / 100);
@@ -455,6 +458,45 @@ mod tests {
         other.last_form = Some(Form::Whole);
         let s = Worldfs::default().select(&[other, big], 8000);
         assert!(s.total_tokens <= 4000, "{}", s.total_tokens);
+    }
+
+    #[test]
+    fn what_the_agent_wrote_keeps_its_parts_through_a_compaction() {
+        // a file the agent edits, shown in two places; it read a third since
+        let mut edited = cand("edited.py", 20_000, 0, 5);
+        edited.agent_wrote = true;
+        edited.fresh = true;
+        edited.last_form = Some(Form::Ranges(vec![
+            ByteRange::at(0, 1000),
+            ByteRange::at(9000, 1000),
+        ]));
+        edited.recent = Some((vec![ByteRange::at(50_000, 2000)], 700));
+        let all = vec![
+            ByteRange::at(0, 1000),
+            ByteRange::at(9000, 1000),
+            ByteRange::at(50_000, 2000),
+        ];
+        edited.held = Some((all.clone(), 1500));
+        // what else was shown fills the budget: this turn compacts
+        let mut other = cand("other.py", 4000, 1, 1);
+        other.last_form = Some(Form::Whole);
+        let s = Worldfs::default().select(&[other.clone(), edited.clone()], 5000);
+        let form = s
+            .kept
+            .iter()
+            .find(|k| k.path.as_os_str() == "edited.py")
+            .map(|k| k.form.clone());
+        assert_eq!(form, Some(Form::Ranges(all)));
+        assert!(!kept_paths(&s).contains(&"other.py".to_string()));
+        // a file it only read falls back to the places read last
+        edited.agent_wrote = false;
+        let s = Worldfs::default().select(&[other, edited], 5000);
+        let tokens = s
+            .kept
+            .iter()
+            .find(|k| k.path.as_os_str() == "edited.py")
+            .map(|k| k.tokens);
+        assert_eq!(tokens, Some(700));
     }
 
     #[test]
