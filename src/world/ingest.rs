@@ -271,7 +271,15 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             access(&cx, attr, path, EntryKind::File, a)
         }
         Op::Close { wrote } => {
-            if *wrote && let Some(mut e) = world.cache.get_mut(path) {
+            // With kernel passthrough a close is the only sign of writes. In daemon I/O mode
+            // every write arrived as a Write and stamped the change when it was answered; the
+            // RELEASE behind a close reaches the mount after close() has returned, so a second
+            // stamp here would move the change past what the harness did next (a socket call
+            // its barrier orders after the write), and with it the file's place in the stream.
+            if *wrote
+                && !world.reads_by_range
+                && let Some(mut e) = world.cache.get_mut(path)
+            {
                 e.changed(cx.neutral());
                 world.dirty.store(true, Ordering::Release);
             }

@@ -827,3 +827,43 @@ fn a_file_shown_in_part_holds_what_was_shown_and_the_new_place() {
         );
     }
 }
+
+/// The close of a handle that wrote stamps the file as changed only with kernel passthrough,
+/// where it is the only sign of the writes. In daemon I/O mode the writes stamped it already,
+/// and the close (the kernel's RELEASE, which reaches the mount after `close()` returned) must
+/// not move the change past what the harness did after it.
+#[test]
+fn a_close_stamps_a_change_only_when_the_writes_were_not_seen() {
+    for ranged in [true, false] {
+        let dir = source_tree();
+        let root = dir.path();
+        let w = if ranged {
+            ranged_world(root)
+        } else {
+            world(root)
+        };
+        let mut s = Script::new();
+        s.read(CLAUDE, "src/main.py");
+        let before = counted(&w, &mut s, "src/main.py").last_changed;
+        let wrote = if ranged {
+            let new = b"print('changed')\n";
+            write(root, "src/main.py", new);
+            Some(s.push(
+                CLAUDE,
+                "src/main.py",
+                Op::Write {
+                    offset: 0,
+                    len: new.len() as u64,
+                },
+            ))
+        } else {
+            None
+        };
+        let closed = s.push(CLAUDE, "src/main.py", Op::Close { wrote: true });
+        let after = counted(&w, &mut s, "src/main.py")
+            .last_changed
+            .map(|c| c.seq);
+        assert_ne!(before.map(|c| c.seq), after, "ranged {ranged}");
+        assert_eq!(after, Some(wrote.unwrap_or(closed)), "ranged {ranged}");
+    }
+}
