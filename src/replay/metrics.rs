@@ -16,6 +16,7 @@ use serde::Serialize;
 
 use super::apply::{Applier, clean_rel};
 use super::context::{Block, FileView};
+use super::shown_lines::shown_runs;
 use super::text;
 use super::trace::{Kind, Step};
 
@@ -135,48 +136,6 @@ pub fn changed_runs(before: &str, after: &str) -> Vec<(u64, u64)> {
             (r.start as u64 + 1, r.end as u64)
         })
         .collect()
-}
-
-/// The runs of lines of `file` (within `range`, 1-based inclusive; `None`: all) that `output`
-/// shows: a line is shown when some output line ends with it (gutters such as `12:` or
-/// `    12\t` come first); a blank line is shown when the lines on both sides are.
-pub fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u64, u64)> {
-    let lines = text::lines(file);
-    let n = lines.len() as u64;
-    let (a, b) = range.unwrap_or((1, n));
-    let (a, b) = (a.max(1), b.min(n));
-    if a > b || output.is_empty() {
-        return Vec::new();
-    }
-    let out: Vec<&str> = output.lines().map(str::trim_end).collect();
-    let idx = |i: u64| (i - 1) as usize;
-    let mut shown: Vec<bool> = (a..=b)
-        .map(|i| {
-            let l = lines[idx(i)].trim_end();
-            !l.trim().is_empty() && out.iter().any(|o| o.ends_with(l))
-        })
-        .collect();
-    for k in 0..shown.len() {
-        if lines[idx(a + k as u64)].trim().is_empty() {
-            let prev = k > 0 && shown[k - 1];
-            let next = k + 1 < shown.len() && shown[k + 1];
-            shown[k] = prev && next;
-        }
-    }
-    let mut runs = Vec::new();
-    let mut start = None;
-    for (k, on) in shown.iter().copied().chain([false]).enumerate() {
-        let i = a + k as u64;
-        match (on, start) {
-            (true, None) => start = Some(i),
-            (false, Some(s0)) => {
-                runs.push((s0, i - 1));
-                start = None;
-            }
-            _ => {}
-        }
-    }
-    runs
 }
 
 fn covered(rs: &[(u64, u64)], a: u64, b: u64) -> bool {
@@ -420,19 +379,6 @@ pub fn measure(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_command_shows_the_lines_its_output_holds() {
-        let file = "def f():\n    return 1\n\ndef g():\n    return 2\n";
-        // grep -n showed one line; cat showed all; a scan that printed nothing showed nothing
-        assert_eq!(shown_runs(file, None, "4:def g():"), vec![(4, 4)]);
-        assert_eq!(shown_runs(file, None, file), vec![(1, 5)]);
-        assert_eq!(shown_runs(file, None, ""), vec![]);
-        // nl -ba | sed -n 2,4p: gutters first; the blank line goes with its neighbours
-        let out = "     2\t    return 1\n     3\t\n     4\tdef g():";
-        assert_eq!(shown_runs(file, Some((1, 5)), out), vec![(2, 4)]);
-        assert_eq!(shown_runs(file, Some((4, 9)), out), vec![(4, 4)]);
-    }
 
     #[test]
     fn an_edit_shows_the_lines_it_wrote() {

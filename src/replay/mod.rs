@@ -15,6 +15,7 @@ pub mod metrics;
 pub mod report;
 pub mod session;
 pub mod sha1;
+pub mod shown_lines;
 pub mod text;
 pub mod trace;
 
@@ -418,7 +419,7 @@ fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<V
             };
             let path = rel.to_string_lossy().into_owned();
             let range = t.range.map(|[a, b]| (a, b));
-            for (a, b) in metrics::shown_runs(&cur, range, output) {
+            for (a, b) in shown_lines::shown_runs(&cur, range, output) {
                 if b + 1 - a >= min {
                     out.push(json!({"path": path, "lines": [a, b]}));
                 }
@@ -534,8 +535,7 @@ mod tests {
             [json!({"path": "f.py", "lines": [20, 25]})]
         );
         // a whole read cut to its head and tail: both runs, however short
-        let cut =
-            "<output_head>\nline 1\nline 2\n</output_head>\n<output_tail>\nline 30\n</output_tail>";
+        let cut = "<output_head>\nline 1\nline 2\n</output_head>\n<output_tail>\nline 29\nline 30\n</output_tail>";
         let read = step(
             json!({"record": "step", "step": 2, "turn": 2, "kind": "read",
             "path": "f.py", "path_in_repo": true, "command": "cat f.py", "output": cut,
@@ -545,7 +545,7 @@ mod tests {
             shown_views(&read, disk),
             [
                 json!({"path": "f.py", "lines": [1, 2]}),
-                json!({"path": "f.py", "lines": [30, 30]})
+                json!({"path": "f.py", "lines": [29, 30]})
             ]
         );
         // a whole read with its content: the whole file
