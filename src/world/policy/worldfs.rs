@@ -12,7 +12,10 @@
 //!
 //! Forms: a file over `big_file_tokens` is shown as the ranges the agent read, and one over its
 //! share of the budget (2/5) as the places it read last, never whole, so one file cannot crowd
-//! out the rest; any entry that does not fit whole falls back to its ranges, then to the places
+//! out the rest. A file the agent keeps coming back to (read 3 times, or written) has twice that
+//! share (4/5, at most three big files' worth): the file it works in, a module of a few thousand
+//! tokens it pages through, is then shown whole at a tight budget instead of as the few places
+//! read last, from which it would page on into lines it saw before. Any entry that does not fit whole falls back to its ranges, then to the places
 //! it read last, then, for a file the agent keeps coming back to (read 3 times, or written), to
 //! a glance (the head of the place it read last, about twenty lines) before being evicted: the
 //! agent keeps sight of where it was in the files it is working through, and knows that what
@@ -42,11 +45,23 @@ impl Default for Worldfs {
     }
 }
 
-/// A file gets a glance once the agent came back to it: read this many times, or written. On
-/// the replay of the dev traces at 8k, glances for every file took file recall from 93.8% to
-/// 97.1% for 2.9 points of billed input (aggregate); from 2 reads, 96.5% for 1.2; from 3,
-/// 96.1% for 0.4 (BENCHMARKS.md, session 9).
-const GLANCE_MIN_READS: u32 = 3;
+/// The agent keeps coming back to a file once it read it this many times, or wrote it: such a
+/// file gets a glance, and a bigger share of the budget. On the replay of the dev traces at 8k,
+/// glances for every file took file recall from 93.8% to 97.1% for 2.9 points of billed input
+/// (aggregate); from 2 reads, 96.5% for 1.2; from 3, 96.1% for 0.4 (BENCHMARKS.md, session 9).
+const COMES_BACK_READS: u32 = 3;
+/// Fifths of the budget one entry may take: any entry, and one the agent keeps coming back to.
+/// Twice the share for the files the agent works in took forced re-reads at 8k from 33 to 17
+/// (of 417 reads) for 3 points of billed input (median; 7 aggregate: each edit of a file shown
+/// whole writes all of it to the prompt cache again); whole-run tokens unchanged (BENCHMARKS.md,
+/// session 12).
+const SHARE_FIFTHS: u64 = 2;
+const WORKING_SHARE_FIFTHS: u64 = 4;
+/// The bigger share stops at this many big files' worth (4,500 tokens by default), so it only
+/// matters at tight budgets: at 16k and 32k the plain share already holds such a module, and
+/// without this bound the bigger share only showed huge files whole (32k: tokens at turns >= 40
+/// 54.6% -> 68.4% for one re-read in three).
+const WORKING_SHARE_BIG_FILES: u32 = 3;
 /// Longest thrash protection, in doublings (2^6 = 64 turns).
 const MAX_PROTECTION_DOUBLINGS: u16 = 6;
 const DECAY_PER_TURN: f64 = 0.75;
@@ -81,10 +96,11 @@ impl Worldfs {
     }
 
     /// Forms to try, preferred first. A small file is shown whole. A big one (over
-    /// `big_file_tokens`) is shown as what the agent read of it, if that fits in `cap`, or else
-    /// as the places it read last: a file too big for its share of the budget is never shown
-    /// whole, so one file cannot crowd out the rest of the world. A glance comes last.
-    fn forms(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
+    /// `big_file_tokens`) is shown as what the agent read of it, if that fits in its share, or
+    /// else as the places it read last: a file too big for its share of the budget is never
+    /// shown whole, so one file cannot crowd out the rest of the world. A glance comes last.
+    fn forms(&self, c: &Candidate, caps: Caps) -> Vec<(Form, u32)> {
+        let cap = caps.of(c);
         let whole = c.whole();
         let partial = c.partial();
         let recent = c.recent_views();
@@ -114,8 +130,12 @@ impl Worldfs {
     /// compaction makes it. A file looked at once or twice and left is not worth a glance at
     /// every compaction.
     pub(super) fn glance(c: &Candidate) -> Option<(Form, u32)> {
-        c.glance()
-            .filter(|_| !c.fresh && (c.reads >= GLANCE_MIN_READS || c.agent_wrote))
+        c.glance().filter(|_| !c.fresh && Self::comes_back(c))
+    }
+
+    /// The agent keeps coming back to it: the file it works in.
+    fn comes_back(c: &Candidate) -> bool {
+        c.reads >= COMES_BACK_READS || c.agent_wrote
     }
 
     /// [`Self::forms`], with the form the last projection showed first when nothing was read
@@ -129,9 +149,9 @@ impl Worldfs {
     /// next compaction, like everything else shown; when keeping them overflows the budget,
     /// the projection compacts as for any other growth. (Falling back to the places read last
     /// instead, to put the compaction off, measured worse: BENCHMARKS.md, session 11.)
-    fn forms_sticky(&self, c: &Candidate, cap: u32) -> Vec<(Form, u32)> {
-        let mut forms = self.forms(c, cap);
-        if let Some(held) = c.held_form().filter(|h| h.1 <= cap)
+    fn forms_sticky(&self, c: &Candidate, caps: Caps) -> Vec<(Form, u32)> {
+        let mut forms = self.forms(c, caps);
+        if let Some(held) = c.held_form().filter(|h| h.1 <= caps.of(c))
             && let Some(recent) = c.recent_views()
             && forms.first().is_some_and(|(f, _)| *f == recent.0)
         {
@@ -153,7 +173,7 @@ impl Worldfs {
         candidates: &[Candidate],
         order: &[usize],
         budget: u64,
-        cap: u32,
+        caps: Caps,
     ) -> Option<Selection> {
         let mut p = Packer::new(candidates, budget);
         let mut fits = true;
@@ -161,7 +181,7 @@ impl Worldfs {
         for &i in order {
             let c = &candidates[i];
             if c.shown_last() || c.fresh {
-                fits &= p.offer(i, self.forms_sticky(c, cap));
+                fits &= p.offer(i, self.forms_sticky(c, caps));
             } else if c.unshown {
                 later.push(i);
             } else {
@@ -177,20 +197,24 @@ impl Worldfs {
         // shown verbatim, and both did not fit): the agent's latest view of it is nowhere in
         // the projection. Appended if room is left; never a reason to compact.
         for i in later {
-            p.offer(i, self.forms(&candidates[i], cap));
+            p.offer(i, self.forms(&candidates[i], caps));
         }
         Some(p.finish(self.name()))
     }
 
     /// The most one entry may take: a share of the budget, never less than a big file.
-    fn cap(&self, budget: u64) -> u32 {
-        let share = u32::try_from(budget.saturating_mul(2) / 5).unwrap_or(u32::MAX);
-        share.max(self.big_file_tokens)
+    fn caps(&self, budget: u64) -> Caps {
+        let fifths = |n: u64| u32::try_from(budget.saturating_mul(n) / 5).unwrap_or(u32::MAX);
+        let any = fifths(SHARE_FIFTHS).max(self.big_file_tokens);
+        let working = fifths(WORKING_SHARE_FIFTHS)
+            .min(self.big_file_tokens.saturating_mul(WORKING_SHARE_BIG_FILES))
+            .max(any);
+        Caps { any, working }
     }
 
     /// Cost of the preferred form, for value density.
-    fn cost(&self, c: &Candidate, cap: u32) -> u32 {
-        self.forms(c, cap)
+    fn cost(&self, c: &Candidate, caps: Caps) -> u32 {
+        self.forms(c, caps)
             .first()
             .map_or(c.whole_tokens, |f| f.1)
             .max(1)
@@ -207,12 +231,12 @@ impl Policy for Worldfs {
     }
 
     fn select(&self, candidates: &[Candidate], budget: u64) -> Selection {
-        let cap = self.cap(budget);
-        let order = self.order(candidates, cap);
+        let caps = self.caps(budget);
+        let order = self.order(candidates, caps);
         // Append while it fits: keep what the last projection showed and add what is new since,
         // so the projection only grows at its end and its cached prefix stays valid.
         if candidates.iter().any(Candidate::shown_last)
-            && let Some(s) = self.append(candidates, &order, budget, cap)
+            && let Some(s) = self.append(candidates, &order, budget, caps)
         {
             return s;
         }
@@ -222,15 +246,33 @@ impl Policy for Worldfs {
         // working in those files and comes back to places in them.
         let mut p = Packer::new(candidates, budget);
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) < 3) {
-            p.offer(i, self.forms_sticky(&candidates[i], cap));
+            p.offer(i, self.forms_sticky(&candidates[i], caps));
         }
         if candidates.iter().any(Candidate::shown_last) {
             p.set_budget(budget.saturating_mul(LOW_WATER_PERCENT) / 100);
         }
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 3) {
-            p.offer(i, self.forms(&candidates[i], cap));
+            p.offer(i, self.forms(&candidates[i], caps));
         }
         p.finish(self.name())
+    }
+}
+
+/// The most one entry may take, in tokens.
+#[derive(Debug, Clone, Copy)]
+struct Caps {
+    any: u32,
+    /// For a file the agent keeps coming back to.
+    working: u32,
+}
+
+impl Caps {
+    fn of(self, c: &Candidate) -> u32 {
+        if Worldfs::comes_back(c) {
+            self.working
+        } else {
+            self.any
+        }
     }
 }
 
@@ -243,7 +285,7 @@ const LOW_WATER_PERCENT: u64 = 50;
 impl Worldfs {
     /// Candidates in the order they are offered: tiers first; tiers 0-2 by recency alone, tier 3
     /// by value density; then the most recent.
-    fn order(&self, candidates: &[Candidate], cap: u32) -> Vec<usize> {
+    fn order(&self, candidates: &[Candidate], caps: Caps) -> Vec<usize> {
         let mut order: Vec<(u8, f64, u64, usize)> = candidates
             .iter()
             .enumerate()
@@ -252,7 +294,7 @@ impl Worldfs {
                 let density = if tier < 3 {
                     0.0
                 } else {
-                    Self::value(c) / f64::from(self.cost(c, cap))
+                    Self::value(c) / f64::from(self.cost(c, caps))
                 };
                 (tier, density, c.last_seq, i)
             })
@@ -395,6 +437,44 @@ mod tests {
     }
 
     #[test]
+    fn the_file_the_agent_works_in_has_a_bigger_share() {
+        // 3,000 tokens whole, read whole, then looked at in one place: over 2/5 of 6,000
+        let mut module = cand("module.py", 3000, 0, 1);
+        module.recent = Some((vec![ByteRange::at(4000, 1000)], 400));
+        let other = cand("other.py", 1000, 1, 0);
+        let form = |s: &Selection| {
+            s.kept
+                .iter()
+                .find(|k| k.path.as_os_str() == "module.py")
+                .map(|k| k.form.clone())
+        };
+        let s = Worldfs::default().select(&[module.clone(), other.clone()], 6000);
+        assert_eq!(
+            form(&s),
+            Some(Form::Ranges(vec![ByteRange::at(4000, 1000)]))
+        );
+        // read three times, or written: shown whole, within 4/5 of the budget
+        module.reads = COMES_BACK_READS;
+        let s = Worldfs::default().select(&[module.clone(), other.clone()], 6000);
+        assert_eq!(form(&s), Some(Form::Whole));
+        assert!(kept_paths(&s).contains(&"other.py".to_string()));
+        module.reads = 1;
+        module.agent_wrote = true;
+        let s = Worldfs::default().select(&[module.clone(), other], 6000);
+        assert_eq!(form(&s), Some(Form::Whole));
+        // never more than three big files' worth (4,500 tokens), even where 4/5 is more
+        module.whole_tokens = 4400;
+        let s = Worldfs::default().select(std::slice::from_ref(&module), 10_000);
+        assert_eq!(form(&s), Some(Form::Whole));
+        module.whole_tokens = 4600;
+        let s = Worldfs::default().select(std::slice::from_ref(&module), 10_000);
+        assert_eq!(
+            form(&s),
+            Some(Form::Ranges(vec![ByteRange::at(4000, 1000)]))
+        );
+    }
+
+    #[test]
     fn a_file_the_agent_keeps_coming_back_to_keeps_a_glance() {
         let mut big = cand("big.py", 4000, 2, 1);
         big.recent = Some((vec![ByteRange::at(5000, 4000)], 1200));
@@ -402,7 +482,7 @@ mod tests {
         // looked at once and left: no glance
         let s = Worldfs::default().select(&[big.clone()], 1000);
         assert!(s.kept.is_empty());
-        big.reads = GLANCE_MIN_READS;
+        big.reads = COMES_BACK_READS;
         let s = Worldfs::default().select(&[big.clone()], 1000);
         assert_eq!(
             s.kept.first().map(|k| (&k.form, k.tokens)),
