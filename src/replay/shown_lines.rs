@@ -62,12 +62,33 @@ pub fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u
         }
     }
 
-    let prev_nonblank_line = |i: u64| (a..i).rev().find(|&j| !blank(at(j)));
-    let next_nonblank_line = |i: u64| (i + 1..=b).find(|&j| !blank(at(j)));
-    let prev_nonblank_out = |k: usize| (0..k).rev().find(|&j| !blank(out[j]));
-    let next_nonblank_out = |k: usize| (k + 1..out.len()).find(|&j| !blank(out[j]));
-    let pair = |i: Option<u64>, k: Option<usize>| match (i, k) {
-        (Some(i), Some(k)) => loose[(i - a) as usize].contains(&k),
+    // The neighbours a gutter-less match is checked against: the nearest non-blank line on
+    // each side, in the file (within the range) and in the output. Candidate lists are sorted
+    // (built in output order), so a check is a binary search: a `cat` of a file with a thousand
+    // `    )` lines stays linearithmic.
+    let nonblank_neighbours = |n: usize, is_blank: &dyn Fn(usize) -> bool| {
+        let mut prev = vec![None; n];
+        let mut next = vec![None; n];
+        let mut last = None;
+        for (j, p) in prev.iter_mut().enumerate() {
+            *p = last;
+            if !is_blank(j) {
+                last = Some(j);
+            }
+        }
+        last = None;
+        for (j, x) in next.iter_mut().enumerate().rev() {
+            *x = last;
+            if !is_blank(j) {
+                last = Some(j);
+            }
+        }
+        (prev, next)
+    };
+    let (prev_line, next_line) = nonblank_neighbours(len, &|j| blank(at(a + j as u64)));
+    let (prev_out, next_out) = nonblank_neighbours(out.len(), &|j| blank(out[j]));
+    let pair = |slot: Option<usize>, k: Option<usize>| match (slot, k) {
+        (Some(slot), Some(k)) => loose[slot].binary_search(&k).is_ok(),
         _ => false,
     };
     let mut counts: Option<HashMap<&str, u32>> = None;
@@ -75,10 +96,9 @@ pub fn shown_runs(file: &str, range: Option<(u64, u64)>, output: &str) -> Vec<(u
     for i in a..=b {
         let slot = (i - a) as usize;
         let placed = exact[slot]
-            || loose[slot].iter().any(|&k| {
-                pair(prev_nonblank_line(i), prev_nonblank_out(k))
-                    || pair(next_nonblank_line(i), next_nonblank_out(k))
-            });
+            || loose[slot]
+                .iter()
+                .any(|&k| pair(prev_line[slot], prev_out[k]) || pair(next_line[slot], next_out[k]));
         let distinctive = !placed && !loose[slot].is_empty() && {
             let key = at(i).trim();
             let counts = counts.get_or_insert_with(|| {
@@ -183,6 +203,26 @@ mod tests {
         );
         // a short unique line is not: `b(` says little of where the agent is
         assert_eq!(shown_runs(file, None, "b("), vec![]);
+    }
+
+    #[test]
+    fn a_whole_file_of_repeated_lines_is_shown_whole() {
+        // `cat` of a file where most lines are the same `    )`: each is placed by its
+        // neighbours, and the candidates (every `)` of the output for every `)` of the file)
+        // are searched, not scanned
+        let file: String = (0..3000)
+            .map(|k| {
+                if k % 3 == 0 {
+                    format!("call_{k}(\n")
+                } else {
+                    "    )\n".to_string()
+                }
+            })
+            .collect();
+        assert_eq!(shown_runs(&file, None, &file), vec![(1, 3000)]);
+        // the same lines without their first call: lines 2-3000
+        let tail = file.split_once('\n').map(|(_, t)| t).unwrap_or_default();
+        assert_eq!(shown_runs(&file, None, tail), vec![(2, 3000)]);
     }
 
     #[test]
