@@ -63,10 +63,14 @@ impl Session {
         }
         // SAFETY: fd is a fresh descriptor we own.
         let backing = unsafe { OwnedFd::from_raw_fd(fd) };
+        // One FUSE thread: the mount emits an observation after replying, so with several
+        // threads two files the replay creates or deletes one after the other could be stamped
+        // in either order, and the stream would differ from run to run. The replay makes one
+        // system call at a time, so nothing waits on the lone thread.
         let mut child = Command::new(exe)
             .arg("mount")
             .arg(root)
-            .args(["--io", "daemon", "--socket"])
+            .args(["--io", "daemon", "--threads", "1", "--socket"])
             .arg(socket)
             .arg("--config")
             .arg(config)
