@@ -9,18 +9,19 @@
 //! (4) Everything else by value per token, where value is `(1 + log2(1 + reads) + 0.25 *
 //! log2(1 + weak_reads)) * 0.75^age_in_turns`: re-read entries are worth more, stale ones fade,
 //! and cheap entries win ties against expensive ones. A command's output fades faster (0.5 per
-//! turn): it is a snapshot of one moment, and the files it read are shown as they are now. Within tiers 1–3 the most recent goes first.
+//! turn): it is a snapshot of one moment, and the files it read are shown as they are now.
+//! Within tiers 1–3 the most recent goes first.
 //!
 //! Forms: a file over `big_file_tokens` is shown as the ranges the agent read, and one over its
 //! share of the budget (2/5) as the places it read last, never whole, so one file cannot crowd
 //! out the rest. A file the agent keeps coming back to (read 3 times, or written) has twice that
 //! share (4/5, at most three big files' worth): the file it works in, a module of a few thousand
 //! tokens it pages through, is then shown whole at a tight budget instead of as the few places
-//! read last, from which it would page on into lines it saw before. Any entry that does not fit whole falls back to its ranges, then to the places
-//! it read last, then, for a file the agent keeps coming back to (read 3 times, or written), to
-//! a glance (the head of the place it read last, about twenty lines) before being evicted: the
-//! agent keeps sight of where it was in the files it is working through, and knows that what
-//! it sees there is current. A file just read never falls back to a glance: it makes room by
+//! read last, from which it would page on into lines it saw before. Any entry that does not fit
+//! whole falls back to its ranges, then to the places it read last, then, for a file the agent
+//! keeps coming back to, to a glance (the head of the place it read last, about twenty lines)
+//! before being evicted: the agent keeps sight of where it was in the files it is working
+//! through, and knows that what it sees there is current. A file just read never falls back to a glance: it makes room by
 //! compaction instead, since the agent is looking at it now.
 //!
 //! Prompt caching: while everything fits, the projection keeps what it showed last time and
@@ -52,7 +53,8 @@ impl Default for Worldfs {
 /// glances for every file took file recall from 93.8% to 97.1% for 2.9 points of billed input
 /// (aggregate); from 2 reads, 96.5% for 1.2; from 3, 96.1% for 0.4 (BENCHMARKS.md, session 9).
 const COMES_BACK_READS: u32 = 3;
-/// Fifths of the budget one entry may take: any entry, and one the agent keeps coming back to.
+/// Fifths of the budget one entry may take: any entry (`SHARE_FIFTHS`), and one the agent keeps
+/// coming back to (`WORKING_SHARE_FIFTHS`).
 /// Twice the share for the files the agent works in took forced re-reads at 8k from 33 to 17
 /// (of 417 reads) for 3 points of billed input (median; 7 aggregate: each edit of a file shown
 /// whole writes all of it to the prompt cache again); whole-run tokens unchanged (BENCHMARKS.md,
