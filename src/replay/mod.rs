@@ -534,7 +534,8 @@ mod tests {
             shown_views(&cmd, disk),
             [json!({"path": "f.py", "lines": [20, 25]})]
         );
-        // a whole read cut to its head and tail: both runs, however short
+        // a whole read cut to its head and tail: both runs, however short (each is placed by
+        // its neighbouring lines; a lone short line would say nothing of where it is)
         let cut = "<output_head>\nline 1\nline 2\n</output_head>\n<output_tail>\nline 29\nline 30\n</output_tail>";
         let read = step(
             json!({"record": "step", "step": 2, "turn": 2, "kind": "read",
