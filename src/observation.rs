@@ -113,6 +113,11 @@ pub enum Op {
 pub enum ExternalChange {
     Created,
     Modified,
+    /// Content or attributes changed while the mount itself was changing them (a handle open
+    /// for writing, or moments after its last change): most likely the echo of the mount's own
+    /// change, which arrives as its own observation, but possibly merged with a change made
+    /// behind the mount, so the content is checked again.
+    Echo,
     Removed,
     /// The watcher lost events (queue overflow): anything may have changed.
     Rescan,

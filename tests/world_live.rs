@@ -177,3 +177,62 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
     let stats = c.call("stats", json!({})).expect("stats");
     assert_eq!(stats["drops"]["observations"], 0, "{stats}");
 }
+
+/// The world's counters from `stats`.
+fn world_counts(c: &mut Client) -> Value {
+    let stats = c.call("stats", json!({})).expect("stats");
+    stats["world"]["by_class"].clone()
+}
+
+fn hash_of(list: &[Value], path: &str) -> Option<String> {
+    entry(list, path).and_then(|e| e["hash"].as_str().map(str::to_owned))
+}
+
+#[test]
+fn the_mounts_own_writes_are_not_changes_behind_it() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("notes.txt"), "first\n").expect("write");
+    });
+    let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+
+    sh(
+        &root,
+        "cat notes.txt; echo one > notes.txt; echo two > notes.txt; echo three >> notes.txt; \
+         chmod 600 notes.txt; touch notes.txt",
+    );
+    // The watcher reports in order: once a directory made behind the mount is counted, every
+    // echo of the writes above has been too.
+    std::fs::create_dir(m.source.join("made-behind")).expect("mkdir behind the mount");
+    let ok = wait_until(Duration::from_secs(5), || {
+        world_counts(&mut c)["external"].as_u64() >= Some(1)
+    });
+    assert!(ok.is_some(), "the mkdir behind the mount was never seen");
+    let counts = world_counts(&mut c);
+    assert_eq!(
+        counts["external"], 1,
+        "only the mkdir is behind the mount: {counts}"
+    );
+    assert!(
+        counts["echo"].as_u64() >= Some(1),
+        "no echo reported: {counts}"
+    );
+    let want = blake3::hash(b"two\nthree\n").to_hex().to_string();
+    until(&mut c, "the mount's writes counted", |l| {
+        hash_of(l, "notes.txt").as_deref() == Some(want.as_str())
+    });
+
+    // A write behind the mount just after one through it, of the same length, so that even
+    // the file's size cannot tell them apart: it arrives as (or merged into) an echo, and the
+    // world must still count the content behind the mount.
+    std::fs::write(root.join("notes.txt"), "mount\n").expect("write through the mount");
+    std::fs::write(m.source.join("notes.txt"), "other\n").expect("write behind the mount");
+    let want = blake3::hash(b"other\n").to_hex().to_string();
+    until(&mut c, "the write behind the mount counted", |l| {
+        hash_of(l, "notes.txt").as_deref() == Some(want.as_str())
+    });
+    let r = c
+        .call("projection.get", json!({"format": "text", "budget": 4000}))
+        .expect("projection");
+    assert!(r.to_string().contains("other"), "{r}");
+}

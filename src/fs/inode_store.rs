@@ -23,6 +23,7 @@ use parking_lot::Mutex;
 
 use super::file_handle::FileHandle;
 use super::open_mode::InodeOpens;
+use super::own_writes::OwnWrites;
 use super::retained::{self, Retained};
 use super::sys;
 
@@ -64,6 +65,8 @@ pub struct Inode {
     pub opens: Mutex<InodeOpens>,
     /// Set once an open used the page cache: from then on the kernel may hold pages of it.
     may_have_pages: AtomicBool,
+    /// Writes and attribute changes the mount is making, for the watcher to tell their echo.
+    pub own_writes: OwnWrites,
 }
 
 /// What the kernel caches of a stat, folded into 64 bits (never 0).
@@ -190,6 +193,7 @@ impl InodeStore {
             told_size: AtomicU64::new(0),
             opens: Mutex::new(InodeOpens::default()),
             may_have_pages: AtomicBool::new(false),
+            own_writes: OwnWrites::default(),
         });
         let map = DashMap::new();
         map.insert(ROOT_ID, root);
@@ -332,6 +336,7 @@ impl InodeStore {
             told_size: AtomicU64::new(0),
             opens: Mutex::new(InodeOpens::default()),
             may_have_pages: AtomicBool::new(false),
+            own_writes: OwnWrites::default(),
         });
         // Two threads may race to insert the same inode; the first one wins and both count.
         let mut replaced = None;

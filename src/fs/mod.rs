@@ -19,6 +19,7 @@ pub mod inode_store;
 pub mod kill_priv;
 pub mod op_stats;
 pub mod open_mode;
+pub mod own_writes;
 pub mod passthrough;
 pub mod retained;
 pub mod self_changes;

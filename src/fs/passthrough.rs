@@ -361,6 +361,9 @@ impl Passthrough {
         (io, direct): (Option<OpenIo>, bool),
     ) -> (u64, Option<Arc<fuser::BackingId>>, FopenFlags) {
         let (reply_backing, fopen) = reply_mode(inode, io, direct, held.as_ref());
+        if write {
+            inode.own_writes.opened_for_writing();
+        }
         let fh = self.files.insert(OpenFile::new(
             fd,
             late_open_flags(flags),
@@ -822,6 +825,8 @@ impl Filesystem for Passthrough {
                 atime,
                 mtime,
             };
+            // Before the change: the watcher may see its event before this call returns.
+            inode.own_writes.changed();
             // Only a truncate or chown of a file with set-id bits can clear them; one fstat tells.
             let kill = if size.is_some() || uid.is_some() || gid.is_some() {
                 let st = self.stat_inode(&inode).map_err(errno)?;
@@ -1110,10 +1115,15 @@ impl Filesystem for Passthrough {
             .map(|_| self.observe.answering());
         reply.ok();
         if let Some(f) = &file
-            && let Some(io) = f.io
+            && (f.io.is_some() || f.writable)
             && let Ok(inode) = self.store.get(f.nodeid)
         {
-            inode.opens.lock().release(io);
+            if let Some(io) = f.io {
+                inode.opens.lock().release(io);
+            }
+            if f.writable {
+                inode.own_writes.closed_for_writing();
+            }
         }
         // Closing a file opened only for reading changes nothing the world tracks (the open
         // already told it what was read); not emitting it halves the observations of a scan.
@@ -1316,6 +1326,7 @@ impl Filesystem for Passthrough {
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
+            i.own_writes.changed();
             cvt(unsafe {
                 libc::setxattr(
                     path.as_ptr(),
@@ -1378,6 +1389,7 @@ impl Filesystem for Passthrough {
         let result = self.inode(ino).and_then(|i| {
             let (_hold, path) = self.xattr_path(&i).map_err(errno)?;
             let n = cstr(name).map_err(errno)?;
+            i.own_writes.changed();
             cvt(unsafe { libc::removexattr(path.as_ptr(), n.as_ptr()) }).map_err(errno)
         });
         match result {

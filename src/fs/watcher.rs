@@ -125,7 +125,7 @@ impl Invalidator {
             };
             // One stat of the path (and, for name changes, of its parent) serves every decision.
             let st = self.stat(rel);
-            let change = match (ev.kind, &st) {
+            let mut change = match (ev.kind, &st) {
                 // A rename's old name is gone; its new name exists.
                 (EventKind::Modify(ModifyKind::Name(_)), None) => ExternalChange::Removed,
                 _ => change,
@@ -164,7 +164,19 @@ impl Invalidator {
                         self.inval_inode(parent);
                     }
                 }
-                _ => self.inval_changed(st.as_ref()),
+                _ => {
+                    self.inval_changed(st.as_ref());
+                    if change == ExternalChange::Modified {
+                        match &st {
+                            // Gone already: its removal is reported on its own (by the mount or
+                            // as a removal behind it), and a change to a name that no longer
+                            // exists would only bring a deleted entry back until re-hashed.
+                            None => continue,
+                            Some(st) if self.may_echo(st) => change = ExternalChange::Echo,
+                            Some(_) => {}
+                        }
+                    }
+                }
             }
             self.observe
                 .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
@@ -177,6 +189,15 @@ impl Invalidator {
         }
         let c = sys::cstr(rel.as_os_str()).ok()?;
         sys::fstatat(self.store.root_fd().as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
+    }
+
+    /// Whether a content or attribute event on the inode `st` describes may be the echo of a
+    /// change the mount itself is making (see `own_writes`).
+    fn may_echo(&self, st: &libc::stat) -> bool {
+        self.store
+            .known(st.st_dev, st.st_ino)
+            .and_then(|id| self.store.get(id).ok())
+            .is_some_and(|inode| inode.own_writes.may_echo())
     }
 
     /// Drops the kernel's cached attributes and pages of the inode now at a path, if the kernel

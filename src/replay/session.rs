@@ -67,9 +67,8 @@ impl Session {
         // threads two files the replay creates or deletes one after the other could be stamped
         // in either order, and the stream would differ from run to run. The replay makes one
         // system call at a time, so nothing waits on the lone thread.
-        // No watcher: the replay changes nothing behind the mount, and the watcher's echo of
-        // the mount's own writes (an `External` change, stamped whenever inotify delivers it)
-        // moved files in the stream at a moment that differed from run to run.
+        // No watcher: the replay changes nothing behind the mount. (With one, the CSVs are
+        // the same: the echo of the mount's own writes stamps nothing since session 13.)
         let mut child = Command::new(exe)
             .arg("mount")
             .arg(root)

@@ -140,7 +140,7 @@ fn changed_paths(op: &Op, path: &Path, out: &mut HashSet<PathBuf>) -> Option<()>
         }
         Op::External { change } => match change {
             ExternalChange::Rescan => return None,
-            ExternalChange::Modified => {
+            ExternalChange::Modified | ExternalChange::Echo => {
                 out.insert(path.to_owned());
             }
             ExternalChange::Created | ExternalChange::Removed => {

@@ -180,10 +180,7 @@ impl Cache {
     /// Marks every entry as needing a re-hash (the watcher lost events: anything may have changed).
     pub fn mark_all_stale(&self) {
         for mut r in self.map.iter_mut() {
-            let e = r.value_mut();
-            if matches!(e.state, EntryState::Live | EntryState::Ignored(_)) {
-                e.needs_rehash = true;
-            }
+            r.value_mut().recheck();
         }
     }
 

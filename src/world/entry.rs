@@ -166,6 +166,11 @@ pub struct Entry {
     pub size: Option<u64>,
     /// The content changed (or was never counted) since `hash`/`tokens` were filled.
     pub needs_rehash: bool,
+    /// Bumped whenever the content may have changed: a count loaded from SOURCE is stored
+    /// only if this did not move while it was read (a change can arrive without a new
+    /// `last_changed`: an echo re-checked, a rescan).
+    #[serde(skip)]
+    pub version: u32,
     /// Agent-attributed reads.
     pub reads: u32,
     /// Weakly attributed reads (a test run importing it, an indexer).
@@ -217,6 +222,7 @@ impl Entry {
             tokens: None,
             size: None,
             needs_rehash: state == EntryState::Live,
+            version: 0,
             reads: 0,
             weak_reads: 0,
             evictions: 0,
@@ -246,12 +252,20 @@ impl Entry {
         if self.state == EntryState::Deleted {
             self.state = EntryState::Live;
         }
+        self.recheck();
+    }
+
+    /// The content may have changed, at no known moment: count it again, without stamping a
+    /// change (an echo of the mount's own write, lost watcher events).
+    pub fn recheck(&mut self) {
+        self.version = self.version.wrapping_add(1);
         if matches!(self.state, EntryState::Live | EntryState::Ignored(_)) {
             self.needs_rehash = true;
         }
     }
 
     pub fn deleted(&mut self, at: Stamp) {
+        self.version = self.version.wrapping_add(1);
         self.state = EntryState::Deleted;
         self.last_changed = Some(at);
         self.needs_rehash = false;
@@ -329,9 +343,10 @@ mod tests {
 
     #[test]
     fn entry_stays_compact() {
-        // No content copies: an entry is metadata only. Guard against accidental growth.
+        // No content copies: an entry is metadata only. Guard against accidental growth (328
+        // since `version`, which made it cross a word).
         assert!(
-            std::mem::size_of::<Entry>() <= 320,
+            std::mem::size_of::<Entry>() <= 328,
             "{}",
             std::mem::size_of::<Entry>()
         );

@@ -189,7 +189,11 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
     let path = obs.path.as_path();
     let class = match &obs.op {
         Op::External { change } => {
-            Counters::bump(&world.counters.external);
+            Counters::bump(if *change == ExternalChange::Echo {
+                &world.counters.echo
+            } else {
+                &world.counters.external
+            });
             external(&cx, path, *change);
             None
         }
@@ -376,7 +380,7 @@ fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool) {
             }
             (PathVerdict::Keep, EntryState::Withheld) => {
                 e.state = EntryState::Live;
-                e.needs_rehash = true;
+                e.recheck();
             }
             _ => {}
         }
@@ -393,6 +397,13 @@ fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
         ExternalChange::Modified => {
             if let Some(mut e) = w.cache.get_mut(path) {
                 e.changed(at);
+            }
+        }
+        // The mount's own change stamped the file when it was observed; only what may have
+        // been merged into its echo needs looking at, and counting the file again finds it.
+        ExternalChange::Echo => {
+            if let Some(mut e) = w.cache.get_mut(path) {
+                e.recheck();
             }
         }
         ExternalChange::Removed => {
@@ -608,14 +619,9 @@ pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, Rea
     }
 }
 
-/// Records what was loaded on the entry at `path`, unless it changed since `seen_change` (the
-/// `last_changed` sequence observed before loading), in which case it stays stale.
-pub(super) fn store_counts(
-    w: &World,
-    path: &Path,
-    loaded: &Loaded,
-    seen_change: Option<Option<u64>>,
-) {
+/// Records what was loaded on the entry at `path`, unless it may have changed since
+/// `seen_version` (its `version` before loading), in which case it stays stale.
+pub(super) fn store_counts(w: &World, path: &Path, loaded: &Loaded, seen_version: Option<u32>) {
     // outside the entry's lock: a pass over the whole content
     let new_lines = match loaded {
         Loaded::Content(c) if c.kind == EntryKind::File => LineMap::new(&c.bytes),
@@ -624,8 +630,8 @@ pub(super) fn store_counts(
     let Some(mut e) = w.cache.get_mut(path) else {
         return;
     };
-    if let Some(seen) = seen_change
-        && e.last_changed.map(|s| s.seq) != seen
+    if let Some(seen) = seen_version
+        && e.version != seen
     {
         return;
     }
@@ -692,7 +698,7 @@ pub(super) fn refresh(w: &World, path: &Path) {
     let Some((state, seen, last_seq)) = w
         .cache
         .get(path)
-        .map(|e| (e.state, e.last_changed.map(|s| s.seq), e.last_observed.seq))
+        .map(|e| (e.state, e.version, e.last_observed.seq))
     else {
         return;
     };
@@ -717,7 +723,7 @@ pub(super) fn refresh(w: &World, path: &Path) {
         {
             // Gone behind our back with no observation (the watcher may have dropped it).
             if let Some(mut e) = w.cache.get_mut(path)
-                && e.last_changed.map(|s| s.seq) == seen
+                && e.version == seen
             {
                 let at = Stamp {
                     seq: last_seq,
@@ -740,7 +746,7 @@ pub(super) fn refresh(w: &World, path: &Path) {
             Counters::bump(&w.counters.refresh_errors);
             tracing::debug!(path = %path.display(), "cannot refresh entry: {e}");
             if let Some(mut en) = w.cache.get_mut(path)
-                && en.last_changed.map(|s| s.seq) == seen
+                && en.version == seen
             {
                 en.needs_rehash = false;
             }

@@ -638,6 +638,8 @@ impl World {
     /// Reads `path` from SOURCE now: bytes, hash and token count. Secrets, ignored paths, binary
     /// and oversized files are refused. Also refreshes the entry's hash and count if it has one.
     pub fn read_current(&self, path: &Path) -> Result<CurrentContent, ReadError> {
+        // Taken before reading: a change observed while it reads keeps the entry stale.
+        let version = self.cache.get(path).map(|e| e.version);
         let opened = self.source.open_beneath(path)?;
         let is_dir = matches!(opened, source::Opened::Dir(_));
         match self.rules.classify(path, is_dir) {
@@ -657,7 +659,8 @@ impl World {
         let content = ingest::load(self, path, opened)?;
         match content {
             ingest::Loaded::Content(c) => {
-                ingest::store_counts(self, path, &ingest::Loaded::Content(c.clone()), None);
+                let loaded = ingest::Loaded::Content(c.clone());
+                ingest::store_counts(self, path, &loaded, version);
                 Ok(c)
             }
             ingest::Loaded::Ignored { reason, .. } => Err(ReadError::Ignored {

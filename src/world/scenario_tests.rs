@@ -867,3 +867,85 @@ fn a_close_stamps_a_change_only_when_the_writes_were_not_seen() {
         assert_eq!(after, Some(wrote.unwrap_or(closed)), "ranged {ranged}");
     }
 }
+
+#[test]
+fn an_echo_of_the_mounts_write_is_counted_again_but_not_stamped_or_counted_external() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CLAUDE, "src/main.py");
+    counted(&w, &mut s, "src/main.py");
+    agent_writes(root, &mut s, "src/main.py", b"print('mine')\n");
+    let wrote = counted(&w, &mut s, "src/main.py").last_changed;
+    let echo = Op::External {
+        change: ExternalChange::Echo,
+    };
+
+    // The echo of that very write: nothing to stamp, and nothing changed behind the mount.
+    s.push(0, "src/main.py", echo.clone());
+    w.ingest(s.take());
+    let e = w.entry(Path::new("src/main.py")).expect("entry");
+    assert!(
+        e.needs_rehash,
+        "an echo may carry a merged change: count again"
+    );
+    w.refresh_stale(None);
+    let e = w.entry(Path::new("src/main.py")).expect("entry");
+    assert_eq!(e.last_changed, wrote);
+    assert_eq!(e.hash, Some(tokens::hash(b"print('mine')\n")));
+
+    // An editor writes behind the mount while the mount's own write is still echoing: the
+    // merged echo is all the watcher reports, and the content is current all the same.
+    let theirs = b"print('theirs, same length')\n";
+    write(root, "src/main.py", theirs);
+    s.push(0, "src/main.py", echo);
+    let e = counted(&w, &mut s, "src/main.py");
+    assert_eq!(e.hash, Some(tokens::hash(theirs)));
+    assert_eq!(e.size, Some(theirs.len() as u64));
+
+    let st = w.stats();
+    assert_eq!((st.by_class.external, st.by_class.echo), (0, 2));
+}
+
+#[test]
+fn a_count_read_before_a_possible_change_is_not_stored() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    s.read(CLAUDE, "src/main.py");
+    let before = counted(&w, &mut s, "src/main.py");
+    // A count loaded from the old content, stored after an echo arrived meanwhile (an echo
+    // stamps nothing, so only the version tells that the content may have moved on).
+    let stale_count = ingest::Loaded::Content(CurrentContent {
+        kind: EntryKind::File,
+        bytes: b"print('hello')\n".to_vec(),
+        hash: tokens::hash(b"print('hello')\n"),
+        tokens: 4,
+        size: 15,
+    });
+    write(root, "src/main.py", b"print('changed behind')\n");
+    s.push(
+        0,
+        "src/main.py",
+        Op::External {
+            change: ExternalChange::Echo,
+        },
+    );
+    w.ingest(s.take());
+    ingest::store_counts(
+        &w,
+        Path::new("src/main.py"),
+        &stale_count,
+        Some(before.version),
+    );
+    let e = w.entry(Path::new("src/main.py")).expect("entry");
+    assert!(
+        e.needs_rehash,
+        "the stale count was stored over a possible change"
+    );
+    w.refresh_stale(None);
+    let e = w.entry(Path::new("src/main.py")).expect("entry");
+    assert_eq!(e.hash, Some(tokens::hash(b"print('changed behind')\n")));
+}

@@ -17,6 +17,8 @@ pub struct Counters {
     /// No caller pid (releases): can change entries, never create them.
     pub unattributed: AtomicU64,
     pub external: AtomicU64,
+    /// The watcher's reports of what were most likely the mount's own changes.
+    pub echo: AtomicU64,
     /// Agent accesses to paths the ignore rules keep out of the world.
     pub ignored: AtomicU64,
     /// Entries withdrawn because the process that created them turned out to be scanning.
@@ -51,7 +53,11 @@ pub struct ClassCounts {
     pub weak: u64,
     pub scan: u64,
     pub unattributed: u64,
+    /// Changes the watcher saw behind the mount.
     pub external: u64,
+    /// Changes the watcher saw while the mount itself was changing the file: its own, most
+    /// likely; re-checked, not counted as `external`.
+    pub echo: u64,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
@@ -94,6 +100,7 @@ impl Counters {
             scan: get(&self.scan),
             unattributed: get(&self.unattributed),
             external: get(&self.external),
+            echo: get(&self.echo),
         };
         s.ignored_accesses = get(&self.ignored);
         s.withdrawn = get(&self.withdrawn);
@@ -133,7 +140,8 @@ mod tests {
                 weak: 0,
                 scan: 2,
                 unattributed: 1,
-                external: 0
+                external: 0,
+                echo: 0,
             }
         );
     }
