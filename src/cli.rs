@@ -106,7 +106,8 @@ pub enum Command {
         #[arg(long)]
         full: bool,
     },
-    /// Human summary of a mount: socket, entries, tokens, drops.
+    /// Human summary of a mount: socket, entries, tokens, what was observed (and what changed
+    /// behind the mount), drops.
     Status {
         #[command(flatten)]
         target: SocketArg,

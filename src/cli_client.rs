@@ -259,6 +259,21 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/tokens/history_tokens_sent_total"),
     );
     println!(
+        "observed: {} by the agent, {} weakly attributed, {} by scans, {} unattributed",
+        num(&s, "/world/by_class/agent"),
+        num(&s, "/world/by_class/weak"),
+        num(&s, "/world/by_class/scan"),
+        num(&s, "/world/by_class/unattributed"),
+    );
+    // Echoes are shown apart so a user can tell the watcher is working without mistaking the
+    // mount's own writes for someone else's.
+    println!(
+        "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
+         (re-checked, not counted as changes)",
+        num(&s, "/world/by_class/external"),
+        num(&s, "/world/by_class/echo"),
+    );
+    println!(
         "drops:    observations {}, to subscribers {}, journal {}, command outputs invalidated {}",
         num(&s, "/drops/observations"),
         num(&s, "/drops/subscription_observations"),

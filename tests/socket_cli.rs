@@ -136,6 +136,8 @@ fn goal_projection_and_status_subcommands() {
         "socket:",
         "entries:  1 live",
         "tokens:",
+        "observed:",
+        "behind:   changes made behind the mount 0;",
         "drops:",
         "activity:",
     ] {

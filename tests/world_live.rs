@@ -217,6 +217,20 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
         counts["echo"].as_u64() >= Some(1),
         "no echo reported: {counts}"
     );
+    // The same counts, as `worldfs status` shows them to a user.
+    let out = common::worldfs(&[
+        std::ffi::OsStr::new("status"),
+        std::ffi::OsStr::new("--socket"),
+        socket_of(&m).as_os_str(),
+    ]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains(&format!(
+            "behind:   changes made behind the mount 1; echoes of the mount's own writes {} ",
+            counts["echo"]
+        )),
+        "{status}"
+    );
     let want = blake3::hash(b"two\nthree\n").to_hex().to_string();
     until(&mut c, "the mount's writes counted", |l| {
         hash_of(l, "notes.txt").as_deref() == Some(want.as_str())
