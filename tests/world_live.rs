@@ -190,9 +190,13 @@ fn hash_of(list: &[Value], path: &str) -> Option<String> {
 
 #[test]
 fn the_mounts_own_writes_are_not_changes_behind_it() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
-        std::fs::write(src.join("notes.txt"), "first\n").expect("write");
-    });
+    let m = Mount::start(
+        common::Mode::Mirror,
+        &["--journal", "/tmp/wlj/j.jsonl"],
+        |src| {
+            std::fs::write(src.join("notes.txt"), "first\n").expect("write");
+        },
+    );
     let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
 
@@ -200,6 +204,13 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
         &root,
         "cat notes.txt; echo one > notes.txt; echo two > notes.txt; echo three >> notes.txt; \
          chmod 600 notes.txt; touch notes.txt",
+    );
+    // Names made, moved and removed through the mount, many in a row: the watcher may read an
+    // event before the system call that caused it has returned.
+    sh(
+        &root,
+        "mkdir d; for i in $(seq 1 60); do echo $i > d/f$i; mv d/f$i d/g$i; ln d/g$i d/h$i; \
+         rm d/g$i; done; rm -r d",
     );
     // The watcher reports in order: once a directory made behind the mount is counted, every
     // echo of the writes above has been too.
@@ -217,7 +228,8 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
         counts["echo"].as_u64() >= Some(1),
         "no echo reported: {counts}"
     );
-    // The same counts, as `worldfs status` shows them to a user.
+    // The same count, as `worldfs status` shows it to a user (echoes may still be arriving:
+    // the kernel releases a closed file after close() has returned).
     let out = common::worldfs(&[
         std::ffi::OsStr::new("status"),
         std::ffi::OsStr::new("--socket"),
@@ -225,10 +237,7 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
     ]);
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(
-        status.contains(&format!(
-            "behind:   changes made behind the mount 1; echoes of the mount's own writes {} ",
-            counts["echo"]
-        )),
+        status.contains("behind:   changes made behind the mount 1; echoes of the mount's own"),
         "{status}"
     );
     let want = blake3::hash(b"two\nthree\n").to_hex().to_string();

@@ -243,9 +243,26 @@ impl Passthrough {
             .emit(op, pid, || self.store.child_path(parent, name));
     }
 
-    fn note_name(&self, parent: &Inode, name: &OsStr, change: NameChange) {
-        self.self_changes
-            .record(parent.dev, parent.ino, name, change);
+    /// Runs `op`, which changes the names in `changes`, noted as the mount's own beforehand:
+    /// inotify queues the event while the system call runs, so the watcher may read it before
+    /// the call returns (in-place `make run`: about one create in six was taken for a change
+    /// behind the mount, which dropped the new name from the kernel's cache and so the inode,
+    /// and with it the echo of the write that followed). A failed call takes its notes back.
+    fn changing_names<T>(
+        &self,
+        changes: &[(&Inode, &OsStr, NameChange)],
+        op: impl FnOnce() -> io::Result<T>,
+    ) -> io::Result<T> {
+        for &(dir, name, change) in changes {
+            self.self_changes.record(dir.dev, dir.ino, name, change);
+        }
+        let r = op();
+        if r.is_err() {
+            for &(dir, name, change) in changes {
+                self.self_changes.withdraw(dir.dev, dir.ino, name, change);
+            }
+        }
+        r
     }
 
     /// Stats the backing inode: through its name when that still leads to it (one `fstatat`;
@@ -297,9 +314,9 @@ impl Passthrough {
         let pfd = self.store.path_fd(&parent)?;
         {
             let _as = AsCaller::switch(req.uid(), req.gid())?;
-            make(pfd.as_fd(), &cname)?;
+            let created = [(&*parent, name, NameChange::Created)];
+            self.changing_names(&created, || make(pfd.as_fd(), &cname))?;
         }
-        self.note_name(&parent, name, NameChange::Created);
         self.store.lookup(&parent, &cname)
     }
 
@@ -583,19 +600,21 @@ impl Passthrough {
         let parent_inode = self.inode(parent)?;
         let cname = cstr(name).map_err(errno)?;
         let pfd = self.store.path_fd(&parent_inode).map_err(errno)?;
+        // The kernel sends CREATE only for names it believes absent; if it raced with an external
+        // create (no event of ours then), the unmatched note simply expires.
         let fd = {
             let _as = AsCaller::switch(req.uid(), req.gid()).map_err(errno)?;
-            sys::openat(
-                pfd.as_fd(),
-                &cname,
-                backing_open_flags(flags) | libc::O_CREAT,
-                mode,
-            )
+            let created = [(&*parent_inode, name, NameChange::Created)];
+            self.changing_names(&created, || {
+                sys::openat(
+                    pfd.as_fd(),
+                    &cname,
+                    backing_open_flags(flags) | libc::O_CREAT,
+                    mode,
+                )
+            })
             .map_err(errno)?
         };
-        // The kernel sends CREATE only for names it believes absent; if it raced with an external
-        // create, the unmatched ledger entry simply expires.
-        self.note_name(&parent_inode, name, NameChange::Created);
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
         let (read, write) = access_mode(flags);
         let passthrough = self.passthrough.load(Ordering::Relaxed);
@@ -632,21 +651,25 @@ impl Passthrough {
         let (cname, cnew) = (cstr(name).map_err(errno)?, cstr(newname).map_err(errno)?);
         let pfd = self.store.path_fd(&p).map_err(errno)?;
         let npfd = self.store.path_fd(&np).map_err(errno)?;
-        cvt(unsafe {
-            libc::renameat2(
-                pfd.as_fd().as_raw_fd(),
-                cname.as_ptr(),
-                npfd.as_fd().as_raw_fd(),
-                cnew.as_ptr(),
-                flags.bits(),
-            )
+        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        let moved = [
+            (&*p, name, NameChange::Removed),
+            (&*np, newname, NameChange::Created),
+        ];
+        // An exchange leaves both names in place: nothing of it to recognise.
+        let moved: &[_] = if exchange { &[] } else { &moved };
+        self.changing_names(moved, || {
+            cvt(unsafe {
+                libc::renameat2(
+                    pfd.as_fd().as_raw_fd(),
+                    cname.as_ptr(),
+                    npfd.as_fd().as_raw_fd(),
+                    cnew.as_ptr(),
+                    flags.bits(),
+                )
+            })
         })
         .map_err(errno)?;
-        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
-        if !exchange {
-            self.note_name(&p, name, NameChange::Removed);
-            self.note_name(&np, newname, NameChange::Created);
-        }
         // Keep reported paths right: the moved inode is now known under its new name.
         for (dirfd, dir, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
             .into_iter()
@@ -967,16 +990,17 @@ impl Filesystem for Passthrough {
             let npfd = self.store.path_fd(&np)?;
             let cname = cstr(newname)?;
             // Linking through /proc/self/fd needs no CAP_DAC_READ_SEARCH, unlike AT_EMPTY_PATH.
-            cvt(unsafe {
-                libc::linkat(
-                    libc::AT_FDCWD,
-                    proc_path.as_ptr(),
-                    npfd.as_fd().as_raw_fd(),
-                    cname.as_ptr(),
-                    libc::AT_SYMLINK_FOLLOW,
-                )
+            self.changing_names(&[(&*np, newname, NameChange::Created)], || {
+                cvt(unsafe {
+                    libc::linkat(
+                        libc::AT_FDCWD,
+                        proc_path.as_ptr(),
+                        npfd.as_fd().as_raw_fd(),
+                        cname.as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    )
+                })
             })?;
-            self.note_name(&np, newname, NameChange::Created);
             let r = self.store.lookup(&np, &cname)?;
             Ok((r, target_path))
         })();
@@ -1596,8 +1620,9 @@ impl Passthrough {
             let p = self.store.get(parent.0)?;
             let c = cstr(name)?;
             let pfd = self.store.path_fd(&p)?;
-            cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })?;
-            self.note_name(&p, name, NameChange::Removed);
+            self.changing_names(&[(&*p, name, NameChange::Removed)], || {
+                cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })
+            })?;
             Ok(())
         })();
         match result {

@@ -49,6 +49,19 @@ impl SelfChanges {
         e.1 = now;
     }
 
+    /// Takes back one occurrence noted by [`SelfChanges::record`] for an operation that then
+    /// failed: left in place, it would hide a real change behind the mount for up to `TTL`.
+    pub fn withdraw(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) {
+        let key = (dev, dir_ino, name.as_bytes().into(), change);
+        let mut p = self.pending.lock();
+        if let Some((count, _)) = p.get_mut(&key) {
+            *count -= 1;
+            if *count == 0 {
+                p.remove(&key);
+            }
+        }
+    }
+
     /// True (and forgets one occurrence) if the watcher's event is the mount's own change.
     pub fn take(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) -> bool {
         let key = (dev, dir_ino, name.as_bytes().into(), change);
@@ -78,5 +91,21 @@ mod tests {
         assert!(s.take(1, 2, n, NameChange::Created));
         assert!(!s.take(1, 2, n, NameChange::Created), "consumed once only");
         assert!(!s.take(1, 3, n, NameChange::Created), "other directory");
+    }
+
+    #[test]
+    fn a_withdrawn_change_matches_nothing() {
+        let s = SelfChanges::default();
+        let n = OsStr::new("a");
+        s.record(1, 2, n, NameChange::Removed);
+        s.record(1, 2, n, NameChange::Removed);
+        s.withdraw(1, 2, n, NameChange::Removed);
+        assert!(s.take(1, 2, n, NameChange::Removed));
+        assert!(
+            !s.take(1, 2, n, NameChange::Removed),
+            "the failed one was withdrawn"
+        );
+        s.withdraw(1, 2, n, NameChange::Removed);
+        assert!(s.pending.lock().is_empty());
     }
 }

@@ -16,7 +16,7 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, unbounded};
 use fuser::{INodeNo, Notifier};
-use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind};
+use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RenameMode};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
@@ -106,9 +106,21 @@ impl Invalidator {
             self.everything();
             return;
         }
+        // A rename comes as its old name (`From`), its new name (`To`), then both together:
+        // the last says nothing new, and taking it again would count each name twice.
+        if matches!(
+            ev.kind,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both))
+        ) {
+            return;
+        }
         let change = match ev.kind {
             EventKind::Create(_) => ExternalChange::Created,
             EventKind::Remove(_) => ExternalChange::Removed,
+            // Named by the event, not by whether the name exists when the event is read: a
+            // watcher running behind would take the new name of a file deleted since for a
+            // removal, and match the mount's own removal of it to the wrong event.
+            EventKind::Modify(ModifyKind::Name(RenameMode::From)) => ExternalChange::Removed,
             EventKind::Modify(ModifyKind::Name(_)) => ExternalChange::Created,
             EventKind::Modify(_) => ExternalChange::Modified,
             EventKind::Access(AccessKind::Close(AccessMode::Write)) => ExternalChange::Modified,
@@ -126,8 +138,11 @@ impl Invalidator {
             // One stat of the path (and, for name changes, of its parent) serves every decision.
             let st = self.stat(rel);
             let mut change = match (ev.kind, &st) {
-                // A rename's old name is gone; its new name exists.
-                (EventKind::Modify(ModifyKind::Name(_)), None) => ExternalChange::Removed,
+                // A rename of which side is not known: the old name is gone, the new one exists.
+                (
+                    EventKind::Modify(ModifyKind::Name(RenameMode::Any | RenameMode::Other)),
+                    None,
+                ) => ExternalChange::Removed,
                 _ => change,
             };
             let name_change = match change {
@@ -139,9 +154,14 @@ impl Invalidator {
                 (Some(nc), Some(name)) => {
                     let parent_rel = rel.parent().unwrap_or(Path::new(""));
                     let parent_st = self.stat(parent_rel);
-                    if let Some(p) = &parent_st
-                        && self.self_changes.take(p.st_dev, p.st_ino, name, nc)
-                    {
+                    let Some(p) = &parent_st else {
+                        // The directory is gone (an `rm -r` through the mount or behind it has
+                        // moved on to it): its own removal or rename is reported, and drops
+                        // every cached name below it, in the kernel and in the world. Without
+                        // it, its names cannot be matched to the mount's own changes either.
+                        continue;
+                    };
+                    if self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
                         // The echo of an operation made through the mount.
                         continue;
                     }
