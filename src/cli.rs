@@ -130,6 +130,19 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "8000,16000,32000")]
         budgets: Vec<u64>,
     },
+    /// Tell the mount what a Claude Code hook event means (the goal, the last tool call).
+    ///
+    /// Reads one hook event (JSON) on stdin, as Claude Code passes it, and forwards it to the
+    /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
+    /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
+    /// call becomes the last step, with the lines a Read showed as the file's view. Register it
+    /// for SessionStart, UserPromptSubmit, PostToolUse and PostToolUseFailure (README, "With
+    /// Claude Code"). It always exits 0 without output, so a missing mount never gets in the
+    /// agent's way; `-v` prints what went wrong on stderr.
+    Hook {
+        #[command(flatten)]
+        target: SocketArg,
+    },
     /// Set the agent's goal (shown first in every projection); without TEXT, print it.
     Goal {
         #[command(flatten)]

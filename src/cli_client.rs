@@ -41,6 +41,7 @@ pub fn run(cmd: Command) -> ExitCode {
         Command::Mount { .. }
         | Command::Unmount { .. }
         | Command::Watchdog { .. }
+        | Command::Hook { .. }
         | Command::Replay { .. } => Err(Failure::Usage("not a client subcommand".into())),
     };
     match result {
@@ -79,10 +80,18 @@ pub fn resolve_socket(arg: &SocketArg) -> anyhow::Result<PathBuf> {
         return Ok(p.clone());
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
-    let Some(m) = mountinfo::worldfs_mount_covering(&cwd).context("reading mountinfo")? else {
+    resolve_socket_at(arg, &cwd)
+}
+
+/// The socket to talk to: explicit, or the one of the mount containing `dir`.
+pub fn resolve_socket_at(arg: &SocketArg, dir: &Path) -> anyhow::Result<PathBuf> {
+    if let Some(p) = &arg.socket {
+        return Ok(p.clone());
+    }
+    let Some(m) = mountinfo::worldfs_mount_covering(dir).context("reading mountinfo")? else {
         bail!(
             "{} is not inside a worldfs mount; pass --socket PATH (printed by `worldfs mount`)",
-            cwd.display()
+            dir.display()
         );
     };
     socket_for_mount(&m.mount_point)

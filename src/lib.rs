@@ -3,6 +3,7 @@
 //! Data flows one way: kernel -> [`fs`] (passthrough, emits [`observation`]s without blocking)
 //! -> bounded channel -> world cache -> projection -> socket.
 
+pub mod claude_hook;
 pub mod cli;
 pub mod cli_client;
 pub mod fs;

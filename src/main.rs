@@ -67,6 +67,10 @@ fn main() -> ExitCode {
                 })
             })
             .map(|summary| print!("{summary}")),
+        Command::Hook { target } => {
+            worldfs::claude_hook::run(&target, std::io::stdin().lock());
+            return ExitCode::SUCCESS;
+        }
         Command::Unmount { path } => mount::unmount(&path),
         Command::Watchdog { pid, dev, target } => worldfs::watchdog::run(pid, dev, &target),
         // Socket clients (issue 4): their exit codes say whether the daemon answered.

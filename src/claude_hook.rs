@@ -1,0 +1,451 @@
+//! `worldfs hook`: Claude Code's hook events, told to the mount's socket.
+//!
+//! Claude Code runs a hook's command with one event as JSON on stdin (vendor-docs/claude-code.md,
+//! section 2). The mount sees every file access on its own; what only the agent knows comes from
+//! these events:
+//!
+//! - `UserPromptSubmit`: the user's prompt is the goal. A later prompt in the same session is
+//!   added to it (a follow-up such as "now the tests too" does not replace the task).
+//! - `SessionStart` from `startup` or `clear`: a new conversation, so the goal is cleared and the
+//!   next prompt sets it. `resume` and `compact` keep it.
+//! - `PostToolUse`, `PostToolUseFailure`: the tool call and its result become the last step
+//!   (`step.record`), which advances the turn; a Read's shown lines become the file's view.
+//!
+//! A hook must never get in the agent's way. Whatever goes wrong (no mount, no socket, a daemon
+//! that does not answer, an event of a shape not known here), it exits 0 without output, so
+//! Claude Code carries on; `-v` prints why on stderr.
+
+use std::io::Read;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Map, Value, json};
+
+use crate::cli::SocketArg;
+use crate::cli_client::resolve_socket_at;
+use crate::socket::{Client, ClientError};
+
+/// Claude Code waits for its hooks; the socket answers in milliseconds, and `step.record` waits
+/// at most 250 ms for the mount's observations.
+const TIMEOUT: Duration = Duration::from_secs(3);
+/// A result is cut to this many bytes: the socket takes lines of at most 1 MiB, and escaping can
+/// make JSON text up to six times longer than the text it holds.
+const MAX_RESULT_BYTES: usize = 128 * 1024;
+/// A tool input (a Write's whole file) whose JSON is longer has its long strings cut.
+const MAX_INPUT_BYTES: usize = 32 * 1024;
+const MAX_INPUT_STRING_BYTES: usize = 2 * 1024;
+/// Hook events are small; a bigger stdin is not an event.
+const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What one event asks of the socket.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// An event that says nothing the world needs.
+    Nothing,
+    /// A new conversation: the previous goal is over.
+    ClearGoal,
+    /// The user's prompt: the goal, or an addition to it.
+    AddToGoal(String),
+    /// `step.record` with these params.
+    Step(Value),
+}
+
+/// Reads one event from `input`, tells the socket, and never fails (see the module docs).
+pub fn run(arg: &SocketArg, input: impl Read) {
+    if let Err(e) = forward(arg, input) {
+        tracing::info!("worldfs hook: nothing told to the mount: {e:#}");
+    }
+}
+
+fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
+    let mut text = String::new();
+    input
+        .take(MAX_EVENT_BYTES)
+        .read_to_string(&mut text)
+        .context("reading the hook event from stdin")?;
+    let event: Value = serde_json::from_str(&text).context("the hook event is not JSON")?;
+    let plan = plan(&event);
+    if plan == Plan::Nothing {
+        return Ok(());
+    }
+    // The event's `cwd` is the agent's; the hook may run elsewhere.
+    let dir = event
+        .get("cwd")
+        .and_then(Value::as_str)
+        .map(PathBuf::from)
+        .filter(|p| p.is_absolute())
+        .map_or_else(std::env::current_dir, Ok)
+        .context("reading the current directory")?;
+    let socket = resolve_socket_at(arg, &dir)?;
+    let mut c = Client::connect(&socket, TIMEOUT)?;
+    match plan {
+        Plan::Nothing => {}
+        Plan::ClearGoal => {
+            c.call("goal.set", json!({ "goal": null }))?;
+        }
+        Plan::AddToGoal(prompt) => {
+            let now = c.call("goal.get", json!({}))?;
+            let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
+            c.call("goal.set", json!({ "goal": goal }))?;
+        }
+        Plan::Step(params) => record_step(&mut c, params)?,
+    }
+    Ok(())
+}
+
+/// Records the step; a view the daemon refuses (a file outside the mount) must not cost the
+/// step itself, so it is recorded again without views.
+fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
+    match c.call("step.record", params.clone()) {
+        Err(ClientError::Rpc(e)) if params.get("views").is_some() => {
+            tracing::info!(
+                "worldfs hook: step.record refused its views ({}); without",
+                e.message
+            );
+            let mut bare = params;
+            if let Some(o) = bare.as_object_mut() {
+                o.remove("views");
+            }
+            c.call("step.record", bare).map(drop)
+        }
+        other => other.map(drop),
+    }
+}
+
+/// The goal once `prompt` is added to the goal `now`.
+pub fn goal_with(now: Option<&str>, prompt: &str) -> String {
+    match now.map(str::trim_end).filter(|g| !g.is_empty()) {
+        Some(g) => format!("{g}\n\nThen the user asked:\n{prompt}"),
+        None => prompt.to_owned(),
+    }
+}
+
+/// What `event` asks of the socket.
+pub fn plan(event: &Value) -> Plan {
+    let field = |k: &str| event.get(k).and_then(Value::as_str);
+    match field("hook_event_name") {
+        Some("UserPromptSubmit") => match field("prompt") {
+            Some(p) if !p.trim().is_empty() => Plan::AddToGoal(p.to_owned()),
+            _ => Plan::Nothing,
+        },
+        Some("SessionStart") => match field("source") {
+            Some("startup" | "clear") => Plan::ClearGoal,
+            _ => Plan::Nothing,
+        },
+        Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
+            step(event, name == "PostToolUseFailure").map_or(Plan::Nothing, Plan::Step)
+        }
+        _ => Plan::Nothing,
+    }
+}
+
+fn step(event: &Value, failed: bool) -> Option<Value> {
+    let tool = event.get("tool_name")?.as_str()?;
+    let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
+    let id = match event.get("tool_use_id").and_then(Value::as_str) {
+        Some(id) if !id.is_empty() => id.to_owned(),
+        // Older versions send no id: one derived from the event keeps a re-sent event the same.
+        _ => format!(
+            "toolu_wfs_{}",
+            &blake3::hash(event.to_string().as_bytes()).to_hex()[..24]
+        ),
+    };
+    let response = event.get("tool_response").unwrap_or(&Value::Null);
+    let result = if failed {
+        event
+            .get("error")
+            .map(text_of)
+            .unwrap_or_else(|| "the tool failed".to_owned())
+    } else {
+        result_text(tool, response)
+    };
+    let mut params = Map::new();
+    params.insert("tool_use_id".into(), id.into());
+    params.insert("tool_name".into(), tool.into());
+    params.insert("input".into(), capped_input(input.clone()));
+    params.insert("result".into(), cut(result, MAX_RESULT_BYTES).into());
+    params.insert("is_error".into(), failed.into());
+    if !failed && let Some(view) = read_view(tool, &input, response) {
+        params.insert("views".into(), json!([view]));
+    }
+    Some(Value::Object(params))
+}
+
+/// The result as the model saw it, as near as the hook can tell: a Read's lines numbered the
+/// way Claude Code numbers them (`N<TAB>line`, 2.1.228 and later), a Bash's output and errors.
+fn result_text(tool: &str, response: &Value) -> String {
+    if tool == "Read"
+        && let Some(file) = response.get("file")
+        && let Some(content) = file.get("content").and_then(Value::as_str)
+    {
+        let start = file.get("startLine").and_then(Value::as_u64).unwrap_or(1);
+        let mut out = String::with_capacity(content.len() + content.len() / 8);
+        for (i, line) in content.lines().enumerate() {
+            out.push_str(&format!("{}\t{line}\n", start + i as u64));
+        }
+        return out;
+    }
+    if let Some(stdout) = response.get("stdout").and_then(Value::as_str) {
+        let mut out = stdout.to_owned();
+        if let Some(err) = response.get("stderr").and_then(Value::as_str)
+            && !err.is_empty()
+        {
+            if !out.is_empty() && !out.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(err);
+        }
+        if response.get("interrupted").and_then(Value::as_bool) == Some(true) {
+            out.push_str("\n[interrupted]");
+        }
+        return out;
+    }
+    text_of(response)
+}
+
+/// A value as text: a string as it is, an object by its first text field, else compact JSON.
+fn text_of(v: &Value) -> String {
+    match v {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        Value::Object(o) => ["content", "output", "result", "text", "message"]
+            .iter()
+            .find_map(|k| o.get(*k).and_then(Value::as_str))
+            .map_or_else(|| v.to_string(), str::to_owned),
+        _ => v.to_string(),
+    }
+}
+
+/// The lines a Read showed: from the result when it says (start and count), else from the
+/// call's offset and limit. No lines: the whole file.
+fn read_view(tool: &str, input: &Value, response: &Value) -> Option<Value> {
+    if tool != "Read" {
+        return None;
+    }
+    let file = response.get("file");
+    let path = file
+        .and_then(|f| f.get("filePath"))
+        .or_else(|| input.get("file_path"))
+        .and_then(Value::as_str)?;
+    let num = |v: Option<&Value>, k: &str| v.and_then(|v| v.get(k)).and_then(Value::as_u64);
+    let lines = match (num(file, "startLine"), num(file, "numLines")) {
+        (Some(start), Some(n)) => {
+            let total = num(file, "totalLines");
+            let whole = start <= 1 && total.is_some_and(|t| n >= t);
+            (!whole && n > 0).then(|| [start.max(1), start.max(1) + n - 1])
+        }
+        _ => {
+            let offset = num(Some(input), "offset");
+            let limit = num(Some(input), "limit");
+            match (offset, limit) {
+                (None, None) => None,
+                (o, l) => {
+                    let first = o.unwrap_or(1).max(1);
+                    l.filter(|&l| l > 0).map(|l| [first, first + l - 1])
+                }
+            }
+        }
+    };
+    Some(match lines {
+        Some(l) => json!({ "path": path, "lines": l }),
+        None => json!({ "path": path }),
+    })
+}
+
+/// `s` cut to at most `max` bytes at a character boundary, saying how much was left out.
+fn cut(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut at = max;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    let left = s.len() - at;
+    s.truncate(at);
+    s.push_str(&format!(
+        "\n[... {left} bytes left out by worldfs hook ...]"
+    ));
+    s
+}
+
+/// The tool input, with long strings cut when it is big (a Write carries the whole file, which
+/// the world has anyway).
+fn capped_input(v: Value) -> Value {
+    if v.to_string().len() <= MAX_INPUT_BYTES {
+        return v;
+    }
+    fn shorten(v: Value) -> Value {
+        match v {
+            Value::String(s) => Value::String(cut(s, MAX_INPUT_STRING_BYTES)),
+            Value::Array(a) => Value::Array(a.into_iter().map(shorten).collect()),
+            Value::Object(o) => {
+                Value::Object(o.into_iter().map(|(k, v)| (k, shorten(v))).collect())
+            }
+            other => other,
+        }
+    }
+    shorten(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn post(tool: &str, input: Value, response: Value) -> Value {
+        json!({
+            "session_id": "s1",
+            "hook_event_name": "PostToolUse",
+            "cwd": "/work/project",
+            "tool_name": tool,
+            "tool_use_id": "toolu_01abc",
+            "tool_input": input,
+            "tool_response": response,
+        })
+    }
+
+    fn step_params(event: &Value) -> Value {
+        match plan(event) {
+            Plan::Step(p) => p,
+            other => panic!("expected a step, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_read_becomes_a_step_with_numbered_lines_and_its_view() {
+        let ev = post(
+            "Read",
+            json!({"file_path": "/work/project/src/lib.rs", "offset": 10, "limit": 2}),
+            json!({"type": "text", "file": {"filePath": "/work/project/src/lib.rs",
+                   "content": "fn a() {}\nfn b() {}\n", "numLines": 2, "startLine": 10,
+                   "totalLines": 40}}),
+        );
+        let p = step_params(&ev);
+        assert_eq!(p["tool_use_id"], "toolu_01abc");
+        assert_eq!(p["tool_name"], "Read");
+        assert_eq!(p["result"], "10\tfn a() {}\n11\tfn b() {}\n");
+        assert_eq!(p["is_error"], false);
+        assert_eq!(
+            p["views"],
+            json!([{"path": "/work/project/src/lib.rs", "lines": [10, 11]}])
+        );
+    }
+
+    #[test]
+    fn a_whole_read_is_a_view_of_the_whole_file() {
+        let ev = post(
+            "Read",
+            json!({"file_path": "/p/a.py"}),
+            json!({"file": {"filePath": "/p/a.py", "content": "x = 1\n", "numLines": 1,
+                   "startLine": 1, "totalLines": 1}}),
+        );
+        assert_eq!(step_params(&ev)["views"], json!([{"path": "/p/a.py"}]));
+        // Without the result's numbers, the call's offset and limit say which lines.
+        let ev = post(
+            "Read",
+            json!({"file_path": "/p/a.py", "offset": 5, "limit": 10}),
+            json!("     5\tx"),
+        );
+        let p = step_params(&ev);
+        assert_eq!(p["views"], json!([{"path": "/p/a.py", "lines": [5, 14]}]));
+        assert_eq!(p["result"], "     5\tx");
+    }
+
+    #[test]
+    fn a_bash_result_is_its_output_then_its_errors() {
+        let ev = post(
+            "Bash",
+            json!({"command": "cargo test"}),
+            json!({"stdout": "running 3 tests", "stderr": "warning: x", "interrupted": false}),
+        );
+        let p = step_params(&ev);
+        assert_eq!(p["result"], "running 3 tests\nwarning: x");
+        assert!(p.get("views").is_none());
+        assert_eq!(p["input"], json!({"command": "cargo test"}));
+    }
+
+    #[test]
+    fn a_failed_call_is_an_error_step() {
+        let mut ev = post("Bash", json!({"command": "false"}), Value::Null);
+        ev["hook_event_name"] = "PostToolUseFailure".into();
+        ev["error"] = "Exit code 1".into();
+        let p = step_params(&ev);
+        assert_eq!(
+            (p["result"].as_str(), p["is_error"].as_bool()),
+            (Some("Exit code 1"), Some(true))
+        );
+    }
+
+    #[test]
+    fn an_event_without_an_id_gets_a_stable_one() {
+        let mut ev = post(
+            "Grep",
+            json!({"pattern": "x"}),
+            json!({"content": "a.rs:1:x"}),
+        );
+        ev.as_object_mut().map(|o| o.remove("tool_use_id"));
+        let a = step_params(&ev);
+        let b = step_params(&ev);
+        assert_eq!(a["tool_use_id"], b["tool_use_id"]);
+        assert!(
+            a["tool_use_id"]
+                .as_str()
+                .is_some_and(|s| s.starts_with("toolu_wfs_"))
+        );
+        assert_eq!(a["result"], "a.rs:1:x");
+    }
+
+    #[test]
+    fn big_results_and_inputs_are_cut() {
+        let big = "é".repeat(MAX_RESULT_BYTES);
+        let ev = post(
+            "Write",
+            json!({"file_path": "/p/big.txt", "content": big}),
+            json!({"stdout": big}),
+        );
+        let p = step_params(&ev);
+        let result = p["result"].as_str().unwrap_or_default();
+        assert!(result.len() < MAX_RESULT_BYTES + 100, "{}", result.len());
+        assert!(result.ends_with("bytes left out by worldfs hook ...]"));
+        let content = p["input"]["content"].as_str().unwrap_or_default();
+        assert!(content.len() < MAX_INPUT_STRING_BYTES + 100);
+        assert_eq!(p["input"]["file_path"], "/p/big.txt");
+    }
+
+    #[test]
+    fn prompts_and_sessions_make_the_goal() {
+        let ev = json!({"hook_event_name": "UserPromptSubmit", "prompt": "Fix the parser"});
+        assert_eq!(plan(&ev), Plan::AddToGoal("Fix the parser".into()));
+        let blank = json!({"hook_event_name": "UserPromptSubmit", "prompt": "  "});
+        assert_eq!(plan(&blank), Plan::Nothing);
+        for (source, want) in [
+            ("startup", Plan::ClearGoal),
+            ("clear", Plan::ClearGoal),
+            ("resume", Plan::Nothing),
+            ("compact", Plan::Nothing),
+        ] {
+            let ev = json!({"hook_event_name": "SessionStart", "source": source});
+            assert_eq!(plan(&ev), want, "{source}");
+        }
+        assert_eq!(goal_with(None, "Fix it"), "Fix it");
+        assert_eq!(goal_with(Some(""), "Fix it"), "Fix it");
+        assert_eq!(
+            goal_with(Some("Fix it\n"), "and the tests"),
+            "Fix it\n\nThen the user asked:\nand the tests"
+        );
+    }
+
+    #[test]
+    fn other_events_and_odd_shapes_ask_nothing() {
+        for ev in [
+            json!({"hook_event_name": "PreToolUse", "tool_name": "Read"}),
+            json!({"hook_event_name": "Stop"}),
+            json!({"hook_event_name": "PostToolUse"}),
+            json!({"no": "event"}),
+            json!([1, 2]),
+        ] {
+            assert_eq!(plan(&ev), Plan::Nothing, "{ev}");
+        }
+    }
+}
