@@ -11,7 +11,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use worldfs::socket::Client;
 
-use common::{Mount, wait_until};
+use common::Mount;
 
 /// Runs `worldfs hook` in `dir` with `stdin`.
 fn hook(dir: &Path, stdin: &str) -> Output {
@@ -33,17 +33,6 @@ fn hook(dir: &Path, stdin: &str) -> Output {
     out
 }
 
-fn socket_of(m: &Mount) -> std::path::PathBuf {
-    let find = || {
-        m.log()
-            .lines()
-            .find_map(|l| l.strip_prefix("worldfs: socket "))
-            .map(|p| std::path::PathBuf::from(p.trim()))
-    };
-    wait_until(Duration::from_secs(5), || find().is_some());
-    find().unwrap_or_else(|| panic!("the daemon printed no socket path:\n{}", m.log()))
-}
-
 fn goal(c: &mut Client) -> Value {
     c.call("goal.get", json!({})).expect("goal.get")["goal"].clone()
 }
@@ -59,7 +48,7 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), &text).expect("write");
     });
-    let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
     let cwd = root.to_string_lossy().into_owned();
     let event = |v: Value| {

@@ -28,19 +28,6 @@ fn sh(dir: &Path, script: &str) {
     assert!(st.success(), "`{script}` failed: {st}");
 }
 
-/// The socket path the daemon prints right after mounting (polled: the harness returns as soon
-/// as the mount exists).
-fn socket_of(m: &Mount) -> std::path::PathBuf {
-    let find = || {
-        m.log()
-            .lines()
-            .find_map(|l| l.strip_prefix("worldfs: socket "))
-            .map(|p| std::path::PathBuf::from(p.trim()))
-    };
-    wait_until(Duration::from_secs(5), || find().is_some());
-    find().unwrap_or_else(|| panic!("the daemon printed no socket path:\n{}", m.log()))
-}
-
 fn entries(c: &mut Client) -> Vec<Value> {
     let r = c
         .call("entries.list", json!({}))
@@ -83,7 +70,7 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
             .expect("write");
         }
     });
-    let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
 
     // The agent reads one file and edits another.
@@ -197,7 +184,7 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
             std::fs::write(src.join("notes.txt"), "first\n").expect("write");
         },
     );
-    let mut c = Client::connect(&socket_of(&m), Duration::from_secs(10)).expect("connect");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
 
     sh(
@@ -233,7 +220,7 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
     let out = common::worldfs(&[
         std::ffi::OsStr::new("status"),
         std::ffi::OsStr::new("--socket"),
-        socket_of(&m).as_os_str(),
+        m.socket().as_os_str(),
     ]);
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(

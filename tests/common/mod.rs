@@ -689,6 +689,19 @@ impl Mount {
         worldfs_mounts_at(&self.root) > 0
     }
 
+    /// The socket path the daemon prints right after mounting (polled: `start` returns as soon
+    /// as the mount exists, which may be before the line is written).
+    pub fn socket(&self) -> PathBuf {
+        let find = || {
+            self.log()
+                .lines()
+                .find_map(|l| l.strip_prefix("worldfs: socket "))
+                .map(|p| PathBuf::from(p.trim()))
+        };
+        wait_until(Duration::from_secs(5), || find().is_some());
+        find().unwrap_or_else(|| panic!("the daemon printed no socket path:\n{}", self.log()))
+    }
+
     /// The daemon's combined stdout and stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("<no log: {e}>"))
