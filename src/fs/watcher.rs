@@ -114,6 +114,16 @@ impl Invalidator {
         ) {
             return;
         }
+        // A watched directory that moved also reports itself (inotify's MOVE_SELF, the only
+        // old-name event without a rename cookie), after its parent reported the same name.
+        if matches!(
+            ev.kind,
+            EventKind::Modify(ModifyKind::Name(RenameMode::From))
+        ) && ev.tracker().is_none()
+            && ev.paths.iter().all(|p| p.as_path() != prefix)
+        {
+            return;
+        }
         let change = match ev.kind {
             EventKind::Create(_) => ExternalChange::Created,
             EventKind::Remove(_) => ExternalChange::Removed,
