@@ -275,13 +275,18 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/world/by_class/unattributed"),
     );
     // Echoes are shown apart so a user can tell the watcher is working without mistaking the
-    // mount's own writes for someone else's.
-    println!(
-        "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
-         (re-checked, not counted as changes)",
-        num(&s, "/world/by_class/external"),
-        num(&s, "/world/by_class/echo"),
-    );
+    // mount's own writes for someone else's. Reused renders need the watcher, so their flag
+    // says whether there is one.
+    if s.pointer("/renders/enabled").and_then(Value::as_bool) == Some(false) {
+        println!("behind:   not watched (--no-watch): changes behind the mount are not reported");
+    } else {
+        println!(
+            "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
+             (re-checked, not counted as changes)",
+            num(&s, "/world/by_class/external"),
+            num(&s, "/world/by_class/echo"),
+        );
+    }
     println!(
         "drops:    observations {}, to subscribers {}, journal {}, command outputs invalidated {}",
         num(&s, "/drops/observations"),

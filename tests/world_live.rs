@@ -246,3 +246,19 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
         .expect("projection");
     assert!(r.to_string().contains("other"), "{r}");
 }
+
+#[test]
+fn status_says_when_nothing_watches_behind_the_mount() {
+    let m = Mount::start(common::Mode::Mirror, &["--no-watch"], |_| {});
+    let out = common::worldfs(&[
+        std::ffi::OsStr::new("status"),
+        std::ffi::OsStr::new("--socket"),
+        m.socket().as_os_str(),
+    ]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        status.contains("behind:   not watched (--no-watch)"),
+        "{status}"
+    );
+}
