@@ -20,7 +20,7 @@ use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
-use super::inode_store::{InodeStore, ROOT_ID};
+use super::inode_store::{Inode, InodeStore, ROOT_ID};
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
@@ -195,15 +195,21 @@ impl Invalidator {
                     }
                 }
                 _ => {
-                    self.inval_changed(st.as_ref());
+                    let inode = st.as_ref().and_then(|st| self.inode_at(st));
+                    if let (Some(st), Some(inode)) = (&st, &inode) {
+                        self.inval_changed(st, inode);
+                    }
                     if change == ExternalChange::Modified {
-                        match &st {
+                        match (&st, &inode) {
                             // Gone already: its removal is reported on its own (by the mount or
                             // as a removal behind it), and a change to a name that no longer
                             // exists would only bring a deleted entry back until re-hashed.
-                            None => continue,
-                            Some(st) if self.may_echo(st) => change = ExternalChange::Echo,
-                            Some(_) => {}
+                            (None, _) => continue,
+                            // Perhaps the echo of a change the mount itself is making.
+                            (Some(_), Some(i)) if i.own_writes.may_echo() => {
+                                change = ExternalChange::Echo;
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -221,13 +227,11 @@ impl Invalidator {
         sys::fstatat(self.store.root_fd().as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok()
     }
 
-    /// Whether a content or attribute event on the inode `st` describes may be the echo of a
-    /// change the mount itself is making (see `own_writes`).
-    fn may_echo(&self, st: &libc::stat) -> bool {
+    /// The inode the kernel knows for the backing inode `st` describes, if it knows it.
+    fn inode_at(&self, st: &libc::stat) -> Option<Arc<Inode>> {
         self.store
             .known(st.st_dev, st.st_ino)
             .and_then(|id| self.store.get(id).ok())
-            .is_some_and(|inode| inode.own_writes.may_echo())
     }
 
     /// Drops the kernel's cached attributes and pages of the inode now at a path, if the kernel
@@ -244,20 +248,15 @@ impl Invalidator {
     /// echo of the mount's own write or setattr, and dropping the kernel's attributes would
     /// only cost a GETATTR per file (an `rm -rf` after creating files through the mount paid
     /// one each).
-    fn inval_changed(&self, st: Option<&libc::stat>) {
-        let Some(st) = st else { return };
+    fn inval_changed(&self, st: &libc::stat, inode: &Inode) {
         if st.st_mode & libc::S_IFMT == libc::S_IFREG
             && self.store.no_file_pages.load(Ordering::Relaxed)
-            && let Some(inode) = self
-                .store
-                .known(st.st_dev, st.st_ino)
-                .and_then(|id| self.store.get(id).ok())
             && !inode.may_have_pages()
             && inode.kernel_has(st)
         {
             return;
         }
-        self.inval_known(Some(st));
+        self.inval_inode(inode.nodeid);
     }
 
     fn inval_inode(&self, id: u64) {
