@@ -201,10 +201,29 @@ fn result_text(tool: &str, response: &Value) -> String {
         }
         return out;
     }
+    // An Edit's or a Write's result carries the whole file before (and after) the change; the
+    // model is told only that the file changed, and the world shows the file as it is now.
+    if matches!(tool, "Edit" | "MultiEdit" | "Write" | "NotebookEdit")
+        && let Some(path) = response.get("filePath").and_then(Value::as_str)
+    {
+        return if response.get("type").and_then(Value::as_str) == Some("create") {
+            format!("File created successfully at: {path}")
+        } else {
+            format!("The file {path} has been updated.")
+        };
+    }
+    // Grep (files mode) and Glob: the paths, one per line.
+    if response.get("content").is_none()
+        && let Some(names) = response.get("filenames").and_then(Value::as_array)
+    {
+        let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+        return names.join("\n");
+    }
     text_of(response)
 }
 
-/// A value as text: a string as it is, an object by its first text field, else compact JSON.
+/// A value as text: a string as it is, an object by its first text field, else compact JSON
+/// with its long strings cut.
 fn text_of(v: &Value) -> String {
     match v {
         Value::String(s) => s.clone(),
@@ -212,7 +231,7 @@ fn text_of(v: &Value) -> String {
         Value::Object(o) => ["content", "output", "result", "text", "message"]
             .iter()
             .find_map(|k| o.get(*k).and_then(Value::as_str))
-            .map_or_else(|| v.to_string(), str::to_owned),
+            .map_or_else(|| shorten_strings(v.clone()).to_string(), str::to_owned),
         _ => v.to_string(),
     }
 }
@@ -276,17 +295,21 @@ fn capped_input(v: Value) -> Value {
     if v.to_string().len() <= MAX_INPUT_BYTES {
         return v;
     }
-    fn shorten(v: Value) -> Value {
-        match v {
-            Value::String(s) => Value::String(cut(s, MAX_INPUT_STRING_BYTES)),
-            Value::Array(a) => Value::Array(a.into_iter().map(shorten).collect()),
-            Value::Object(o) => {
-                Value::Object(o.into_iter().map(|(k, v)| (k, shorten(v))).collect())
-            }
-            other => other,
-        }
+    shorten_strings(v)
+}
+
+/// `v` with every string longer than `MAX_INPUT_STRING_BYTES` cut.
+fn shorten_strings(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(cut(s, MAX_INPUT_STRING_BYTES)),
+        Value::Array(a) => Value::Array(a.into_iter().map(shorten_strings).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, shorten_strings(v)))
+                .collect(),
+        ),
+        other => other,
     }
-    shorten(v)
 }
 
 #[cfg(test)]
@@ -363,6 +386,45 @@ mod tests {
         assert_eq!(p["result"], "running 3 tests\nwarning: x");
         assert!(p.get("views").is_none());
         assert_eq!(p["input"], json!({"command": "cargo test"}));
+    }
+
+    #[test]
+    fn edits_and_listings_read_as_the_model_saw_them() {
+        let original = "x\n".repeat(10_000);
+        let ev = post(
+            "Edit",
+            json!({"file_path": "/p/a.py", "old_string": "x", "new_string": "y"}),
+            json!({"filePath": "/p/a.py", "oldString": "x", "newString": "y",
+                   "originalFile": original, "structuredPatch": []}),
+        );
+        assert_eq!(
+            step_params(&ev)["result"],
+            "The file /p/a.py has been updated."
+        );
+        let ev = post(
+            "Write",
+            json!({"file_path": "/p/new.py", "content": "y = 2\n"}),
+            json!({"type": "create", "filePath": "/p/new.py", "content": "y = 2\n"}),
+        );
+        assert_eq!(
+            step_params(&ev)["result"],
+            "File created successfully at: /p/new.py"
+        );
+        let ev = post(
+            "Glob",
+            json!({"pattern": "**/*.py"}),
+            json!({"filenames": ["/p/a.py", "/p/new.py"], "numFiles": 2, "truncated": false}),
+        );
+        assert_eq!(step_params(&ev)["result"], "/p/a.py\n/p/new.py");
+        // An unknown shape: compact JSON, its long strings cut.
+        let ev = post("Mystery", json!({}), json!({"blob": original, "n": 1}));
+        let r = step_params(&ev)["result"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        // (escaped: each cut newline takes two characters)
+        assert!(r.len() < 2 * MAX_INPUT_STRING_BYTES + 200, "{}", r.len());
+        assert!(r.contains("\"n\":1"), "{r}");
     }
 
     #[test]
