@@ -197,7 +197,10 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
     sh(
         &root,
         "mkdir d; for i in $(seq 1 60); do echo $i > d/f$i; mv d/f$i d/g$i; ln d/g$i d/h$i; \
-         rm d/g$i; done; rm -r d; mkdir -p a/b; mv a z; mv z/b z/c; rm -r z",
+         rm d/g$i; done; rm -r d; mkdir -p a/b; mv a z; mv z/b z/c; rm -r z; \
+         echo 1 > x1; echo 2 > x2; \
+         python3 -c 'import ctypes; assert ctypes.CDLL(None).renameat2(-100, b\"x1\", -100, b\"x2\", 2) == 0' && \
+         rm x1 x2",
     );
     // The watcher reports in order: once a directory made behind the mount is counted, every
     // echo of the writes above has been too.

@@ -652,12 +652,14 @@ impl Passthrough {
         let pfd = self.store.path_fd(&p).map_err(errno)?;
         let npfd = self.store.path_fd(&np).map_err(errno)?;
         let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
+        // Inotify reports an exchange as two renames, one each way.
         let moved = [
             (&*p, name, NameChange::Removed),
             (&*np, newname, NameChange::Created),
+            (&*np, newname, NameChange::Removed),
+            (&*p, name, NameChange::Created),
         ];
-        // An exchange leaves both names in place: nothing of it to recognise.
-        let moved: &[_] = if exchange { &[] } else { &moved };
+        let moved = if exchange { &moved[..] } else { &moved[..2] };
         self.changing_names(moved, || {
             cvt(unsafe {
                 libc::renameat2(
