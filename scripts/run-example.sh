@@ -36,7 +36,7 @@ INO_MOUNT=$(stat -c %i src/lib.rs)
 echo
 echo "== the world as a harness sees it: a goal, a few agent-like actions, then the projection"
 # The prompt and a tool call as Claude Code's hooks pass them (README, "With Claude Code").
-hook_event() { printf '\n$ echo %q | worldfs hook\n' "$1"; printf '%s' "$1" | "$WORLDFS_BIN" hook; }
+hook_event() { printf "\n$ echo '%s' | worldfs hook\n" "$1"; printf '%s' "$1" | "$WORLDFS_BIN" hook; }
 hook_event "{\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\"$WS\",\"prompt\":\"Add a --top N option that prints the N most frequent words\"}"
 show "$WORLDFS_BIN" goal
 show sed -n 1,12p src/main.rs > /dev/null
