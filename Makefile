@@ -21,7 +21,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -56,6 +56,9 @@ bench-socket: build
 
 bench-overhead: build
 	scripts/bench.sh overhead
+
+bench-hook: build
+	scripts/bench.sh hook
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay

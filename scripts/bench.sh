@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`)
+# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket|overhead]...
+#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -25,6 +25,10 @@
 #            goal.get (the socket round trip alone), SOCKET_SECS/3 each, in both conditions.
 #            Latency is until the whole response line has arrived; each client then parses
 #            the response, timed apart (parse mean; call p50/p99 include it)
+#   hook     what `worldfs hook` adds to each Claude Code tool call: HOOK_EVENTS PostToolUse
+#            events (a Read of 20 lines) piped one by one into `worldfs hook` against a mirror
+#            mount of bench-work/hook/src, against `worldfs --version` (starting the binary
+#            alone), alternately. Not in `all`.
 #   overhead observation on vs off (issue 3: within 5%): two copies of
 #            bench-work/native/tree (bench-work/ovh/srcA, srcB), mirror-mounted at
 #            bench-work/ovh/a and bench-work/ovh/b; fsbench runs twice on them, first with
@@ -70,15 +74,17 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket|overhead) ;;
+    fs|latency|rss|socket|overhead|hook) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead)" ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook)" ;;
   esac
 done
 
 wfs_init
 # on any exit, stop the socket part's background load before the trap takes the mounts down
-bench_exit() { local s=$?; [ -z "${LOAD_PID:-}" ] || stop_load; (exit "$s"); wfs_cleanup; }
+# (errexit off first: `(exit "$s")` hands the status on, and under `set -e` a failed run ended
+# the trap right there, before the cleanup, leaving its mounts behind)
+bench_exit() { local s=$?; set +e; [ -z "${LOAD_PID:-}" ] || stop_load; (exit "$s"); wfs_cleanup; }
 trap bench_exit EXIT
 wfs_find_bin
 
@@ -268,6 +274,57 @@ bench_latency() {
     echo "| mode | trials | seen | timeouts (5 s) | median ms | p90 ms | max ms | within 100 ms |"
     echo "|---|---|---|---|---|---|---|---|"
     sed -nE 's/^change_latency: mode=([a-z]+) trials=([0-9]+) seen=([0-9]+) timeouts=([0-9]+) timeout_ms=[0-9]+ min_ms=[^ ]+ median_ms=([^ ]+) p90_ms=([^ ]+) max_ms=([^ ]+) within_100ms=([0-9]+)/| \1 | \2 | \3 | \4 | \5 | \6 | \7 | \8 |/p' "$out"
+  } | record
+}
+
+# ---------- hook ----------
+bench_hook() {
+  local n=${HOOK_EVENTS:-200} dir=$BW/hook out
+  rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
+  seq 1 200 > "$dir/src/f.txt"
+  wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  cat "$dir/mnt/f.txt" > /dev/null
+  out=$(python3 - "$WORLDFS_BIN" "$dir/mnt" "$n" << 'PY'
+import json, statistics, subprocess, sys, time
+bin, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+path = mnt + "/f.txt"
+def event(i):
+    return json.dumps({"hook_event_name": "PostToolUse", "cwd": mnt, "tool_name": "Read",
+        "tool_use_id": "toolu_bench_%d" % i,
+        "tool_input": {"file_path": path, "offset": 10, "limit": 20},
+        "tool_response": {"type": "text", "file": {"filePath": path,
+            "content": "\n".join(str(x) for x in range(10, 30)), "numLines": 20,
+            "startLine": 10, "totalLines": 200}}}).encode()
+hook, start = [], []
+for i in range(n):
+    t = time.perf_counter()
+    subprocess.run([bin, "hook"], input=event(i), check=True)
+    hook.append((time.perf_counter() - t) * 1000)
+    t = time.perf_counter()
+    subprocess.run([bin, "--version"], capture_output=True, check=True)
+    start.append((time.perf_counter() - t) * 1000)
+turn = json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True,
+                                 check=True).stdout)["world"]["turn"]
+def row(name, a):
+    a = sorted(a)
+    return "| %s | %d | %.1f | %.1f | %.1f |" % (name, len(a), statistics.median(a),
+                                                a[max(0, int(0.9 * len(a)) - 1)], a[-1])
+print(row("`worldfs hook` (PostToolUse, a Read)", hook))
+print(row("`worldfs --version` (starting the binary)", start))
+print("turns recorded: %d of %d" % (turn, n))
+PY
+) || wfs_die "the hook benchmark failed"
+  wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+  echo "$out"
+  md_header "worldfs hook, time per event"
+  {
+    echo "- command: \`scripts/bench.sh hook\` (\`make bench-hook\`), HOOK_EVENTS=$n; each event piped into a new \`worldfs hook\` process, as Claude Code runs it, against a mirror mount"
+    echo
+    echo "| run | events | median ms | p90 ms | max ms |"
+    echo "|---|---|---|---|---|"
+    echo "$out" | grep '^|'
+    echo
+    echo "$out" | grep '^turns' | sed 's/^/- /'
   } | record
 }
 
@@ -684,6 +741,7 @@ for p in "${PARTS[@]}"; do
     rss) bench_rss ;;
     socket) bench_socket ;;
     overhead) bench_overhead ;;
+    hook) bench_hook ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"
