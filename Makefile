@@ -21,7 +21,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -59,6 +59,9 @@ bench-overhead: build
 
 bench-hook: build
 	scripts/bench.sh hook
+
+bench-proxy: build
+	scripts/bench.sh proxy
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`)
+# bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
+# `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook]...
+#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -29,6 +30,11 @@
 #            events (a Read of 20 lines) piped one by one into `worldfs hook` against a mirror
 #            mount of bench-work/hook/src, against `worldfs --version` (starting the binary
 #            alone), alternately. Not in `all`.
+#   proxy    what `worldfs proxy` adds to each Claude Code model call, and what reaches the API:
+#            PROXY_TURNS Read calls on a mirror mount of 40 generated modules (every fifth
+#            also edits a file read before), each followed by the whole request posted through
+#            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
+#            (scripts/bench-proxy.py). Not in `all`.
 #   overhead observation on vs off (issue 3: within 5%): two copies of
 #            bench-work/native/tree (bench-work/ovh/srcA, srcB), mirror-mounted at
 #            bench-work/ovh/a and bench-work/ovh/b; fsbench runs twice on them, first with
@@ -74,9 +80,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket|overhead|hook) ;;
+    fs|latency|rss|socket|overhead|hook|proxy) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook)" ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy)" ;;
   esac
 done
 
@@ -325,6 +331,56 @@ PY
     echo "$out" | grep '^|'
     echo
     echo "$out" | grep '^turns' | sed 's/^/- /'
+  } | record
+}
+
+# ---------- proxy ----------
+bench_proxy() {
+  local n=${PROXY_TURNS:-100} dir=$BW/proxy out i api_pid proxy_pid port url sock
+  rm -rf "$dir"; mkdir -p "$dir/src/report" "$dir/mnt"
+  for i in $(seq 1 40); do
+    python3 -c "import sys
+i = int(sys.argv[1])
+for f in range(12):
+    print('def region_%d_step_%d(rows, totals):' % (i, f))
+    print('    \"\"\"Adds the rows of region %d to the totals, step %d.\"\"\"' % (i, f))
+    print('    for row in rows:')
+    print('        totals[row.region] = totals.get(row.region, 0) + row.amount * %d' % f)
+    print('    return totals')
+    print()" "$i" > "$dir/src/report/mod_$i.py"
+  done
+  wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  sock=$(sed -n 's/^worldfs: socket //p' "$WFS_LOG" | head -n 1)
+  python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$dir/api.jsonl" > "$dir/api.out" 2>&1 &
+  api_pid=$!
+  timeout 10 sh -c "until grep -q 'listening on' '$dir/api.out'; do sleep 0.05; done" \
+    || { kill "$api_pid"; wfs_die "the stand-in API did not start"; }
+  port=$(sed -n 's/.*listening on //p' "$dir/api.out")
+  (cd / && exec "$WORLDFS_BIN" proxy --socket "$sock" --listen 127.0.0.1:0 \
+    --upstream "http://127.0.0.1:$port") 2> "$dir/proxy.err" &
+  proxy_pid=$!
+  timeout 10 sh -c "until grep -q 'proxy on http://' '$dir/proxy.err'; do sleep 0.05; done" \
+    || { kill "$api_pid" "$proxy_pid"; wfs_die "worldfs proxy did not start: $(cat "$dir/proxy.err")"; }
+  url=$(sed -n 's|^worldfs: proxy on \(http://[^ ]*\).*|\1|p' "$dir/proxy.err")
+  out=$(python3 "$WFS_ROOT/scripts/bench-proxy.py" "$WORLDFS_BIN" "$dir/mnt" "$url" \
+    "http://127.0.0.1:$port" "$dir/api.jsonl" "$n") || { kill "$api_pid" "$proxy_pid"; wfs_die "the proxy benchmark failed"; }
+  kill "$api_pid" "$proxy_pid" 2> /dev/null || true
+  wait "$api_pid" "$proxy_pid" 2> /dev/null || true
+  wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+  echo "$out"
+  md_header "worldfs proxy, time per model call and bytes sent"
+  {
+    echo "- command: \`scripts/bench.sh proxy\` (\`make bench-proxy\`), PROXY_TURNS=$n; a session of $n Read calls (every fifth also an edit) on a mirror mount of 40 generated modules; after each call the whole request is posted through \`worldfs proxy\` (default budget) and straight to a stand-in API (\`scripts/stand-in-api.py\`), alternately; times are to the end of the streamed answer"
+    echo
+    echo "| request | calls | median ms | p90 ms | max ms |"
+    echo "|---|---|---|---|---|"
+    echo "$out" | grep '^| '
+    echo
+    echo "| after turn | request as Claude Code sent it (bytes) | what reached the API (bytes) | ratio |"
+    echo "|---|---|---|---|"
+    echo "$out" | sed -n 's/^SIZE //p'
+    echo
+    echo "$out" | sed -n 's/^REWRITTEN /- /p'
   } | record
 }
 
@@ -742,6 +798,7 @@ for p in "${PARTS[@]}"; do
     socket) bench_socket ;;
     overhead) bench_overhead ;;
     hook) bench_hook ;;
+    proxy) bench_proxy ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"

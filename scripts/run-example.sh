@@ -39,6 +39,8 @@ echo "== the world as a harness sees it: a goal, a few agent-like actions, then 
 hook_event() { printf "\n$ echo '%s' | worldfs hook\n" "$1"; printf '%s' "$1" | "$WORLDFS_BIN" hook; }
 hook_event "{\"hook_event_name\":\"UserPromptSubmit\",\"cwd\":\"$WS\",\"prompt\":\"Add a --top N option that prints the N most frequent words\"}"
 show "$WORLDFS_BIN" goal
+LIB_AS_READ=$WORK/lib.rs.as-read   # what the agent saw of src/lib.rs before its edit
+cp src/lib.rs "$LIB_AS_READ"
 show sed -n 1,12p src/main.rs > /dev/null
 hook_event "{\"hook_event_name\":\"PostToolUse\",\"cwd\":\"$WS\",\"tool_name\":\"Bash\",\"tool_use_id\":\"toolu_example_1\",\"tool_input\":{\"command\":\"ls src\"},\"tool_response\":{\"stdout\":\"lib.rs\\nmain.rs\\n\",\"stderr\":\"\"}}"
 cat >> src/lib.rs <<'RS'
@@ -64,6 +66,73 @@ echo "(the same world as an Anthropic Messages request body: message roles in or
 "$WORLDFS_BIN" projection --format anthropic --budget 4000 2>/dev/null \
   | python3 -c 'import json,sys; d=json.load(sys.stdin); print(" ".join(m["role"] for m in d["messages"]), "| tools:", ", ".join(t["name"] for t in d["tools"]))' \
   || echo "(python3 missing: skipped the summary)"
+
+echo
+echo "== worldfs proxy: Claude Code's next model call, sent with the projection instead of its history"
+# A stand-in for the Anthropic API records what reaches it; the proxy runs outside the mount
+# (from /, with the socket the daemon printed), so nothing of it holds the mount busy.
+SOCK=$(sed -n 's/^worldfs: socket //p' "$WFS_LOG" | head -n 1)
+API_REC=$WORK/stand-in-api.jsonl
+python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$API_REC" --keep-bodies > "$WORK/api.out" 2>&1 &
+API_PID=$!
+wfs_defer "kill $API_PID 2> /dev/null || true"
+(cd / && exec "$WORLDFS_BIN" -v proxy --socket "$SOCK" --listen 127.0.0.1:0 \
+  --upstream "http://127.0.0.1:$(timeout 10 sh -c "until grep -q 'listening on' '$WORK/api.out'; do sleep 0.05; done; sed -n 's/.*listening on //p' '$WORK/api.out'")") \
+  2> "$WORK/proxy.err" &
+PROXY_PID=$!
+wfs_defer "kill $PROXY_PID 2> /dev/null || true"
+timeout 10 sh -c "until grep -q 'proxy on http://' '$WORK/proxy.err'; do sleep 0.05; done" \
+  || { cat "$WORK/proxy.err" "$WORK/api.out" >&2; wfs_die "worldfs proxy did not start"; }
+PROXY=$(sed -n 's|^worldfs: proxy on \(http://[^ ]*\).*|\1|p' "$WORK/proxy.err")
+grep '^worldfs:' "$WORK/proxy.err"
+python3 - "$PROXY" "$WS" "$LIB_AS_READ" "$API_REC" <<'PY'
+import json, sys, urllib.request
+proxy, ws, lib_as_read, rec = sys.argv[1:]
+old_lib = open(lib_as_read).read()
+numbered = lambda text: "\n".join("%d\t%s" % (i + 1, l) for i, l in enumerate(text.splitlines()))
+prompt = "Add a --top N option that prints the N most frequent words"
+# The history as Claude Code would send it: its reminders and the prompt, a Read of
+# src/lib.rs (before the edit: that copy is stale now), the edit, and the last call.
+calls = [("Read", {"file_path": ws + "/src/lib.rs"}, numbered(old_lib)),
+         ("Bash", {"command": "ls src"}, "lib.rs\nmain.rs"),
+         ("Edit", {"file_path": ws + "/src/lib.rs", "old_string": "x", "new_string": "y"},
+          "The file %s/src/lib.rs has been updated." % ws),
+         ("Bash", {"command": "cargo build"}, "Finished `dev` profile")]
+messages = [{"role": "user", "content": [
+    {"type": "text", "text": "<system-reminder>\nCLAUDE.md: keep functions small.\n</system-reminder>"},
+    {"type": "text", "text": prompt}]}]
+for i, (name, inp, result) in enumerate(calls):
+    messages.append({"role": "assistant", "content": [
+        {"type": "tool_use", "id": "toolu_demo_%d" % i, "name": name, "input": inp}]})
+    messages.append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_demo_%d" % i, "content": result}]})
+schema = {"type": "object", "properties": {}}
+body = {"model": "claude-sonnet-4-5", "max_tokens": 1024, "stream": True,
+        "system": [{"type": "text", "text": "You are Claude Code."}],
+        "tools": [{"name": n, "input_schema": schema} for n in ("Read", "Bash", "Edit")],
+        "messages": messages}
+req = urllib.request.Request(proxy + "/v1/messages?beta=true", data=json.dumps(body).encode(),
+                             headers={"content-type": "application/json", "x-api-key": "demo",
+                                      "anthropic-version": "2023-06-01"})
+with urllib.request.urlopen(req, timeout=30) as r:
+    events = [l for l in r.read().decode().splitlines() if l.startswith("event: ")]
+print("answer: HTTP 200, %d server-sent events streamed back (%s ... %s)" % (
+    len(events), events[0][7:], events[-1][7:]))
+sent = json.loads(open(rec).read().splitlines()[-1])["body"]
+text = json.dumps(sent["messages"])
+print("Claude Code sent %d messages (%d bytes); the API received %d (%d bytes): %s" % (
+    len(messages), len(json.dumps(messages)), len(sent["messages"]), len(text),
+    " ".join(m["role"] for m in sent["messages"])))
+print("src/lib.rs in what the API received: %s" % (
+    "current, with top_words()" if "top_words" in text else "MISSING the edit"))
+print("the stale copy of src/lib.rs from the history: %s" % (
+    "gone" if numbered(old_lib) not in text else "STILL THERE"))
+sys.exit(0 if "top_words" in text and numbered(old_lib) not in text else 1)
+PY
+grep -o '/v1/messages: sent.*' "$WORK/proxy.err" | sed 's/^/proxy log: /' || true
+kill "$PROXY_PID" "$API_PID" 2> /dev/null || true
+wait "$PROXY_PID" "$API_PID" 2> /dev/null || true
+
 echo
 if [ "$INO_MOUNT" = "$INO_BEFORE" ]; then
   echo "backing inode preserved: src/lib.rs is inode $INO_MOUNT both through the mount and on disk"

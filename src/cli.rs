@@ -143,6 +143,37 @@ pub enum Command {
         #[command(flatten)]
         target: SocketArg,
     },
+    /// Serve Claude Code's API calls with the projection in place of its history.
+    ///
+    /// Start it in the mounted project, then start Claude Code there with
+    /// `ANTHROPIC_BASE_URL=http://ADDR` (the address it prints). Each request of the session's
+    /// main conversation is sent upstream with its history replaced by the mount's projection:
+    /// Claude Code's first message (its reminders), the goal, the files and outputs as they are
+    /// now, then the real last turn verbatim. System prompt, tools and every other field pass
+    /// untouched; subagents and side requests pass as they came, and so does any request the
+    /// mount cannot project (the agent is never stopped). Needs `worldfs hook` (for the goal).
+    /// Answers stream back unbuffered. `-v` logs each request: what was sent instead of what.
+    Proxy {
+        #[command(flatten)]
+        target: SocketArg,
+        /// Address to listen on (port 0 picks a free one; the address is printed).
+        #[arg(long, default_value = "127.0.0.1:8788")]
+        listen: std::net::SocketAddr,
+        /// Where requests go.
+        #[arg(
+            long,
+            env = "WORLDFS_PROXY_UPSTREAM",
+            default_value = "https://api.anthropic.com"
+        )]
+        upstream: String,
+        /// Token budget of the projection; the daemon's configured budget when absent.
+        #[arg(long)]
+        budget: Option<u64>,
+        /// Rewrite nothing: forward every request as it came, and log (with -v) what the
+        /// projection would have sent instead.
+        #[arg(long)]
+        observe: bool,
+    },
     /// Set the agent's goal (shown first in every projection); without TEXT, print it.
     Goal {
         #[command(flatten)]

@@ -42,6 +42,7 @@ pub fn run(cmd: Command) -> ExitCode {
         | Command::Unmount { .. }
         | Command::Watchdog { .. }
         | Command::Hook { .. }
+        | Command::Proxy { .. }
         | Command::Replay { .. } => Err(Failure::Usage("not a client subcommand".into())),
     };
     match result {

@@ -12,6 +12,7 @@ pub mod mountinfo;
 pub mod observation;
 pub mod proc_stat;
 pub mod projection;
+pub mod proxy;
 pub mod replay;
 pub mod runtime;
 pub mod socket;

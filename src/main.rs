@@ -71,6 +71,19 @@ fn main() -> ExitCode {
             worldfs::claude_hook::run(&target, std::io::stdin().lock());
             return ExitCode::SUCCESS;
         }
+        Command::Proxy {
+            target,
+            listen,
+            upstream,
+            budget,
+            observe,
+        } => worldfs::proxy::run(worldfs::proxy::ProxyConfig {
+            listen,
+            upstream,
+            budget,
+            observe,
+            socket: target,
+        }),
         Command::Unmount { path } => mount::unmount(&path),
         Command::Watchdog { pid, dev, target } => worldfs::watchdog::run(pid, dev, &target),
         // Socket clients (issue 4): their exit codes say whether the daemon answered.

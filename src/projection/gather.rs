@@ -330,7 +330,11 @@ pub fn gather(
     let goal_text = h.goal.read().clone();
     let framing = h.framing.read().clone();
     let state = h.state.read().clone();
-    let step = h.last_step.read().clone();
+    let step = if req.last_step {
+        h.last_step.read().clone()
+    } else {
+        None
+    };
     let commands = h.commands.read().clone();
 
     let mut report = Report::default();

@@ -129,6 +129,10 @@ pub struct ProjectionRequest {
     /// Whether the last step's result repeats lines the stream shows (the json format always
     /// has it verbatim).
     pub step_output: StepOutput,
+    /// Show the last step (the default). A client that sends the real last turn itself (`worldfs
+    /// proxy`, which keeps Claude Code's own last tool call verbatim, thinking signature and all)
+    /// asks without it, or the call would be there twice.
+    pub last_step: bool,
 }
 
 impl Default for ProjectionRequest {
@@ -144,6 +148,7 @@ impl Default for ProjectionRequest {
             line_numbers: LineNumbers::Tab,
             include_deleted: true,
             step_output: StepOutput::ShownOnce,
+            last_step: true,
         }
     }
 }

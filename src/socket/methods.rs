@@ -17,7 +17,7 @@ use serde_json::{Map, Value, json};
 use super::commands::{self, Validity};
 use super::metrics::{Histogram, TokenAccount, count_tokens};
 use super::protocol::{self, Incoming, Parsed, Reply, RpcError, code};
-use super::render::{Format, ProjectionParams, Renderer, StepOutput};
+use super::render::{Format, LineNumbers, ProjectionParams, Renderer, StepOutput};
 use super::render_cache::RenderCache;
 use super::subscriptions::{self, Filter, Registry};
 use crate::fs::op_stats::OpStats;
@@ -569,6 +569,14 @@ struct ProjectionGet {
     absolute_paths: bool,
     #[serde(default)]
     step_output: StepOutput,
+    #[serde(default = "shows_last_step")]
+    last_step: bool,
+    #[serde(default)]
+    line_numbers: Option<LineNumbers>,
+}
+
+fn shows_last_step() -> bool {
+    true
 }
 
 /// Tool and parameter names as the provider APIs accept them.
@@ -621,6 +629,8 @@ fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply, RpcError> 
         max_breakpoints: p.max_breakpoints,
         absolute_paths: p.absolute_paths,
         step_output: p.step_output,
+        last_step: p.last_step,
+        line_numbers: p.line_numbers,
     };
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);

@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::world::{Form, World};
 
-pub use crate::projection::{Format, StepOutput};
+pub use crate::projection::{Format, LineNumbers, StepOutput};
 
 /// A validated projection request (mirrors `projection::ProjectionRequest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -41,6 +41,10 @@ pub struct ProjectionParams {
     pub absolute_paths: bool,
     /// Whether the last step's result repeats lines the stream shows.
     pub step_output: StepOutput,
+    /// Show the last step (`false`: the client sends the real last turn itself).
+    pub last_step: bool,
+    /// Line-number gutter of synthesized reads; `None`: the renderer's default.
+    pub line_numbers: Option<LineNumbers>,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -104,7 +108,7 @@ impl Renderer for StandIn {
             "goal": *h.goal.read(),
             "framing": *h.framing.read(),
             "state": *h.state.read(),
-            "last_step": *h.last_step.read(),
+            "last_step": if p.last_step { h.last_step.read().clone() } else { None },
             "commands": *h.commands.read(),
             "entries": entries,
             "evicted": sel.evicted,
@@ -141,6 +145,10 @@ impl Renderer for Projections {
             req.absolute_paths = self.mount_point.clone();
         }
         req.step_output = p.step_output;
+        req.last_step = p.last_step;
+        if let Some(l) = p.line_numbers {
+            req.line_numbers = l;
+        }
         let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
         let tokens = proj.tokens;
         let value =

@@ -190,6 +190,8 @@ mod tests {
             max_breakpoints: None,
             absolute_paths: false,
             step_output: StepOutput::ShownOnce,
+            last_step: true,
+            line_numbers: None,
         }
     }
 

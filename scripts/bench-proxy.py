@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""The `proxy` part of scripts/bench.sh (`make bench-proxy`): what `worldfs proxy` adds to each
+model call, and what it sends instead of a growing history.
+
+    bench-proxy.py WORLDFS_BIN MOUNT PROXY_URL API_URL API_RECORD TURNS
+
+A session of TURNS tool calls on the mounted tree, as Claude Code makes them: each turn reads a
+file through the mount (`cat`, which the mount records), tells the mount with a PostToolUse
+hook event, and appends the Read and its numbered result to the history; every fifth turn also
+edits a file it read before (its copy in the history goes stale). After each turn the whole
+request (system prompt, tools, history) is posted twice, through the proxy and straight to the
+stand-in API, in alternating order, and each answer (a short event stream) is read to its end.
+Prints markdown table rows: the time per call both ways and the bytes that reached the API.
+"""
+import json
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+
+bin_, mnt, proxy, api, record, turns = sys.argv[1:7]
+turns = int(turns)
+PROMPT = "Make the report module print totals per region"
+files = sorted(subprocess.run(["find", mnt, "-name", "*.py"], capture_output=True, text=True,
+                              check=True).stdout.split())
+
+
+def hook(event):
+    event["cwd"] = mnt
+    event["session_id"] = "bench"
+    subprocess.run([bin_, "hook"], input=json.dumps(event).encode(), check=True)
+
+
+def numbered(text):
+    return "\n".join("%d\t%s" % (i + 1, l) for i, l in enumerate(text.splitlines()))
+
+
+def post(base, body):
+    req = urllib.request.Request(base + "/v1/messages?beta=true", data=body,
+                                 headers={"content-type": "application/json",
+                                          "x-api-key": "bench",
+                                          "anthropic-version": "2023-06-01"})
+    t = time.perf_counter()
+    with urllib.request.urlopen(req, timeout=60) as r:
+        r.read()
+    return (time.perf_counter() - t) * 1000
+
+
+def last_recorded_bytes():
+    with open(record) as f:
+        return json.loads(f.read().splitlines()[-1])["bytes"]
+
+
+hook({"hook_event_name": "SessionStart", "source": "startup"})
+hook({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})
+schema = {"type": "object", "properties": {"file_path": {"type": "string"}}}
+messages = [{"role": "user", "content": [
+    {"type": "text", "text": "<system-reminder>\nCLAUDE.md: run the tests.\n</system-reminder>"},
+    {"type": "text", "text": PROMPT}]}]
+via, direct, sizes = [], [], []
+for t in range(1, turns + 1):
+    path = files[(t * 7) % len(files)]
+    if t % 5 == 0:
+        edited = files[((t - 1) * 7) % len(files)]
+        with open(edited, "a") as f:
+            f.write("# edited at turn %d\n" % t)
+    text = subprocess.run(["cat", path], capture_output=True, text=True, check=True).stdout
+    tid = "toolu_bench_%d" % t
+    result = numbered(text)
+    hook({"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": tid,
+          "tool_input": {"file_path": path},
+          "tool_response": {"type": "text", "file": {"filePath": path, "content": text,
+                            "numLines": text.count("\n"), "startLine": 1,
+                            "totalLines": text.count("\n")}}})
+    messages.append({"role": "assistant", "content": [
+        {"type": "text", "text": "Reading %s next." % path.rsplit("/", 1)[-1]},
+        {"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": path}}]})
+    messages.append({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": tid, "content": result,
+         "cache_control": {"type": "ephemeral"}}]})
+    # Claude Code keeps one breakpoint on the newest message: the one before goes.
+    if len(messages) > 3:
+        messages[-3]["content"][0].pop("cache_control", None)
+    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": True,
+                       "system": [{"type": "text", "text": "You are Claude Code.",
+                                   "cache_control": {"type": "ephemeral"}}],
+                       "tools": [{"name": "Read", "input_schema": schema}],
+                       "messages": messages}).encode()
+    order = [(proxy, via), (api, direct)]
+    if t % 2:
+        order.reverse()
+    for base, times in order:
+        times.append(post(base, body))
+        if base == proxy:
+            sent = last_recorded_bytes()
+    sizes.append((t, len(body), sent))
+
+
+def ms_row(name, a):
+    s = sorted(a)
+    return "| %s | %d | %.1f | %.1f | %.1f |" % (name, len(s), statistics.median(s),
+                                                s[max(0, int(0.9 * len(s)) - 1)], s[-1])
+
+
+print(ms_row("through `worldfs proxy`", via))
+print(ms_row("straight to the stand-in API", direct))
+added = [a - b for a, b in zip(via, direct)]
+print(ms_row("added by the proxy (paired)", added))
+late = added[len(added) * 3 // 4:]
+print(ms_row("added, last quarter of the turns", late))
+rewritten = sum(1 for _, history, sent in sizes if sent != history)
+print("REWRITTEN %d of %d requests reached the API rewritten (the first has no history to replace)"
+      % (rewritten, len(sizes)))
+for t, history, sent in sizes:
+    if t in (10, 25, 50, 100, 200, 400) or t == turns:
+        print("SIZE | %d | %d | %d | %.1f%% |" % (t, history, sent, 100.0 * sent / history))

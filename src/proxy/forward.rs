@@ -1,0 +1,194 @@
+//! The HTTP side of the proxy: accept Claude Code's requests, send them upstream, stream the
+//! answers back.
+//!
+//! Requests are read whole (a request body is the conversation, at most some megabytes), since
+//! the rewrite needs all of it. Answers are never read whole: the upstream body is handed to the
+//! client frame by frame as it arrives, so server-sent events (pings included) reach Claude Code
+//! when the API sends them.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use anyhow::Context;
+use bytes::Bytes;
+use http_body_util::combinators::BoxBody;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper::body::Incoming;
+use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper::{Method, Request, Response, StatusCode};
+use hyper_util::rt::TokioIo;
+
+use super::{Prepared, State, prepare};
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+type Body = BoxBody<Bytes, BoxError>;
+
+/// A request body over this is refused: no conversation is that big, and the whole body is held
+/// in memory for the rewrite.
+const MAX_REQUEST_BYTES: usize = 256 * 1024 * 1024;
+
+/// The paths whose bodies carry a conversation.
+fn rewritable(method: &Method, path: &str) -> bool {
+    method == Method::POST && matches!(path, "/v1/messages" | "/v1/messages/count_tokens")
+}
+
+/// Headers that belong to one connection, not to the request (RFC 9110, 7.6.1), and those the
+/// forwarding sets itself.
+fn hop_by_hop(name: &HeaderName) -> bool {
+    matches!(
+        name.as_str(),
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+            | "host"
+            | "content-length"
+    )
+}
+
+fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
+    for (k, v) in from {
+        if !hop_by_hop(k) {
+            to.append(k.clone(), v.clone());
+        }
+    }
+}
+
+pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
+    let listener = tokio::net::TcpListener::bind(state.cfg.listen)
+        .await
+        .with_context(|| format!("listening on {}", state.cfg.listen))?;
+    let addr = listener
+        .local_addr()
+        .context("reading the listening address")?;
+    // Scripts and tests read the address from this line (a port of 0 picks a free one).
+    eprintln!(
+        "worldfs: proxy on http://{addr} for the mount's socket {}, forwarding to {}{}",
+        state.socket.display(),
+        state.cfg.upstream,
+        if state.cfg.observe {
+            " (--observe: nothing rewritten)"
+        } else {
+            ""
+        }
+    );
+    eprintln!("worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr}");
+    loop {
+        let (stream, peer) = match listener.accept().await {
+            Ok(s) => s,
+            Err(e) => {
+                // Out of descriptors, say: the listener itself is fine; try again shortly.
+                tracing::warn!("accepting a connection: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        // Answers are streamed as small events; Nagle's algorithm would hold each one back
+        // until the client acknowledges the previous (up to 40 ms with delayed ACKs).
+        if let Err(e) = stream.set_nodelay(true) {
+            tracing::debug!("TCP_NODELAY for {peer}: {e}");
+        }
+        let state = Arc::clone(&state);
+        tokio::spawn(async move {
+            let service = service_fn(move |req| handle(Arc::clone(&state), req));
+            if let Err(e) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
+                tracing::debug!("connection from {peer}: {e}");
+            }
+        });
+    }
+}
+
+async fn handle(state: Arc<State>, req: Request<Incoming>) -> Result<Response<Body>, Infallible> {
+    Ok(match forward(&state, req).await {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::warn!("{e:#}");
+            error_response(StatusCode::BAD_GATEWAY, &format!("{e:#}"))
+        }
+    })
+}
+
+/// An error in the API's own shape, so Claude Code shows it as it shows the API's errors.
+fn error_response(status: StatusCode, message: &str) -> Response<Body> {
+    let body = serde_json::json!({
+        "type": "error",
+        "error": {"type": "api_error", "message": format!("worldfs proxy: {message}")},
+    });
+    let mut r = Response::new(
+        Full::new(Bytes::from(body.to_string()))
+            .map_err(|never| match never {})
+            .boxed(),
+    );
+    *r.status_mut() = status;
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<Response<Body>> {
+    let (parts, body) = req.into_parts();
+    let path_and_query = parts
+        .uri
+        .path_and_query()
+        .map_or_else(|| parts.uri.path().to_owned(), |p| p.as_str().to_owned());
+    let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            return Ok(error_response(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("reading the request body: {e}"),
+            ));
+        }
+    };
+    let path = parts.uri.path().to_owned();
+    let body = if rewritable(&parts.method, &path) {
+        let state2 = Arc::clone(state);
+        let original = body.clone();
+        let prepared = tokio::task::spawn_blocking(move || prepare(&state2, &path, &original))
+            .await
+            .unwrap_or_else(|e| {
+                tracing::warn!("preparing the request failed: {e}");
+                state.counts.failed.fetch_add(1, Ordering::Relaxed);
+                Prepared::Untouched
+            });
+        match prepared {
+            Prepared::Rewritten(b) => b,
+            Prepared::Untouched => body,
+        }
+    } else {
+        body
+    };
+    let url = format!(
+        "{}{}",
+        state.cfg.upstream.trim_end_matches('/'),
+        path_and_query
+    );
+    let mut headers = HeaderMap::new();
+    copy_headers(&parts.headers, &mut headers);
+    let upstream = state
+        .client
+        .request(parts.method.clone(), &url)
+        .headers(headers)
+        .body(body)
+        .send()
+        .await
+        .with_context(|| format!("sending {} {url}", parts.method))?;
+    let mut resp: Response<reqwest::Body> = upstream.into();
+    let mut out_headers = HeaderMap::new();
+    copy_headers(resp.headers(), &mut out_headers);
+    *resp.headers_mut() = out_headers;
+    Ok(resp.map(|b| b.map_err(|e| Box::new(e) as BoxError).boxed()))
+}

@@ -1,0 +1,193 @@
+//! `worldfs proxy`: Claude Code's requests sent with the projection instead of the history.
+//!
+//! Claude Code sends every model call to `ANTHROPIC_BASE_URL`. Pointed at this proxy, each
+//! `/v1/messages` (and `/v1/messages/count_tokens`, so Claude Code's own count of its context
+//! agrees with what is sent) of the session's main conversation is rewritten (see [`rewrite`]):
+//! the history between the first message and the last turn becomes the mount's projection of
+//! the present. Everything else is forwarded byte for byte, and every answer streams back as it
+//! arrives (server-sent events unbuffered), with upstream errors unchanged.
+//!
+//! The proxy never stands between the agent and the model: when the mount cannot be asked, or
+//! the rewritten request would break a rule of the API, the original request goes upstream.
+//! With `--observe` nothing is ever rewritten; each request only logs what the projection would
+//! have sent in its place.
+
+pub mod rewrite;
+
+mod forward;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use anyhow::Context;
+use serde_json::{Value, json};
+
+use crate::cli::SocketArg;
+use crate::cli_client::resolve_socket;
+use crate::socket::Client;
+
+/// The socket answers a projection in milliseconds; a daemon that does not must not hold the
+/// agent's request for long.
+const SOCKET_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How the proxy was asked to run (`worldfs proxy --help`).
+#[derive(Debug, Clone)]
+pub struct ProxyConfig {
+    pub listen: SocketAddr,
+    pub upstream: String,
+    pub budget: Option<u64>,
+    pub observe: bool,
+    pub socket: SocketArg,
+}
+
+/// What the proxy did, for the log line at each request and the summary at exit.
+#[derive(Debug, Default)]
+struct Counts {
+    rewritten: AtomicU64,
+    untouched: AtomicU64,
+    failed: AtomicU64,
+}
+
+struct State {
+    cfg: ProxyConfig,
+    socket: PathBuf,
+    client: reqwest::Client,
+    counts: Counts,
+}
+
+/// Runs the proxy until it is killed.
+pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
+    let socket = resolve_socket(&cfg.socket)?;
+    // Fail at start, not at the agent's first call, when the mount is not there.
+    Client::connect(&socket, SOCKET_TIMEOUT)
+        .and_then(|mut c| c.call("initialize", json!({})))
+        .with_context(|| format!("asking the mount's socket {}", socket.display()))?;
+    let client = reqwest::Client::builder()
+        // Claude Code's calls stream for minutes; only connecting is bounded.
+        .connect_timeout(Duration::from_secs(30))
+        .build()
+        .context("building the HTTPS client")?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("starting the proxy's runtime")?;
+    let state = Arc::new(State {
+        cfg,
+        socket,
+        client,
+        counts: Counts::default(),
+    });
+    runtime.block_on(forward::serve(state))
+}
+
+/// Outcome of preparing one request body.
+enum Prepared {
+    Rewritten(bytes::Bytes),
+    Untouched,
+}
+
+/// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls).
+fn prepare(state: &State, path: &str, body: &[u8]) -> Prepared {
+    let parsed: Value = match serde_json::from_slice(body) {
+        Ok(v) => v,
+        Err(_) => return untouched(state, path, &rewrite::Skip::NotJson),
+    };
+    match try_rewrite(state, &parsed) {
+        Ok(Ok((out, summary))) => {
+            if state.cfg.observe {
+                tracing::info!("{path}: would send {summary} (--observe: sent as it came)");
+                state.counts.untouched.fetch_add(1, Ordering::Relaxed);
+                return Prepared::Untouched;
+            }
+            match serde_json::to_vec(&out) {
+                Ok(bytes) => {
+                    tracing::info!("{path}: sent {summary}");
+                    state.counts.rewritten.fetch_add(1, Ordering::Relaxed);
+                    Prepared::Rewritten(bytes.into())
+                }
+                Err(e) => failed(state, path, &format!("serializing the request: {e}")),
+            }
+        }
+        Ok(Err(skip)) => untouched(state, path, &skip),
+        Err(e) => failed(state, path, &format!("{e:#}")),
+    }
+}
+
+fn untouched(state: &State, path: &str, why: &rewrite::Skip) -> Prepared {
+    tracing::debug!("{path}: sent as it came: {why}");
+    state.counts.untouched.fetch_add(1, Ordering::Relaxed);
+    Prepared::Untouched
+}
+
+fn failed(state: &State, path: &str, why: &str) -> Prepared {
+    tracing::warn!("{path}: sent as it came, the projection could not replace its history: {why}");
+    state.counts.failed.fetch_add(1, Ordering::Relaxed);
+    Prepared::Untouched
+}
+
+/// The rewritten body and a one-line account of it, or why it stays as it is.
+type Rewrite = Result<(Value, String), rewrite::Skip>;
+
+fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
+    let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
+    let goal = c.call("goal.get", json!({}))?;
+    let plan = match rewrite::plan(body, goal.get("goal").and_then(Value::as_str)) {
+        Ok(p) => p,
+        Err(skip) => return Ok(Err(skip)),
+    };
+    let mut params = json!({
+        "format": "anthropic",
+        "tool_name": rewrite::READ_TOOL,
+        "path_param": "file_path",
+        "absolute_paths": true,
+        "max_breakpoints": plan.breakpoints,
+        "last_step": false,
+    });
+    if let Some(g) = rewrite::read_gutter(body) {
+        params["line_numbers"] = json!(g);
+    }
+    if let Some(b) = state.cfg.budget {
+        params["budget"] = json!(b);
+    }
+    let p = c.call("projection.get", params)?;
+    let messages = p
+        .pointer("/body/messages")
+        .and_then(Value::as_array)
+        .context("the projection has no messages")?;
+    let out = rewrite::splice(body, &plan, messages)?;
+    let before = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let after = out
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
+    let summary = format!(
+        "{after} messages ({} tokens of projection, budget {}) instead of {before}{}",
+        p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
+        p.get("budget").and_then(Value::as_u64).unwrap_or(0),
+        history_tokens(body, plan.tail_start),
+    );
+    Ok(Ok((out, summary)))
+}
+
+/// ", about N tokens of history replaced", when info logging is on (counting costs a pass of
+/// the tokenizer over the whole history).
+fn history_tokens(body: &Value, tail_start: usize) -> String {
+    if !tracing::enabled!(tracing::Level::INFO) {
+        return String::new();
+    }
+    let Some(m) = body.get("messages").and_then(Value::as_array) else {
+        return String::new();
+    };
+    let replaced = serde_json::to_string(&m[..tail_start.min(m.len())]).unwrap_or_default();
+    match crate::world::tokens::count_uncached(replaced.as_bytes()) {
+        Ok(n) => format!(" (about {n} tokens of history replaced)"),
+        Err(_) => String::new(),
+    }
+}

@@ -1,0 +1,491 @@
+//! What `worldfs proxy` sends instead of Claude Code's history.
+//!
+//! A request is rewritten only when it is the main conversation of the session the mount knows:
+//! it defines the `Read` tool the projection's synthesized calls use, and its first user message
+//! has the first prompt of the goal that `worldfs hook` recorded as a text block of its own. A
+//! subagent (its first message is the task it was given, which may quote the prompt), a title
+//! or summary request without tools, or a conversation of another session goes upstream
+//! untouched.
+//!
+//! The rewritten `messages` are, in order:
+//! 1. what Claude Code put in the first user message besides the prompt (its
+//!    `<system-reminder>` blocks: CLAUDE.md, the environment), without their breakpoints;
+//! 2. the projection: the goal (every prompt of the session), then the files and command
+//!    outputs as they are now, asked for without its own last step;
+//! 3. the real last turn, verbatim: the last assistant message (its thinking block and signature
+//!    included, which the API requires as sent) and the user message that answers it.
+//!
+//! `system`, `tools` and every other field of the body are left as they came. Breakpoints: the
+//! API counts every `cache_control` in the request; the projection gets what the system prompt,
+//! the tools and the last turn leave of the 4.
+
+use serde_json::Value;
+
+use crate::projection::validate;
+
+/// The API's limit on `cache_control` breakpoints in one request.
+pub const MAX_BREAKPOINTS: usize = 4;
+/// Separator `worldfs hook` puts between the prompts of a session (`claude_hook::goal_with`).
+const LATER_PROMPT: &str = "\n\nThen the user asked:\n";
+/// The tool the projection's synthesized calls use; Claude Code defines it.
+pub const READ_TOOL: &str = "Read";
+
+/// Why a request goes upstream as it came.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Skip {
+    NotJson,
+    NoMessages,
+    /// No `Read` tool: a side request (titles, summaries) or another client.
+    NoReadTool,
+    /// The mount has no goal: `worldfs hook` is not installed, or no prompt was given yet.
+    NoGoal,
+    /// The first message is not the session's first prompt: a subagent or another conversation.
+    OtherConversation,
+    /// Nothing between the first message and the last turn yet.
+    TooShort,
+}
+
+impl std::fmt::Display for Skip {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Skip::NotJson => "the body is not a JSON object",
+            Skip::NoMessages => "no messages array ending with a user message",
+            Skip::NoReadTool => "no Read tool (a side request)",
+            Skip::NoGoal => "the mount has no goal (is `worldfs hook` installed?)",
+            Skip::OtherConversation => {
+                "its first message is not the session's first prompt (a subagent or another conversation)"
+            }
+            Skip::TooShort => "nothing to replace yet",
+        })
+    }
+}
+
+/// How a request eligible for rewriting is cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Index of the first message of the real last turn, kept verbatim.
+    pub tail_start: usize,
+    /// Blocks of the first message that are not the prompt, without `cache_control`.
+    pub head: Vec<Value>,
+    /// Breakpoints the projection may place.
+    pub breakpoints: u8,
+}
+
+fn role(m: &Value) -> Option<&str> {
+    m.get("role").and_then(Value::as_str)
+}
+
+/// Whether `content` has the prompt as a text of its own (Claude Code sends what the user
+/// typed as one block, after its reminders). A text that only contains it is another
+/// conversation quoting it: a subagent given the user's words as part of its task.
+fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
+    match content {
+        Some(Value::String(s)) => s.trim() == prompt,
+        Some(Value::Array(blocks)) => blocks.iter().any(|b| is_prompt(b, prompt)),
+        _ => false,
+    }
+}
+
+fn is_prompt(block: &Value, prompt: &str) -> bool {
+    block.get("type").and_then(Value::as_str) == Some("text")
+        && block
+            .get("text")
+            .and_then(Value::as_str)
+            .is_some_and(|t| t.trim() == prompt)
+}
+
+/// The session's first prompt, as `worldfs hook` recorded it.
+fn first_prompt(goal: &str) -> &str {
+    goal.split(LATER_PROMPT).next().unwrap_or(goal).trim()
+}
+
+/// Decides whether `body` is rewritten, and how.
+pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
+    let obj = body.as_object().ok_or(Skip::NotJson)?;
+    let messages = obj
+        .get("messages")
+        .and_then(Value::as_array)
+        .filter(|m| m.last().and_then(role) == Some("user"))
+        .ok_or(Skip::NoMessages)?;
+    let has_read = obj.get("tools").and_then(Value::as_array).is_some_and(|t| {
+        t.iter()
+            .any(|t| t.get("name").and_then(Value::as_str) == Some(READ_TOOL))
+    });
+    if !has_read {
+        return Err(Skip::NoReadTool);
+    }
+    let prompt = goal.map(first_prompt).filter(|p| !p.is_empty());
+    let prompt = prompt.ok_or(Skip::NoGoal)?;
+    let first = &messages[0];
+    if role(first) != Some("user") || !holds_prompt(first.get("content"), prompt) {
+        return Err(Skip::OtherConversation);
+    }
+    let n = messages.len();
+    let tail_start = if n >= 2 && role(&messages[n - 2]) == Some("assistant") {
+        n - 2
+    } else {
+        n - 1
+    };
+    if tail_start <= 1 {
+        return Err(Skip::TooShort);
+    }
+    let head = match first.get("content") {
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter(|b| {
+                !is_prompt(b, prompt)
+                    && b.get("text")
+                        .and_then(Value::as_str)
+                        .is_some_and(|t| !t.trim().is_empty())
+            })
+            .map(without_cache_control)
+            .collect(),
+        _ => Vec::new(),
+    };
+    let used = count_breakpoints(obj.get("system"))
+        + count_breakpoints(obj.get("tools"))
+        + messages[tail_start..]
+            .iter()
+            .map(|m| count_breakpoints(Some(m)))
+            .sum::<usize>();
+    let breakpoints = u8::try_from(MAX_BREAKPOINTS.saturating_sub(used)).unwrap_or(0);
+    Ok(Plan {
+        tail_start,
+        head,
+        breakpoints,
+    })
+}
+
+/// The line-number gutter Claude Code's own Read results use in this request (`"tab"`:
+/// `12\tline`, `"arrow"`: `    12→line`), so the projection's reads match what its Edit tool
+/// strips. `None` when the request holds no Read result yet.
+pub fn read_gutter(body: &Value) -> Option<&'static str> {
+    let messages = body.get("messages")?.as_array()?;
+    let read_ids: Vec<&str> = messages
+        .iter()
+        .filter_map(|m| m.get("content")?.as_array())
+        .flatten()
+        .filter(|b| {
+            b.get("type").and_then(Value::as_str) == Some("tool_use")
+                && b.get("name").and_then(Value::as_str) == Some(READ_TOOL)
+        })
+        .filter_map(|b| b.get("id").and_then(Value::as_str))
+        .collect();
+    messages
+        .iter()
+        .rev()
+        .filter_map(|m| m.get("content")?.as_array())
+        .flatten()
+        .filter(|b| {
+            b.get("tool_use_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| read_ids.contains(&id))
+        })
+        .find_map(|b| gutter_of(&text_of(b.get("content"))))
+}
+
+/// The text of a tool result's content (a string, or text blocks).
+fn text_of(content: Option<&Value>) -> String {
+    match content {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
+}
+
+fn gutter_of(text: &str) -> Option<&'static str> {
+    let line = text.lines().next()?;
+    let rest = line.trim_start_matches(' ');
+    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+    if digits == 0 {
+        return None;
+    }
+    match rest[digits..].chars().next() {
+        Some('\t') if rest.len() == line.len() => Some("tab"),
+        Some('\u{2192}') => Some("arrow"),
+        _ => None,
+    }
+}
+
+fn without_cache_control(b: &Value) -> Value {
+    let mut b = b.clone();
+    if let Some(o) = b.as_object_mut() {
+        o.remove("cache_control");
+    }
+    b
+}
+
+/// `cache_control` markers anywhere under `v`, as the API counts them.
+pub fn count_breakpoints(v: Option<&Value>) -> usize {
+    match v {
+        Some(Value::Object(m)) => {
+            usize::from(m.contains_key("cache_control"))
+                + m.iter()
+                    .filter(|(k, _)| k.as_str() != "cache_control")
+                    .map(|(_, v)| count_breakpoints(Some(v)))
+                    .sum::<usize>()
+        }
+        Some(Value::Array(a)) => a.iter().map(|v| count_breakpoints(Some(v))).sum(),
+        _ => 0,
+    }
+}
+
+/// A message's content as an array of blocks (the API takes a string as one text block).
+fn into_blocks(content: Option<Value>) -> Vec<Value> {
+    match content {
+        Some(Value::Array(a)) => a,
+        Some(Value::String(s)) => vec![serde_json::json!({"type": "text", "text": s})],
+        _ => Vec::new(),
+    }
+}
+
+/// Appends `m` to `out`, merging it into the last message when both have the same role (the
+/// API would merge them; merged here, the result is checked as the API will read it).
+fn push_message(out: &mut Vec<Value>, m: Value) {
+    if let Some(last) = out.last_mut()
+        && role(last).is_some()
+        && role(last) == role(&m)
+        && let Some(last) = last.as_object_mut()
+    {
+        let mut merged = into_blocks(last.remove("content"));
+        merged.extend(into_blocks(m.get("content").cloned()));
+        last.insert("content".into(), Value::Array(merged));
+        return;
+    }
+    out.push(m);
+}
+
+/// Why a rewritten body was not sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Invalid(pub Vec<String>);
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "the rewritten request breaks the API's rules: {}",
+            self.0.join("; ")
+        )
+    }
+}
+
+impl std::error::Error for Invalid {}
+
+/// `body` with its history replaced by `projection` (the projection's `messages`), cut as
+/// `plan` says. The result is checked against the rules the API enforces before it is returned.
+pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, Invalid> {
+    let mut out = body.clone();
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return Err(Invalid(vec!["no messages".into()]));
+    };
+    let mut new: Vec<Value> = Vec::with_capacity(projection.len() + 3);
+    if !plan.head.is_empty() {
+        new.push(serde_json::json!({"role": "user", "content": plan.head}));
+    }
+    for m in projection {
+        push_message(&mut new, m.clone());
+    }
+    for m in &messages[plan.tail_start..] {
+        push_message(&mut new, m.clone());
+    }
+    if let Some(o) = out.as_object_mut() {
+        o.insert("messages".into(), Value::Array(new));
+    }
+    check(&out)?;
+    Ok(out)
+}
+
+/// The API's rules on the messages (`projection::validate`). The tools are Claude Code's: server
+/// tools (web search) have no input schema, and are not ours to judge.
+fn check(body: &Value) -> Result<(), Invalid> {
+    match validate::anthropic(body) {
+        Ok(()) => Ok(()),
+        Err(v) => {
+            let real: Vec<String> = v
+                .iter()
+                .filter(|v| !v.at.starts_with("/tools/"))
+                .map(ToString::to_string)
+                .collect();
+            if real.is_empty() {
+                Ok(())
+            } else {
+                Err(Invalid(real))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    const PROMPT: &str = "Fix the date parser";
+
+    fn read_tool() -> Value {
+        json!({"name": "Read", "description": "Reads a file", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}})
+    }
+
+    /// A Claude Code request after `turns` tool calls.
+    fn request(turns: usize) -> Value {
+        let mut messages = vec![json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>CLAUDE.md says: use tabs</system-reminder>", "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": PROMPT}
+        ]})];
+        for i in 0..turns {
+            messages.push(json!({"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "look", "signature": format!("sig{i}")},
+                {"type": "tool_use", "id": format!("toolu_{i}"), "name": "Bash", "input": {"command": "ls"}}
+            ]}));
+            let mut result = json!({"type": "tool_result", "tool_use_id": format!("toolu_{i}"), "content": "a.py"});
+            if i + 1 == turns {
+                result["cache_control"] = json!({"type": "ephemeral"});
+            }
+            messages.push(json!({"role": "user", "content": [result]}));
+        }
+        json!({
+            "model": "claude-x",
+            "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
+            "tools": [read_tool(), {"name": "Bash", "input_schema": {"type": "object"}}, {"type": "web_search_20250305", "name": "web_search"}],
+            "messages": messages,
+            "max_tokens": 100,
+            "stream": true,
+            "some_future_field": {"kept": true}
+        })
+    }
+
+    fn projection() -> Vec<Value> {
+        vec![
+            json!({"role": "user", "content": [{"type": "text", "text": PROMPT}]}),
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "wfs_1", "name": "Read", "input": {"file_path": "/p/a.py"}}]}),
+            json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "wfs_1", "content": "1\tx = 1", "cache_control": {"type": "ephemeral"}}]}),
+        ]
+    }
+
+    #[test]
+    fn the_main_conversation_is_rewritten_around_its_last_turn() {
+        let body = request(5);
+        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        assert_eq!(plan.tail_start, 9);
+        // system 1 + the last result 1.
+        assert_eq!(plan.breakpoints, 2);
+        assert_eq!(plan.head.len(), 1);
+        assert!(plan.head[0].get("cache_control").is_none());
+
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        // reminders merged with the goal, the Read pair, then the real last turn.
+        assert_eq!(m.len(), 5);
+        assert_eq!(
+            m[0]["content"][0]["text"],
+            body["messages"][0]["content"][0]["text"]
+        );
+        assert_eq!(m[0]["content"][1]["text"], PROMPT);
+        assert_eq!(m[3], body["messages"][9]);
+        assert_eq!(m[4], body["messages"][10]);
+        for k in [
+            "system",
+            "tools",
+            "model",
+            "max_tokens",
+            "stream",
+            "some_future_field",
+        ] {
+            assert_eq!(out[k], body[k], "{k} must pass untouched");
+        }
+        assert!(count_breakpoints(Some(&out)) <= MAX_BREAKPOINTS);
+    }
+
+    #[test]
+    fn a_later_prompt_still_matches_the_session() {
+        let body = request(3);
+        let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
+        assert!(plan(&body, Some(&goal)).is_ok());
+    }
+
+    #[test]
+    fn other_requests_pass_untouched() {
+        let body = request(5);
+        assert_eq!(plan(&body, None), Err(Skip::NoGoal));
+        assert_eq!(plan(&body, Some("  ")), Err(Skip::NoGoal));
+        assert_eq!(
+            plan(&body, Some("Explore the parser module")),
+            Err(Skip::OtherConversation)
+        );
+        // A subagent handed the user's words inside its own task.
+        let mut quoting = body.clone();
+        quoting["messages"][0]["content"] = json!(format!(
+            "Your task, for the user who asked \"{PROMPT}\": list the callers."
+        ));
+        assert_eq!(plan(&quoting, Some(PROMPT)), Err(Skip::OtherConversation));
+        let mut no_tools = body.clone();
+        no_tools["tools"] = json!([]);
+        assert_eq!(plan(&no_tools, Some(PROMPT)), Err(Skip::NoReadTool));
+        assert_eq!(plan(&request(0), Some(PROMPT)), Err(Skip::TooShort));
+        assert_eq!(plan(&request(1), Some(PROMPT)), Err(Skip::TooShort));
+        assert_eq!(plan(&json!([1]), Some(PROMPT)), Err(Skip::NotJson));
+        let mut ends_assistant = body;
+        ends_assistant["messages"]
+            .as_array_mut()
+            .expect("messages")
+            .pop();
+        assert_eq!(plan(&ends_assistant, Some(PROMPT)), Err(Skip::NoMessages));
+    }
+
+    #[test]
+    fn breakpoints_never_exceed_the_limit() {
+        let mut body = request(4);
+        for t in body["tools"].as_array_mut().expect("tools") {
+            t["cache_control"] = json!({"type": "ephemeral"});
+        }
+        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        assert_eq!(plan.breakpoints, 0);
+    }
+
+    #[test]
+    fn a_new_prompt_after_an_answer_keeps_the_answer() {
+        let mut body = request(3);
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
+        m.push(json!({"role": "user", "content": "now the tests too"}));
+        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        assert_eq!(m[m.len() - 2]["content"][0]["text"], "Done.");
+        assert_eq!(m[m.len() - 1]["content"], "now the tests too");
+    }
+
+    #[test]
+    fn the_gutter_follows_claude_codes_own_reads() {
+        let mut body = request(2);
+        assert_eq!(read_gutter(&body), None, "no Read yet");
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": "/p/a.py"}}]}));
+        m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r1", "content": "     1\u{2192}import os\n     2\u{2192}"}]}));
+        assert_eq!(read_gutter(&body), Some("arrow"));
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": "/p/b.py"}}]}));
+        m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r2", "content": [{"type": "text", "text": "12\tx = 1"}]}]}));
+        assert_eq!(read_gutter(&body), Some("tab"), "the newest Read decides");
+        assert_eq!(gutter_of("a.py"), None, "a Bash result is no Read");
+        assert_eq!(gutter_of("  12\tx"), None);
+    }
+
+    #[test]
+    fn a_spliced_body_that_breaks_a_rule_is_refused() {
+        let body = request(3);
+        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        // A projection whose call has no result.
+        let broken = vec![
+            json!({"role": "user", "content": PROMPT}),
+            json!({"role": "assistant", "content": [{"type": "tool_use", "id": "wfs_1", "name": "Read", "input": {}}]}),
+        ];
+        let err = splice(&body, &plan, &broken).expect_err("invalid");
+        assert!(err.to_string().contains("MissingResult"), "{err}");
+    }
+}

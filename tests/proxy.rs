@@ -1,0 +1,475 @@
+//! `worldfs proxy` between a client and a stand-in for the Anthropic API, over a real mount: the
+//! main conversation goes upstream with the projection in place of its history, everything
+//! else byte for byte, and answers stream back as they come.
+
+mod common;
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use worldfs::socket::Client;
+
+use common::Mount;
+
+const PROMPT: &str = "Make add() in calc.py round to two places";
+const WAIT: Duration = Duration::from_secs(20);
+
+/// One request as the stand-in API received it.
+#[derive(Debug)]
+struct Received {
+    request_line: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Received {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).expect("the forwarded body is JSON")
+    }
+}
+
+/// How the stand-in answers one request.
+enum Answer {
+    /// Two server-sent events, the second only once the test says so.
+    Stream { go_on: mpsc::Receiver<()> },
+    /// A status and a JSON body, with a content length.
+    Plain { status: u16, body: String },
+}
+
+/// A stand-in for the API: answers each connection's one request as told, and hands the test
+/// what it received. (A test double, so HTTP/1.1 is written out by hand here.)
+struct Upstream {
+    port: u16,
+    received: mpsc::Receiver<Received>,
+    answers: mpsc::Sender<Answer>,
+}
+
+fn read_request(s: &mut TcpStream) -> Received {
+    let mut r = BufReader::new(s.try_clone().expect("clone"));
+    let mut request_line = String::new();
+    r.read_line(&mut request_line).expect("request line");
+    let mut headers = Vec::new();
+    loop {
+        let mut l = String::new();
+        r.read_line(&mut l).expect("header line");
+        let l = l.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        let (k, v) = l.split_once(':').expect("a header has a colon");
+        headers.push((k.trim().to_owned(), v.trim().to_owned()));
+    }
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .map_or(0, |(_, v)| v.parse().expect("content-length"));
+    let mut body = vec![0; len];
+    r.read_exact(&mut body).expect("body");
+    Received {
+        request_line: request_line.trim_end().to_owned(),
+        headers,
+        body,
+    }
+}
+
+fn chunk(s: &mut TcpStream, data: &str) {
+    write!(s, "{:x}\r\n{data}\r\n", data.len()).expect("write chunk");
+    s.flush().expect("flush");
+}
+
+impl Upstream {
+    fn start() -> Upstream {
+        let l = TcpListener::bind("127.0.0.1:0").expect("bind the stand-in");
+        let port = l.local_addr().expect("addr").port();
+        let (rtx, received) = mpsc::channel();
+        let (answers, arx) = mpsc::channel::<Answer>();
+        thread::spawn(move || {
+            for s in l.incoming() {
+                let Ok(mut s) = s else { return };
+                let req = read_request(&mut s);
+                if rtx.send(req).is_err() {
+                    return;
+                }
+                let Ok(answer) = arx.recv() else { return };
+                match answer {
+                    Answer::Stream { go_on } => {
+                        write!(
+                            s,
+                            "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
+                             request-id: req_1\r\ntransfer-encoding: chunked\r\n\r\n"
+                        )
+                        .expect("head");
+                        chunk(&mut s, "event: message_start\ndata: {\"n\":1}\n\n");
+                        // Holds the rest until the client has the first event.
+                        let _ = go_on.recv_timeout(WAIT);
+                        chunk(&mut s, "event: message_stop\ndata: {\"n\":2}\n\n");
+                        let _ = s.write_all(b"0\r\n\r\n");
+                    }
+                    Answer::Plain { status, body } => {
+                        let _ = write!(
+                            s,
+                            "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\n\
+                             content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                    }
+                }
+            }
+        });
+        Upstream {
+            port,
+            received,
+            answers,
+        }
+    }
+
+    fn next(&self) -> Received {
+        self.received
+            .recv_timeout(WAIT)
+            .expect("the proxy forwarded the request")
+    }
+}
+
+/// `worldfs proxy` as a child, killed when dropped.
+struct Proxy {
+    child: Child,
+    addr: String,
+}
+
+impl Proxy {
+    fn start(m: &Mount, upstream: u16, extra: &[&str]) -> Proxy {
+        let mut child = Command::new(common::bin())
+            .args(["-v", "proxy", "--listen", "127.0.0.1:0", "--upstream"])
+            .arg(format!("http://127.0.0.1:{upstream}"))
+            .arg("--socket")
+            .arg(m.socket())
+            .args(extra)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn worldfs proxy");
+        let stderr = child.stderr.take().expect("stderr");
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                eprintln!("proxy: {line}");
+                if let Some(rest) = line.strip_prefix("worldfs: proxy on http://") {
+                    let addr = rest.split_whitespace().next().unwrap_or_default();
+                    let _ = tx.send(addr.to_owned());
+                }
+            }
+        });
+        let addr = match rx.recv_timeout(WAIT) {
+            Ok(a) => a,
+            Err(_) => {
+                let _ = child.kill();
+                panic!("worldfs proxy did not say where it listens");
+            }
+        };
+        Proxy { child, addr }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://{}{path}", self.addr)
+    }
+}
+
+impl Drop for Proxy {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A Claude Code request: reminders and the prompt, `turns` Bash calls, a Read of calc.py as
+/// the last turn.
+fn claude_request(first_prompt: &str, file: &str, turns: usize) -> Value {
+    let mut messages = vec![json!({"role": "user", "content": [
+        {"type": "text", "text": "<system-reminder>\nAs you answer, use CLAUDE.md: tabs only.\n</system-reminder>"},
+        {"type": "text", "text": first_prompt, "cache_control": {"type": "ephemeral"}}
+    ]})];
+    for i in 0..turns {
+        messages.push(json!({"role": "assistant", "content": [
+            {"type": "text", "text": format!("Let me look around, step {i}.")},
+            {"type": "tool_use", "id": format!("toolu_bash{i}"), "name": "Bash", "input": {"command": "ls -la"}}
+        ]}));
+        messages.push(json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": format!("toolu_bash{i}"), "content": "a long stale listing ".repeat(200)}
+        ]}));
+    }
+    messages.push(json!({"role": "assistant", "content": [
+        {"type": "thinking", "thinking": "Read the file.", "signature": "c2lnbmF0dXJl"},
+        {"type": "tool_use", "id": "toolu_read", "name": "Read", "input": {"file_path": file}}
+    ]}));
+    messages.push(json!({"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_read", "content": "1\tdef add(a, b):", "cache_control": {"type": "ephemeral"}}
+    ]}));
+    json!({
+        "model": "claude-sonnet-x",
+        "max_tokens": 32000,
+        "stream": true,
+        "system": [{"type": "text", "text": "You are Claude Code.", "cache_control": {"type": "ephemeral"}}],
+        "tools": [
+            {"name": "Read", "description": "Read a file", "input_schema": {"type": "object", "properties": {"file_path": {"type": "string"}}}},
+            {"name": "Bash", "description": "Run a command", "input_schema": {"type": "object", "properties": {"command": {"type": "string"}}}}
+        ],
+        "messages": messages,
+        "metadata": {"user_id": "u1"},
+        "a_field_from_next_year": [1, 2, 3]
+    })
+}
+
+fn post(url: &str, body: &Value) -> reqwest::blocking::Response {
+    reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+        .post(url)
+        .header("x-api-key", "sk-test")
+        .header("anthropic-version", "2023-06-01")
+        .header("anthropic-beta", "interleaved-thinking-2025-05-14")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .expect("the proxy answers")
+}
+
+/// Posts `body` through the proxy and checks the API received it byte for byte.
+fn assert_passes_untouched(up: &Upstream, proxy: &Proxy, body: &Value) {
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post(&proxy.url("/v1/messages"), body);
+    assert_eq!(up.next().body, body.to_string().into_bytes());
+}
+
+fn texts(v: &Value) -> String {
+    let mut out = String::new();
+    match v {
+        Value::String(s) => out.push_str(s),
+        Value::Array(a) => a.iter().for_each(|x| out.push_str(&texts(x))),
+        Value::Object(o) => o.values().for_each(|x| out.push_str(&texts(x))),
+        _ => {}
+    }
+    out
+}
+
+#[test]
+fn the_main_conversation_goes_upstream_as_the_present() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), WAIT).expect("connect");
+    c.call("goal.set", json!({ "goal": PROMPT }))
+        .expect("goal.set");
+    // The agent reads the file, then edits it: the history's copy is stale, the projection's
+    // must be what is on disk.
+    // `cat`: a reader the world counts as the agent's (this test's own process is not one).
+    let out = Command::new("cat")
+        .arg(m.path("calc.py"))
+        .output()
+        .expect("cat through the mount");
+    assert!(out.status.success());
+    std::fs::write(
+        m.path("calc.py"),
+        "def add(a, b):\n    return round(a + b, 2)\n",
+    )
+    .expect("edit through the mount");
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+
+    // 1. The main conversation, streamed.
+    let body = claude_request(PROMPT, &file, 6);
+    let (go_on_tx, go_on) = mpsc::channel();
+    up.answers
+        .send(Answer::Stream { go_on })
+        .expect("queue the answer");
+    let resp = post(&proxy.url("/v1/messages?beta=true"), &body);
+    let got = up.next();
+    assert_eq!(got.request_line, "POST /v1/messages?beta=true HTTP/1.1");
+    for (k, v) in [
+        ("x-api-key", "sk-test"),
+        ("anthropic-version", "2023-06-01"),
+        ("anthropic-beta", "interleaved-thinking-2025-05-14"),
+    ] {
+        assert_eq!(got.header(k), Some(v), "header {k} passes through");
+    }
+    let sent = got.json();
+    for k in [
+        "model",
+        "max_tokens",
+        "stream",
+        "system",
+        "tools",
+        "metadata",
+        "a_field_from_next_year",
+    ] {
+        assert_eq!(sent[k], body[k], "{k} passes untouched");
+    }
+    let msgs = sent["messages"].as_array().expect("messages");
+    let orig = body["messages"].as_array().expect("messages");
+    let n = msgs.len();
+    assert_eq!(
+        &msgs[n - 2..],
+        &orig[orig.len() - 2..],
+        "the real last turn is kept verbatim"
+    );
+    let all = texts(&sent["messages"]);
+    assert!(
+        all.contains("CLAUDE.md"),
+        "Claude Code's reminders are kept"
+    );
+    assert!(all.contains(PROMPT), "the goal opens the projection");
+    assert!(
+        all.contains("return round(a + b, 2)"),
+        "the file as it is now"
+    );
+    assert!(
+        !all.contains("a long stale listing"),
+        "the history between is replaced"
+    );
+    assert!(worldfs::proxy::rewrite::count_breakpoints(Some(&sent)) <= 4);
+    if let Err(v) = worldfs::projection::validate::anthropic(&sent) {
+        panic!("the rewritten request breaks the API's rules: {v:?}");
+    }
+
+    // The answer streams: the first event arrives while the stand-in still holds the second.
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok()),
+        Some("text/event-stream")
+    );
+    assert_eq!(
+        resp.headers()
+            .get("request-id")
+            .and_then(|v| v.to_str().ok()),
+        Some("req_1")
+    );
+    let mut r = BufReader::new(resp);
+    let mut first = String::new();
+    while !first.ends_with("\n\n") {
+        let before = first.len();
+        r.read_line(&mut first).expect("read the stream");
+        assert!(first.len() > before, "the stream ended early: {first:?}");
+    }
+    assert_eq!(first, "event: message_start\ndata: {\"n\":1}\n\n");
+    go_on_tx.send(()).expect("let the stand-in go on");
+    let mut rest = String::new();
+    r.read_to_string(&mut rest).expect("read the rest");
+    assert_eq!(rest, "event: message_stop\ndata: {\"n\":2}\n\n");
+
+    // 2. count_tokens is rewritten the same way, so Claude Code's count agrees with what is sent.
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: r#"{"input_tokens": 1234}"#.into(),
+        })
+        .expect("queue");
+    let mut count_body = body.clone();
+    if let Some(o) = count_body.as_object_mut() {
+        for k in ["max_tokens", "stream", "metadata"] {
+            o.remove(k);
+        }
+    }
+    let resp = post(
+        &proxy.url("/v1/messages/count_tokens?beta=true"),
+        &count_body,
+    );
+    assert_eq!(resp.text().expect("body"), r#"{"input_tokens": 1234}"#);
+    let counted = up.next().json();
+    assert_eq!(counted["messages"], sent["messages"]);
+
+    // 3. A subagent's conversation (its first message is its own task) goes byte for byte.
+    let sub = claude_request("Find where add() is called", &file, 3);
+    assert_passes_untouched(&up, &proxy, &sub);
+
+    // 4. Upstream errors come back unchanged.
+    let err = r#"{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}"#;
+    up.answers
+        .send(Answer::Plain {
+            status: 529,
+            body: err.into(),
+        })
+        .expect("queue");
+    let resp = post(&proxy.url("/v1/messages"), &body);
+    assert_eq!(resp.status().as_u16(), 529);
+    assert_eq!(resp.text().expect("body"), err);
+    up.next();
+}
+
+#[test]
+fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+    });
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let up = Upstream::start();
+    let body = claude_request(PROMPT, &file, 4);
+
+    // No goal yet (no hook): nothing to match the conversation against.
+    let proxy = Proxy::start(&m, up.port, &[]);
+    assert_passes_untouched(&up, &proxy, &body);
+    drop(proxy);
+
+    // --observe: the goal matches, and still nothing is rewritten.
+    let mut c = Client::connect(&m.socket(), WAIT).expect("connect");
+    c.call("goal.set", json!({ "goal": PROMPT }))
+        .expect("goal.set");
+    let proxy = Proxy::start(&m, up.port, &["--observe"]);
+    assert_passes_untouched(&up, &proxy, &body);
+}
+
+#[test]
+fn an_unreachable_upstream_is_an_api_error_and_no_mount_is_a_clear_start_error() {
+    let m = Mount::start(common::Mode::Mirror, &[], |_| {});
+    // A port nothing listens on: bind one, then let it go.
+    let port = TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("a free port")
+        .port();
+    let proxy = Proxy::start(&m, port, &[]);
+    let resp = post(&proxy.url("/v1/messages"), &json!({"messages": []}));
+    assert_eq!(resp.status().as_u16(), 502);
+    let v: Value = serde_json::from_str(&resp.text().expect("body")).expect("JSON error");
+    assert_eq!(v["type"], "error");
+    assert!(
+        v["error"]["message"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("worldfs proxy: ")),
+        "{v}"
+    );
+    drop(proxy);
+
+    let out = common::run_with_timeout(
+        Command::new(common::bin())
+            .args(["proxy", "--socket", "/nonexistent/worldfs.sock"])
+            .env_remove("WORLDFS_SOCKET"),
+        WAIT,
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("worldfs: error:") && err.contains("/nonexistent/worldfs.sock"),
+        "{err}"
+    );
+}
