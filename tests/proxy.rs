@@ -460,6 +460,29 @@ fn an_unreachable_upstream_is_an_api_error_and_no_mount_is_a_clear_start_error()
     );
     drop(proxy);
 
+    for (args, says) in [
+        (
+            &["--upstream", "api.anthropic.com"][..],
+            "give an http or https URL",
+        ),
+        (
+            &["--upstream", "ftp://example.com"][..],
+            "give an http or https URL",
+        ),
+        (&["--budget", "0"][..], "at least one token"),
+    ] {
+        let out = common::run_with_timeout(
+            Command::new(common::bin())
+                .args(["proxy", "--socket", "/nonexistent/worldfs.sock"])
+                .args(args),
+            WAIT,
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(says),
+            "{args:?}: {err}"
+        );
+    }
     let out = common::run_with_timeout(
         Command::new(common::bin())
             .args(["proxy", "--socket", "/nonexistent/worldfs.sock"])

@@ -60,6 +60,16 @@ struct State {
 
 /// Runs the proxy until it is killed.
 pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
+    let upstream = reqwest::Url::parse(&cfg.upstream).ok();
+    if !upstream.is_some_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some()) {
+        anyhow::bail!(
+            "--upstream {:?}: give an http or https URL, such as https://api.anthropic.com",
+            cfg.upstream
+        );
+    }
+    if cfg.budget == Some(0) {
+        anyhow::bail!("--budget 0: a projection needs at least one token");
+    }
     let socket = resolve_socket(&cfg.socket)?;
     // Fail at start, not at the agent's first call, when the mount is not there.
     Client::connect(&socket, SOCKET_TIMEOUT)
