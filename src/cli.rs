@@ -148,8 +148,8 @@ pub enum Command {
     /// Start it in the mounted project, then start Claude Code there with
     /// `ANTHROPIC_BASE_URL=http://ADDR` (the address it prints). Each request of the session's
     /// main conversation is sent upstream with its history replaced by the mount's projection:
-    /// Claude Code's first message (its reminders), the goal, the files and outputs as they are
-    /// now, then the real last turn verbatim. System prompt, tools and every other field pass
+    /// Claude Code's first message as it came, the later prompts, the files and outputs as they
+    /// are now, then the real last turn verbatim. System prompt, tools and every other field pass
     /// untouched; subagents and side requests pass as they came, and so does any request the
     /// mount cannot project (the agent is never stopped). Needs `worldfs hook` (for the goal).
     /// Answers stream back unbuffered. `-v` logs each request: what was sent instead of what.

@@ -8,16 +8,21 @@
 //! untouched.
 //!
 //! The rewritten `messages` are, in order:
-//! 1. what Claude Code put in the first user message besides the prompt (its
-//!    `<system-reminder>` blocks: CLAUDE.md, the environment), without their breakpoints;
-//! 2. the projection: the goal (every prompt of the session), then the files and command
-//!    outputs as they are now, asked for without its own last step;
-//! 3. the real last turn, verbatim: the last assistant message (its thinking block and signature
-//!    included, which the API requires as sent) and the user message that answers it.
+//! 1. the first user message as it came (Claude Code's `<system-reminder>` blocks, CLAUDE.md,
+//!    then the prompt), without its breakpoints: Claude Code derives a check value in its
+//!    billing header from this message's text, so it stays as it is;
+//! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
+//!    after the first), then the files and command outputs as they are now;
+//! 3. the `role: "system"` messages Claude Code put in the history replaced (its mid-conversation
+//!    instructions), once each;
+//! 4. the real last turn, verbatim: the last assistant message (its thinking block and signature
+//!    included, which the API requires as sent) and everything after it.
 //!
 //! `system`, `tools` and every other field of the body are left as they came. Breakpoints: the
 //! API counts every `cache_control` in the request; the projection gets what the system prompt,
 //! the tools and the last turn leave of the 4.
+
+use std::collections::HashSet;
 
 use serde_json::Value;
 
@@ -65,8 +70,13 @@ impl std::fmt::Display for Skip {
 pub struct Plan {
     /// Index of the first message of the real last turn, kept verbatim.
     pub tail_start: usize,
-    /// Blocks of the first message that are not the prompt, without `cache_control`.
-    pub head: Vec<Value>,
+    /// The first message, without its breakpoints.
+    pub head: Value,
+    /// `role: "system"` messages of the history replaced, once each, without breakpoints.
+    pub instructions: Vec<Value>,
+    /// The goal the projection opens with, and what of it the head does not already say.
+    pub goal: String,
+    pub later_prompts: Option<String>,
     /// Breakpoints the projection may place.
     pub breakpoints: u8,
 }
@@ -94,9 +104,12 @@ fn is_prompt(block: &Value, prompt: &str) -> bool {
             .is_some_and(|t| t.trim() == prompt)
 }
 
-/// The session's first prompt, as `worldfs hook` recorded it.
-fn first_prompt(goal: &str) -> &str {
-    goal.split(LATER_PROMPT).next().unwrap_or(goal).trim()
+/// The session's first prompt, as `worldfs hook` recorded it, and the prompts after it.
+fn split_goal(goal: &str) -> (&str, Option<&str>) {
+    match goal.split_once(LATER_PROMPT) {
+        Some((first, later)) => (first.trim(), Some(later)),
+        None => (goal.trim(), None),
+    }
 }
 
 /// Decides whether `body` is rewritten, and how.
@@ -105,7 +118,13 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     let messages = obj
         .get("messages")
         .and_then(Value::as_array)
-        .filter(|m| m.last().and_then(role) == Some("user"))
+        .ok_or(Skip::NoMessages)?;
+    // The last user message; only Claude Code's own system messages (its environment block)
+    // may follow it.
+    let last_user = messages
+        .iter()
+        .rposition(|m| role(m) == Some("user"))
+        .filter(|&u| messages[u + 1..].iter().all(|m| role(m) == Some("system")))
         .ok_or(Skip::NoMessages)?;
     let has_read = obj.get("tools").and_then(Value::as_array).is_some_and(|t| {
         t.iter()
@@ -114,35 +133,26 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     if !has_read {
         return Err(Skip::NoReadTool);
     }
-    let prompt = goal.map(first_prompt).filter(|p| !p.is_empty());
-    let prompt = prompt.ok_or(Skip::NoGoal)?;
+    let goal = goal.filter(|g| !g.trim().is_empty()).ok_or(Skip::NoGoal)?;
+    let (prompt, later) = split_goal(goal);
     let first = &messages[0];
     if role(first) != Some("user") || !holds_prompt(first.get("content"), prompt) {
         return Err(Skip::OtherConversation);
     }
-    let n = messages.len();
-    let tail_start = if n >= 2 && role(&messages[n - 2]) == Some("assistant") {
-        n - 2
-    } else {
-        n - 1
-    };
+    let tail_start = messages[..last_user]
+        .iter()
+        .rposition(|m| role(m) == Some("assistant"))
+        .unwrap_or(last_user);
     if tail_start <= 1 {
         return Err(Skip::TooShort);
     }
-    let head = match first.get("content") {
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter(|b| {
-                !is_prompt(b, prompt)
-                    && b.get("text")
-                        .and_then(Value::as_str)
-                        .is_some_and(|t| !t.trim().is_empty())
-            })
-            .map(without_cache_control)
-            .collect(),
-        _ => Vec::new(),
-    };
+    let mut seen = HashSet::new();
+    let instructions = messages[1..tail_start]
+        .iter()
+        .filter(|m| role(m) == Some("system"))
+        .map(without_breakpoints)
+        .filter(|m| seen.insert(m.to_string()))
+        .collect();
     let used = count_breakpoints(obj.get("system"))
         + count_breakpoints(obj.get("tools"))
         + messages[tail_start..]
@@ -152,7 +162,10 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     let breakpoints = u8::try_from(MAX_BREAKPOINTS.saturating_sub(used)).unwrap_or(0);
     Ok(Plan {
         tail_start,
-        head,
+        head: without_breakpoints(first),
+        instructions,
+        goal: goal.to_owned(),
+        later_prompts: later.map(|l| format!("Then the user asked:\n{l}")),
         breakpoints,
     })
 }
@@ -212,12 +225,18 @@ fn gutter_of(text: &str) -> Option<&'static str> {
     }
 }
 
-fn without_cache_control(b: &Value) -> Value {
-    let mut b = b.clone();
-    if let Some(o) = b.as_object_mut() {
+/// A message without `cache_control` on it or on its blocks.
+fn without_breakpoints(m: &Value) -> Value {
+    let mut m = m.clone();
+    if let Some(o) = m.as_object_mut() {
         o.remove("cache_control");
+        if let Some(Value::Array(blocks)) = o.get_mut("content") {
+            for b in blocks.iter_mut().filter_map(Value::as_object_mut) {
+                b.remove("cache_control");
+            }
+        }
     }
-    b
+    m
 }
 
 /// `cache_control` markers anywhere under `v`, as the API counts them.
@@ -248,7 +267,7 @@ fn into_blocks(content: Option<Value>) -> Vec<Value> {
 /// API would merge them; merged here, the result is checked as the API will read it).
 fn push_message(out: &mut Vec<Value>, m: Value) {
     if let Some(last) = out.last_mut()
-        && role(last).is_some()
+        && matches!(role(last), Some("user" | "assistant"))
         && role(last) == role(&m)
         && let Some(last) = last.as_object_mut()
     {
@@ -283,14 +302,19 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     let Some(messages) = body.get("messages").and_then(Value::as_array) else {
         return Err(Invalid(vec!["no messages".into()]));
     };
-    let mut new: Vec<Value> = Vec::with_capacity(projection.len() + 3);
-    if !plan.head.is_empty() {
-        new.push(serde_json::json!({"role": "user", "content": plan.head}));
+    let mut new: Vec<Value> = Vec::with_capacity(projection.len() + plan.instructions.len() + 3);
+    new.push(plan.head.clone());
+    for (i, m) in projection.iter().enumerate() {
+        let m = if i == 0 {
+            without_goal(m, plan)
+        } else {
+            Some(m.clone())
+        };
+        if let Some(m) = m {
+            push_message(&mut new, m);
+        }
     }
-    for m in projection {
-        push_message(&mut new, m.clone());
-    }
-    for m in &messages[plan.tail_start..] {
+    for m in plan.instructions.iter().chain(&messages[plan.tail_start..]) {
         push_message(&mut new, m.clone());
     }
     if let Some(o) = out.as_object_mut() {
@@ -300,10 +324,38 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     Ok(out)
 }
 
-/// The API's rules on the messages (`projection::validate`). The tools are Claude Code's: server
-/// tools (web search) have no input schema, and are not ours to judge.
+/// The projection's opening message without what the head already says: its goal block
+/// becomes the prompts after the first, or goes; a message left empty goes too.
+fn without_goal(m: &Value, plan: &Plan) -> Option<Value> {
+    let mut m = m.clone();
+    let Some(Value::Array(blocks)) = m.get_mut("content") else {
+        return Some(m);
+    };
+    let goal = plan.goal.trim();
+    if let Some(i) = blocks.iter().position(|b| {
+        b.get("type").and_then(Value::as_str) == Some("text")
+            && b.get("text").and_then(Value::as_str).map(str::trim) == Some(goal)
+    }) {
+        match &plan.later_prompts {
+            Some(later) => blocks[i]["text"] = Value::String(later.clone()),
+            None => {
+                blocks.remove(i);
+            }
+        }
+    }
+    (!blocks.is_empty()).then_some(m)
+}
+
+/// The API's rules on the messages (`projection::validate`). Two things are Claude Code's and
+/// not ours to judge: its server tools (web search) have no input schema, and its
+/// `role: "system"` messages, which current models take inside `messages`, are set aside
+/// before the check.
 fn check(body: &Value) -> Result<(), Invalid> {
-    match validate::anthropic(body) {
+    let mut seen = body.clone();
+    if let Some(Value::Array(m)) = seen.get_mut("messages") {
+        m.retain(|m| role(m) != Some("system"));
+    }
+    match validate::anthropic(&seen) {
         Ok(()) => Ok(()),
         Err(v) => {
             let real: Vec<String> = v
@@ -374,18 +426,15 @@ mod tests {
         assert_eq!(plan.tail_start, 9);
         // system 1 + the last result 1.
         assert_eq!(plan.breakpoints, 2);
-        assert_eq!(plan.head.len(), 1);
-        assert!(plan.head[0].get("cache_control").is_none());
+        assert_eq!(count_breakpoints(Some(&plan.head)), 0);
 
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
-        // reminders merged with the goal, the Read pair, then the real last turn.
+        // The first message as it came (the goal block of the projection said the same), the
+        // Read pair, then the real last turn.
         assert_eq!(m.len(), 5);
-        assert_eq!(
-            m[0]["content"][0]["text"],
-            body["messages"][0]["content"][0]["text"]
-        );
-        assert_eq!(m[0]["content"][1]["text"], PROMPT);
+        assert_eq!(m[0], without_breakpoints(&body["messages"][0]));
+        assert_eq!(m[1]["content"][0]["name"], "Read");
         assert_eq!(m[3], body["messages"][9]);
         assert_eq!(m[4], body["messages"][10]);
         for k in [
@@ -402,10 +451,36 @@ mod tests {
     }
 
     #[test]
-    fn a_later_prompt_still_matches_the_session() {
+    fn later_prompts_follow_the_first_message() {
         let body = request(3);
         let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
-        assert!(plan(&body, Some(&goal)).is_ok());
+        let plan = plan(&body, Some(&goal)).expect("eligible");
+        let mut proj = projection();
+        proj[0]["content"][0]["text"] = json!(goal);
+        let out = splice(&body, &plan, &proj).expect("valid");
+        let first = &out["messages"][0]["content"];
+        let n = first.as_array().map_or(0, Vec::len);
+        assert_eq!(n, 3, "reminder, prompt, then the later prompts: {first}");
+        assert_eq!(first[2]["text"], "Then the user asked:\nnow the tests too");
+    }
+
+    #[test]
+    fn claude_codes_system_messages_are_kept() {
+        let mut body = request(4);
+        let env = json!({"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /p"}]});
+        let mode = json!({"role": "system", "content": "Plan mode is on."});
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.insert(3, mode.clone());
+        m.insert(6, mode.clone());
+        m.push(env.clone());
+        let plan = plan(&body, Some(PROMPT)).expect("a trailing system message is Claude Code's");
+        assert_eq!(plan.instructions, vec![mode.clone()], "once each");
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        let n = m.len();
+        assert_eq!(m[n - 1], env, "the environment block stays last");
+        assert_eq!(m[n - 4], mode, "instructions before the last turn");
+        assert_eq!(m.iter().filter(|x| **x == mode).count(), 1);
     }
 
     #[test]
