@@ -153,7 +153,9 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .map(without_breakpoints)
         .filter(|m| seen.insert(m.to_string()))
         .collect();
-    let used = count_breakpoints(obj.get("system"))
+    // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
+    let used = usize::from(obj.contains_key("cache_control"))
+        + count_breakpoints(obj.get("system"))
         + count_breakpoints(obj.get("tools"))
         + messages[tail_start..]
             .iter()
@@ -520,6 +522,15 @@ mod tests {
         }
         let plan = plan(&body, Some(PROMPT)).expect("eligible");
         assert_eq!(plan.breakpoints, 0);
+
+        let mut body = request(4);
+        body["cache_control"] = json!({"type": "ephemeral"});
+        let plan = plan_of(&body);
+        assert_eq!(plan.breakpoints, 1, "automatic caching takes one of the 4");
+    }
+
+    fn plan_of(body: &Value) -> Plan {
+        plan(body, Some(PROMPT)).expect("eligible")
     }
 
     #[test]
