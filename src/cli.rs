@@ -169,8 +169,8 @@ pub enum Command {
         /// Token budget of the projection; the daemon's configured budget when absent.
         #[arg(long)]
         budget: Option<u64>,
-        /// Rewrite nothing: forward every request as it came, and log (with -v) what the
-        /// projection would have sent instead.
+        /// Rewrite nothing: forward every request as it came, and print for each one of the main
+        /// conversation what the projection would have sent instead.
         #[arg(long)]
         observe: bool,
     },

@@ -7,7 +7,7 @@ mod common;
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{Arc, Mutex, mpsc};
 use std::thread;
 use std::time::Duration;
 
@@ -146,6 +146,8 @@ impl Upstream {
 struct Proxy {
     child: Child,
     addr: String,
+    /// What it printed on stderr so far.
+    said: Arc<Mutex<Vec<String>>>,
 }
 
 impl Proxy {
@@ -163,9 +165,14 @@ impl Proxy {
             .expect("spawn worldfs proxy");
         let stderr = child.stderr.take().expect("stderr");
         let (tx, rx) = mpsc::channel();
+        let said = Arc::new(Mutex::new(Vec::new()));
+        let keep = Arc::clone(&said);
         thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 eprintln!("proxy: {line}");
+                if let Ok(mut v) = keep.lock() {
+                    v.push(line.clone());
+                }
                 if let Some(rest) = line.strip_prefix("worldfs: proxy on http://") {
                     let addr = rest.split_whitespace().next().unwrap_or_default();
                     let _ = tx.send(addr.to_owned());
@@ -179,7 +186,17 @@ impl Proxy {
                 panic!("worldfs proxy did not say where it listens");
             }
         };
-        Proxy { child, addr }
+        Proxy { child, addr, said }
+    }
+
+    /// Waits until a line it printed contains `what`.
+    fn says(&self, what: &str) -> bool {
+        common::wait_until(WAIT, || {
+            self.said
+                .lock()
+                .is_ok_and(|v| v.iter().any(|l| l.contains(what)))
+        })
+        .is_some()
     }
 
     fn url(&self, path: &str) -> String {
@@ -437,6 +454,10 @@ fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
         .expect("goal.set");
     let proxy = Proxy::start(&m, up.port, &["--observe"]);
     assert_passes_untouched(&up, &proxy, &body);
+    assert!(
+        proxy.says("/v1/messages: would send"),
+        "--observe prints what it would have sent"
+    );
 }
 
 #[test]

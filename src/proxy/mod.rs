@@ -109,7 +109,10 @@ fn prepare(state: &State, path: &str, body: &[u8]) -> Prepared {
     match try_rewrite(state, &parsed) {
         Ok(Ok((out, summary))) => {
             if state.cfg.observe {
-                tracing::info!("{path}: would send {summary} (--observe: sent as it came)");
+                // What --observe is for: printed whatever the log level.
+                eprintln!(
+                    "worldfs proxy: {path}: would send {summary} (--observe: sent as it came)"
+                );
                 state.counts.untouched.fetch_add(1, Ordering::Relaxed);
                 return Prepared::Untouched;
             }
@@ -181,15 +184,15 @@ fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
         "{after} messages ({} tokens of projection, budget {}) instead of {before}{}",
         p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
         p.get("budget").and_then(Value::as_u64).unwrap_or(0),
-        history_tokens(body, plan.tail_start),
+        history_tokens(body, plan.tail_start, state.cfg.observe),
     );
     Ok(Ok((out, summary)))
 }
 
-/// ", about N tokens of history replaced", when info logging is on (counting costs a pass of
-/// the tokenizer over the whole history).
-fn history_tokens(body: &Value, tail_start: usize) -> String {
-    if !tracing::enabled!(tracing::Level::INFO) {
+/// ", about N tokens of history replaced", when it is shown: with --observe, or info logging on
+/// (counting costs a pass of the tokenizer over the whole history).
+fn history_tokens(body: &Value, tail_start: usize, observe: bool) -> String {
+    if !observe && !tracing::enabled!(tracing::Level::INFO) {
         return String::new();
     }
     let Some(m) = body.get("messages").and_then(Value::as_array) else {
