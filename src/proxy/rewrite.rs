@@ -305,16 +305,21 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
         return Err(Invalid(vec!["no messages".into()]));
     };
     let mut new: Vec<Value> = Vec::with_capacity(projection.len() + plan.instructions.len() + 3);
-    new.push(plan.head.clone());
-    for (i, m) in projection.iter().enumerate() {
-        let m = if i == 0 {
-            without_goal(m, plan)
-        } else {
-            Some(m.clone())
-        };
-        if let Some(m) = m {
-            push_message(&mut new, m);
+    let mut head = plan.head.clone();
+    let opening = projection.first().and_then(|m| {
+        let (m, breakpoint) = without_goal(m, plan);
+        // The goal block ended the stable part; the first message, as stable, ends it now.
+        if let Some(cc) = breakpoint {
+            mark_last_block(&mut head, cc);
         }
+        m
+    });
+    new.push(head);
+    for m in opening
+        .into_iter()
+        .chain(projection.iter().skip(1).cloned())
+    {
+        push_message(&mut new, m);
     }
     for m in plan.instructions.iter().chain(&messages[plan.tail_start..]) {
         push_message(&mut new, m.clone());
@@ -327,25 +332,37 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
 }
 
 /// The projection's opening message without what the head already says: its goal block
-/// becomes the prompts after the first, or goes; a message left empty goes too.
-fn without_goal(m: &Value, plan: &Plan) -> Option<Value> {
+/// becomes the prompts after the first, or goes; a message left empty goes too. Also the
+/// breakpoint of a goal block that went.
+fn without_goal(m: &Value, plan: &Plan) -> (Option<Value>, Option<Value>) {
     let mut m = m.clone();
     let Some(Value::Array(blocks)) = m.get_mut("content") else {
-        return Some(m);
+        return (Some(m), None);
     };
     let goal = plan.goal.trim();
+    let mut dropped = None;
     if let Some(i) = blocks.iter().position(|b| {
         b.get("type").and_then(Value::as_str) == Some("text")
             && b.get("text").and_then(Value::as_str).map(str::trim) == Some(goal)
     }) {
         match &plan.later_prompts {
             Some(later) => blocks[i]["text"] = Value::String(later.clone()),
-            None => {
-                blocks.remove(i);
-            }
+            None => dropped = blocks.remove(i).get("cache_control").cloned(),
         }
     }
-    (!blocks.is_empty()).then_some(m)
+    let m = (!blocks.is_empty()).then_some(m);
+    (m, dropped)
+}
+
+/// Puts `cache_control` on the last block of message `m` (a string content becomes one text
+/// block, the same text).
+fn mark_last_block(m: &mut Value, cache_control: Value) {
+    let Some(o) = m.as_object_mut() else { return };
+    let mut blocks = into_blocks(o.remove("content"));
+    if let Some(last) = blocks.last_mut().and_then(Value::as_object_mut) {
+        last.insert("cache_control".into(), cache_control);
+    }
+    o.insert("content".into(), Value::Array(blocks));
 }
 
 /// The API's rules on the messages (`projection::validate`). Two things are Claude Code's and
@@ -450,6 +467,19 @@ mod tests {
             assert_eq!(out[k], body[k], "{k} must pass untouched");
         }
         assert!(count_breakpoints(Some(&out)) <= MAX_BREAKPOINTS);
+
+        // The projection's goal block carried its stable breakpoint: the first message, as
+        // stable, carries it now.
+        let mut proj = projection();
+        proj[0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        let out = splice(&body, &plan, &proj).expect("valid");
+        let first = &out["messages"][0];
+        assert_eq!(count_breakpoints(Some(first)), 1);
+        assert!(first["content"][1].get("cache_control").is_some());
+        assert_eq!(
+            first["content"][1]["text"],
+            body["messages"][0]["content"][1]["text"]
+        );
     }
 
     #[test]
