@@ -132,6 +132,7 @@ PY
 grep -o '/v1/messages: sent.*' "$WORK/proxy.err" | sed 's/^/proxy log: /' || true
 kill "$PROXY_PID" "$API_PID" 2> /dev/null || true
 wait "$PROXY_PID" "$API_PID" 2> /dev/null || true
+grep '^worldfs: proxy stopped' "$WORK/proxy.err" || true
 
 echo
 if [ "$INO_MOUNT" = "$INO_BEFORE" ]; then

@@ -189,6 +189,14 @@ impl Proxy {
         Proxy { child, addr, said }
     }
 
+    /// SIGTERM, as a service manager or Ctrl-C stops it; its exit status.
+    fn stop(&mut self) -> std::process::ExitStatus {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        common::wait_child(&mut self.child, WAIT).expect("the proxy stops on SIGTERM")
+    }
+
     /// Waits until a line it printed contains `what`.
     fn says(&self, what: &str) -> bool {
         common::wait_until(WAIT, || {
@@ -432,6 +440,15 @@ fn the_main_conversation_goes_upstream_as_the_present() {
     assert_eq!(resp.status().as_u16(), 529);
     assert_eq!(resp.text().expect("body"), err);
     up.next();
+
+    // Stopped, it says what it did: three calls rewritten (the stream, the count, the one the
+    // API refused), the subagent's passed.
+    let mut proxy = proxy;
+    assert!(proxy.stop().success());
+    assert!(
+        proxy.says("proxy stopped: 3 calls sent with the projection, 1 as they came, 0 "),
+        "the summary at exit"
+    );
 }
 
 #[test]

@@ -82,7 +82,11 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
     );
     eprintln!("worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr}");
     loop {
-        let (stream, peer) = match listener.accept().await {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            () = stopped() => return Ok(()),
+        };
+        let (stream, peer) = match accepted {
             Ok(s) => s,
             Err(e) => {
                 // Out of descriptors, say: the listener itself is fine; try again shortly.
@@ -106,6 +110,23 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
                 tracing::debug!("connection from {peer}: {e}");
             }
         });
+    }
+}
+
+/// Ctrl-C or SIGTERM: stop taking calls (those under way are cut, as a killed proxy would).
+async fn stopped() {
+    use tokio::signal::unix::{SignalKind, signal};
+    match signal(SignalKind::terminate()) {
+        Ok(mut term) => {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = term.recv() => {}
+            }
+        }
+        Err(e) => {
+            tracing::warn!("SIGTERM cannot stop the proxy cleanly: {e}");
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -43,7 +43,7 @@ pub struct ProxyConfig {
     pub socket: SocketArg,
 }
 
-/// What the proxy did, for the log line at each request and the summary at exit.
+/// What the proxy did with the conversation calls, for the summary when it stops.
 #[derive(Debug, Default)]
 struct Counts {
     rewritten: AtomicU64,
@@ -91,7 +91,18 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         client,
         counts: Counts::default(),
     });
-    runtime.block_on(forward::serve(state))
+    runtime.block_on(forward::serve(Arc::clone(&state)))?;
+    let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
+    eprintln!(
+        "worldfs: proxy stopped: {} calls sent with the projection, {} as they came, {} as they \
+         came because the projection failed",
+        n(&state.counts.rewritten),
+        n(&state.counts.untouched),
+        n(&state.counts.failed),
+    );
+    // Connections still open (a stream under way) must not hold the exit.
+    runtime.shutdown_background();
+    Ok(())
 }
 
 /// Outcome of preparing one request body.
