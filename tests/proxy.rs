@@ -446,7 +446,7 @@ fn the_main_conversation_goes_upstream_as_the_present() {
     let mut proxy = proxy;
     assert!(proxy.stop().success());
     assert!(
-        proxy.says("proxy stopped: 3 calls sent with the projection, 1 as they came, 0 "),
+        proxy.says("proxy stopped; model calls: 3 sent with the projection, 1 as they came, 0 "),
         "the summary at exit"
     );
 }

@@ -94,8 +94,8 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     runtime.block_on(forward::serve(Arc::clone(&state)))?;
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
     eprintln!(
-        "worldfs: proxy stopped: {} calls sent with the projection, {} as they came, {} as they \
-         came because the projection failed",
+        "worldfs: proxy stopped; model calls: {} sent with the projection, {} as they came, {} as \
+         they came because the projection failed",
         n(&state.counts.rewritten),
         n(&state.counts.untouched),
         n(&state.counts.failed),
