@@ -394,6 +394,7 @@ fn check(body: &Value) -> Result<(), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
     use serde_json::json;
 
     const PROMPT: &str = "Fix the date parser";
@@ -603,5 +604,140 @@ mod tests {
         ];
         let err = splice(&body, &plan, &broken).expect_err("invalid");
         assert!(err.to_string().contains("MissingResult"), "{err}");
+    }
+
+    /// One model turn of a generated conversation: tool calls (Read or Bash), whether the
+    /// assistant thinks first, whether Claude Code slips a system message in after it.
+    #[derive(Debug, Clone)]
+    struct Turn {
+        calls: Vec<bool>,
+        thinking: bool,
+        system_after: bool,
+    }
+
+    fn turn() -> impl Strategy<Value = Turn> {
+        (
+            prop::collection::vec(any::<bool>(), 1..4),
+            any::<bool>(),
+            any::<bool>(),
+        )
+            .prop_map(|(calls, thinking, system_after)| Turn {
+                calls,
+                thinking,
+                system_after,
+            })
+    }
+
+    /// A Claude Code request: the first message, the turns, then maybe a final answer and a
+    /// new prompt, maybe a trailing system message; breakpoints on the system prompt and on
+    /// the newest message, as Claude Code places them.
+    fn conversation(turns: &[Turn], answer_then_prompt: bool, trailing_system: bool) -> Value {
+        let mut messages = vec![json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>ctx</system-reminder>"},
+            {"type": "text", "text": PROMPT}
+        ]})];
+        for (t, turn) in turns.iter().enumerate() {
+            let mut a = Vec::new();
+            if turn.thinking {
+                a.push(json!({"type": "thinking", "thinking": "hm", "signature": "s"}));
+            }
+            let mut u = Vec::new();
+            for (c, read) in turn.calls.iter().enumerate() {
+                let id = format!("toolu_{t}_{c}");
+                let name = if *read { "Read" } else { "Bash" };
+                a.push(json!({"type": "tool_use", "id": id, "name": name, "input": {}}));
+                u.push(json!({"type": "tool_result", "tool_use_id": id, "content": "out"}));
+            }
+            messages.push(json!({"role": "assistant", "content": a}));
+            messages.push(json!({"role": "user", "content": u}));
+            if turn.system_after {
+                messages.push(json!({"role": "system", "content": format!("note {}", t % 2)}));
+            }
+        }
+        if answer_then_prompt {
+            messages
+                .push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
+            messages.push(json!({"role": "user", "content": "and now?"}));
+        }
+        if let Some(last) = messages
+            .iter_mut()
+            .rev()
+            .find(|m| role(m) == Some("user"))
+            .and_then(|m| m.get_mut("content"))
+            .and_then(Value::as_array_mut)
+            .and_then(|c| c.last_mut())
+        {
+            last["cache_control"] = json!({"type": "ephemeral"});
+        }
+        if trailing_system {
+            messages.push(json!({"role": "system", "content": "# Environment"}));
+        }
+        let mut body = request(0);
+        body["messages"] = Value::Array(messages);
+        body
+    }
+
+    /// A projection as the socket renders it: the goal, then `files` Read pairs, with up to
+    /// `breakpoints` markers (on the goal, then on the last result).
+    fn rendered(files: usize, later: bool, breakpoints: u8) -> Vec<Value> {
+        let goal = if later {
+            format!("{PROMPT}{LATER_PROMPT}and now?")
+        } else {
+            PROMPT.to_owned()
+        };
+        let mut goal_block = json!({"type": "text", "text": goal});
+        if breakpoints >= 1 {
+            goal_block["cache_control"] = json!({"type": "ephemeral"});
+        }
+        let mut m = vec![json!({"role": "user", "content": [goal_block]})];
+        for f in 0..files {
+            let id = format!("wf_{f}");
+            m.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": id, "name": "Read", "input": {"file_path": "/p/x"}}]}));
+            m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": id, "content": "1\tx"}]}));
+        }
+        if breakpoints >= 2
+            && files > 0
+            && let Some(b) = m.last_mut().and_then(|x| x["content"].get_mut(0))
+        {
+            b["cache_control"] = json!({"type": "ephemeral"});
+        }
+        m
+    }
+
+    proptest! {
+        /// Any conversation of Claude Code's shapes, spliced with any projection of the
+        /// socket's shapes: the result keeps the API's rules (the splice never has to fall
+        /// back), at most 4 breakpoints, the first message's text, and the last turn verbatim.
+        #[test]
+        fn splices_keep_the_rules_the_head_and_the_tail(
+            turns in prop::collection::vec(turn(), 0..8),
+            answer_then_prompt in any::<bool>(),
+            trailing_system in any::<bool>(),
+            files in 0usize..5,
+            later in any::<bool>(),
+        ) {
+            let body = conversation(&turns, answer_then_prompt, trailing_system);
+            let goal = if later { format!("{PROMPT}{LATER_PROMPT}and now?") } else { PROMPT.to_owned() };
+            let Ok(plan) = plan(&body, Some(&goal)) else {
+                // Only a conversation with nothing between its first message and its last
+                // turn is left alone.
+                prop_assert!(turns.len() + usize::from(answer_then_prompt) <= 1);
+                return Ok(());
+            };
+            let out = splice(&body, &plan, &rendered(files, later, plan.breakpoints));
+            prop_assert!(out.is_ok(), "{:?}", out.err());
+            let out = out.unwrap_or_default();
+            prop_assert!(count_breakpoints(Some(&out)) <= MAX_BREAKPOINTS);
+            let sent = out["messages"].as_array().cloned().unwrap_or_default();
+            let orig = body["messages"].as_array().cloned().unwrap_or_default();
+            let tail = &orig[plan.tail_start..];
+            prop_assert!(sent.len() >= tail.len());
+            prop_assert_eq!(&sent[sent.len() - tail.len()..], tail);
+            let texts = |m: &Value| -> Vec<Value> {
+                m["content"].as_array().map(|c| c.iter().map(|b| b["text"].clone()).collect()).unwrap_or_default()
+            };
+            let head = texts(&orig[0]);
+            prop_assert_eq!(&texts(&sent[0])[..head.len()], &head[..]);
+        }
     }
 }
