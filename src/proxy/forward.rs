@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 use anyhow::Context;
 use bytes::Bytes;
 use http_body_util::combinators::BoxBody;
-use http_body_util::{BodyExt, Full, Limited};
+use http_body_util::{BodyExt, Full, LengthLimitError, Limited};
 use hyper::body::Incoming;
 use hyper::header::{self, HeaderMap, HeaderName, HeaderValue};
 use hyper::server::conn::http1;
@@ -168,8 +168,13 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
     let body = match Limited::new(body, MAX_REQUEST_BYTES).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
+            let status = if e.is::<LengthLimitError>() {
+                StatusCode::PAYLOAD_TOO_LARGE
+            } else {
+                StatusCode::BAD_REQUEST
+            };
             return Ok(error_response(
-                StatusCode::PAYLOAD_TOO_LARGE,
+                status,
                 &format!("reading the request body: {e}"),
             ));
         }
