@@ -71,6 +71,11 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         anyhow::bail!("--budget 0: a projection needs at least one token");
     }
     let socket = resolve_socket(&cfg.socket)?;
+    // Started inside the mount (how it finds the socket), it must not keep the mount busy: an
+    // unmount would only detach it.
+    if let Err(e) = std::env::set_current_dir("/") {
+        tracing::debug!("leaving the current directory: {e}");
+    }
     // Fail at start, not at the agent's first call, when the mount is not there.
     Client::connect(&socket, SOCKET_TIMEOUT)
         .and_then(|mut c| c.call("initialize", json!({})))

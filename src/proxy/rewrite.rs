@@ -177,7 +177,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
 /// strips. `None` when the request holds no Read result yet.
 pub fn read_gutter(body: &Value) -> Option<&'static str> {
     let messages = body.get("messages")?.as_array()?;
-    let read_ids: Vec<&str> = messages
+    let read_ids: HashSet<&str> = messages
         .iter()
         .filter_map(|m| m.get("content")?.as_array())
         .flatten()
@@ -195,7 +195,7 @@ pub fn read_gutter(body: &Value) -> Option<&'static str> {
         .filter(|b| {
             b.get("tool_use_id")
                 .and_then(Value::as_str)
-                .is_some_and(|id| read_ids.contains(&id))
+                .is_some_and(|id| read_ids.contains(id))
         })
         .find_map(|b| gutter_of(&text_of(b.get("content"))))
 }
