@@ -152,12 +152,24 @@ struct Proxy {
 
 impl Proxy {
     fn start(m: &Mount, upstream: u16, extra: &[&str]) -> Proxy {
-        let mut child = Command::new(common::bin())
+        let mut args: Vec<std::ffi::OsString> = vec!["--socket".into(), m.socket().into()];
+        args.extend(extra.iter().map(Into::into));
+        Proxy::spawn(Command::new(common::bin()), upstream, &args)
+    }
+
+    /// Started in `dir` without `--socket`, as a user starts it in the mounted project.
+    fn start_in(dir: &std::path::Path, upstream: u16) -> Proxy {
+        let mut cmd = Command::new(common::bin());
+        cmd.current_dir(dir).env_remove("WORLDFS_SOCKET");
+        Proxy::spawn(cmd, upstream, &[])
+    }
+
+    /// `cmd` runs `worldfs`; the proxy's options every test uses come first, then `args`.
+    fn spawn(mut cmd: Command, upstream: u16, args: &[std::ffi::OsString]) -> Proxy {
+        let mut child = cmd
             .args(["-v", "proxy", "--listen", "127.0.0.1:0", "--upstream"])
             .arg(format!("http://127.0.0.1:{upstream}"))
-            .arg("--socket")
-            .arg(m.socket())
-            .args(extra)
+            .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -485,7 +497,11 @@ fn an_unreachable_upstream_is_an_api_error_and_no_mount_is_a_clear_start_error()
         .and_then(|l| l.local_addr())
         .expect("a free port")
         .port();
-    let proxy = Proxy::start(&m, port, &[]);
+    // Started in the mounted directory, as a user would: it finds the socket from there, and
+    // then leaves the directory, so it never keeps the mount busy.
+    let proxy = Proxy::start_in(&m.root, port);
+    let cwd = std::fs::read_link(format!("/proc/{}/cwd", proxy.child.id())).expect("its cwd");
+    assert_eq!(cwd, std::path::Path::new("/"));
     let resp = post(&proxy.url("/v1/messages"), &json!({"messages": []}));
     assert_eq!(resp.status().as_u16(), 502);
     let v: Value = serde_json::from_str(&resp.text().expect("body")).expect("JSON error");
