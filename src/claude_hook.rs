@@ -113,10 +113,13 @@ fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
     }
 }
 
+/// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.
+pub const LATER_PROMPT: &str = "\n\nThen the user asked:\n";
+
 /// The goal once `prompt` is added to the goal `now`.
 pub fn goal_with(now: Option<&str>, prompt: &str) -> String {
     match now.map(str::trim_end).filter(|g| !g.is_empty()) {
-        Some(g) => format!("{g}\n\nThen the user asked:\n{prompt}"),
+        Some(g) => format!("{g}{LATER_PROMPT}{prompt}"),
         None => prompt.to_owned(),
     }
 }

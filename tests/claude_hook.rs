@@ -3,35 +3,13 @@
 
 mod common;
 
-use std::io::Write;
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use worldfs::socket::Client;
 
 use common::Mount;
-
-/// Runs `worldfs hook` in `dir` with `stdin`.
-fn hook(dir: &Path, stdin: &str) -> Output {
-    let mut child = Command::new(common::bin())
-        .arg("hook")
-        .env_remove("WORLDFS_SOCKET")
-        .current_dir(dir)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn worldfs hook");
-    if let Some(mut i) = child.stdin.take() {
-        i.write_all(stdin.as_bytes()).expect("write the event");
-    }
-    let out = child.wait_with_output().expect("wait for worldfs hook");
-    assert!(out.status.success(), "worldfs hook failed: {out:?}");
-    assert!(out.stdout.is_empty(), "a hook prints nothing: {out:?}");
-    out
-}
 
 fn goal(c: &mut Client) -> Value {
     c.call("goal.get", json!({})).expect("goal.get")["goal"].clone()
@@ -60,12 +38,12 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
 
     c.call("goal.set", json!({"goal": "an old session's task"}))
         .expect("goal.set");
-    hook(
+    common::hook(
         Path::new("/"),
         &event(json!({"hook_event_name": "SessionStart", "source": "startup"})),
     );
     assert_eq!(goal(&mut c), Value::Null, "a new session clears the goal");
-    hook(
+    common::hook(
         Path::new("/"),
         &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": "Fix the rounding bug"})),
     );
@@ -81,7 +59,7 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
     std::fs::read(root.join("calc.py")).expect("read through the mount");
     let file_path = root.join("calc.py").to_string_lossy().into_owned();
     let before = turn(&mut c);
-    hook(
+    common::hook(
         Path::new("/"),
         &event(json!({
             "hook_event_name": "PostToolUse",
@@ -104,7 +82,7 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
     assert!(body.contains("10\\tline 10 of calc"), "{body}");
 
     // A Read of a file outside the mount: the daemon refuses the view, the step still counts.
-    hook(
+    common::hook(
         Path::new("/"),
         &event(json!({
             "hook_event_name": "PostToolUse",
@@ -117,7 +95,7 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
     );
     assert_eq!(turn(&mut c), before + 2);
 
-    hook(
+    common::hook(
         Path::new("/"),
         &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": "and add a test"})),
     );
@@ -133,7 +111,7 @@ fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
     let prompt = json!({"hook_event_name": "UserPromptSubmit", "prompt": "x",
                         "cwd": dir.to_string_lossy()});
     for stdin in [prompt.to_string(), "not json".into(), String::new()] {
-        let out = hook(&dir, &stdin);
+        let out = common::hook(&dir, &stdin);
         assert!(out.stderr.is_empty(), "{out:?}");
     }
 }

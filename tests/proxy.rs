@@ -464,6 +464,90 @@ fn the_main_conversation_goes_upstream_as_the_present() {
 }
 
 #[test]
+fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+    });
+    let root = m.root.to_string_lossy().into_owned();
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let event = |v: Value| {
+        let mut v = v;
+        v["session_id"] = "s1".into();
+        v["cwd"] = root.clone().into();
+        v.to_string()
+    };
+    // What Claude Code's hooks tell the mount (README, "With Claude Code"): a new session, the
+    // prompt, a Read (the mount sees the file read), and a second prompt later on.
+    let at = std::path::Path::new("/");
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "SessionStart", "source": "startup"})),
+    );
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})),
+    );
+    let out = Command::new("cat").arg(&file).output().expect("cat");
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    common::hook(
+        at,
+        &event(json!({
+            "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_read",
+            "tool_input": {"file_path": file},
+            "tool_response": {"type": "text", "file": {"filePath": file, "content": text,
+                              "numLines": 2, "startLine": 1, "totalLines": 2}},
+        })),
+    );
+    let later = "now make sub() round too";
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": later})),
+    );
+
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    // The conversation so far, then the answer to the first prompt and the second prompt.
+    let mut body = claude_request(PROMPT, &file, 3);
+    let msgs = body["messages"].as_array_mut().expect("messages");
+    msgs.push(
+        json!({"role": "assistant", "content": [{"type": "text", "text": "add() rounds now."}]}),
+    );
+    msgs.push(json!({"role": "user", "content": [{"type": "text", "text": later}]}));
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post(&proxy.url("/v1/messages"), &body);
+    let sent = up.next().json();
+    let msgs = sent["messages"].as_array().expect("messages");
+    let orig = body["messages"].as_array().expect("messages");
+    assert!(msgs.len() < orig.len(), "the history was replaced");
+    let block_texts = |m: &Value| -> Vec<Value> {
+        m["content"]
+            .as_array()
+            .map(|c| c.iter().map(|b| b["text"].clone()).collect())
+            .unwrap_or_default()
+    };
+    let (first, was) = (block_texts(&msgs[0]), block_texts(&orig[0]));
+    assert_eq!(
+        &first[..was.len()],
+        &was[..],
+        "the first message goes as it came, the projection after it"
+    );
+    assert_eq!(&msgs[msgs.len() - 2..], &orig[orig.len() - 2..]);
+    let all = texts(&sent["messages"]);
+    assert!(
+        all.contains(&format!("Then the user asked:\n{later}")),
+        "the later prompt, from the goal the hook kept"
+    );
+    assert!(all.contains("return a + b"), "the file read, as it is");
+    assert!(!all.contains("a long stale listing"));
+}
+
+#[test]
 fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");

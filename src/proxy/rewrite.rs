@@ -26,12 +26,11 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
+use crate::claude_hook::LATER_PROMPT;
 use crate::projection::validate;
 
 /// The API's limit on `cache_control` breakpoints in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
-/// Separator `worldfs hook` puts between the prompts of a session (`claude_hook::goal_with`).
-const LATER_PROMPT: &str = "\n\nThen the user asked:\n";
 /// The tool the projection's synthesized calls use; Claude Code defines it.
 pub const READ_TOOL: &str = "Read";
 
@@ -167,7 +166,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         head: without_breakpoints(first),
         instructions,
         goal: goal.to_owned(),
-        later_prompts: later.map(|l| format!("Then the user asked:\n{l}")),
+        later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         breakpoints,
     })
 }

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::ffi::{CString, OsStr};
 use std::fs::File;
 use std::hash::{DefaultHasher, Hash, Hasher};
-use std::io::Read;
+use std::io::{Read, Write};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
@@ -813,4 +813,25 @@ impl Drop for Mount {
             );
         }
     }
+}
+
+/// Runs `worldfs hook` in `dir` with `stdin`, as Claude Code runs it: it must exit 0 and print
+/// nothing, whatever happens.
+pub fn hook(dir: &Path, stdin: &str) -> Output {
+    let mut child = Command::new(bin())
+        .arg("hook")
+        .env_remove("WORLDFS_SOCKET")
+        .current_dir(dir)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn worldfs hook");
+    if let Some(mut i) = child.stdin.take() {
+        i.write_all(stdin.as_bytes()).expect("write the event");
+    }
+    let out = child.wait_with_output().expect("wait for worldfs hook");
+    assert!(out.status.success(), "worldfs hook failed: {out:?}");
+    assert!(out.stdout.is_empty(), "a hook prints nothing: {out:?}");
+    out
 }
