@@ -268,6 +268,28 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/tokens/history_tokens"),
         num(&s, "/tokens/history_tokens_sent_total"),
     );
+    // Only a proxy (`worldfs proxy`) reports model calls; without one the line would be noise.
+    if s.pointer("/proxy/calls")
+        .and_then(Value::as_u64)
+        .unwrap_or(0)
+        > 0
+    {
+        let ratio = s
+            .pointer("/proxy/ratio")
+            .and_then(Value::as_f64)
+            .map(|r| format!(" ({:.1}%)", r * 100.0))
+            .unwrap_or_default();
+        println!(
+            "proxy:    {} model calls ({} sent with the projection): their messages {} tokens, \
+             sent {}{ratio}; the last {} -> {}",
+            num(&s, "/proxy/calls"),
+            num(&s, "/proxy/rewritten"),
+            num(&s, "/proxy/history_tokens_total"),
+            num(&s, "/proxy/sent_tokens_total"),
+            num(&s, "/proxy/last_history_tokens"),
+            num(&s, "/proxy/last_sent_tokens"),
+        );
+    }
     println!(
         "observed: {} by the agent, {} weakly attributed, {} by scans, {} unattributed",
         num(&s, "/world/by_class/agent"),

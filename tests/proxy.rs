@@ -453,6 +453,30 @@ fn the_main_conversation_goes_upstream_as_the_present() {
     assert_eq!(resp.text().expect("body"), err);
     up.next();
 
+    // The mount keeps the account of the main conversation's calls (counted after each call),
+    // and `worldfs status` shows it.
+    let proxy_stats = |c: &mut Client| c.call("stats", json!({})).expect("stats")["proxy"].clone();
+    common::wait_until(WAIT, || proxy_stats(&mut c)["calls"] == 3)
+        .expect("three calls of the main conversation reported");
+    let p = proxy_stats(&mut c);
+    assert_eq!(p["rewritten"], 3);
+    let (history, sent) = (
+        p["history_tokens_total"].as_u64().unwrap_or(0),
+        p["sent_tokens_total"].as_u64().unwrap_or(u64::MAX),
+    );
+    assert!(sent < history, "sent {sent} of {history} tokens");
+    let status = common::run_with_timeout(
+        Command::new(common::bin())
+            .args(["status", "--socket"])
+            .arg(m.socket()),
+        WAIT,
+    );
+    let status = String::from_utf8_lossy(&status.stdout);
+    assert!(
+        status.contains("proxy:    3 model calls (3 sent with the projection)"),
+        "{status}"
+    );
+
     // Stopped, it says what it did: three calls rewritten (the stream, the count, the one the
     // API refused), the subagent's passed.
     let mut proxy = proxy;
@@ -571,6 +595,12 @@ fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
         proxy.says("/v1/messages: would send"),
         "--observe prints what it would have sent"
     );
+    assert!(proxy.says("tokens instead of"), "and what it saves");
+    let observed = common::wait_until(WAIT, || {
+        let p = c.call("stats", json!({})).expect("stats")["proxy"].clone();
+        p["calls"] == 1 && p["rewritten"] == 0
+    });
+    assert!(observed.is_some(), "one call observed, none rewritten");
 }
 
 #[test]

@@ -21,7 +21,7 @@ use hyper::service::service_fn;
 use hyper::{Method, Request, Response, StatusCode};
 use hyper_util::rt::TokioIo;
 
-use super::{Prepared, State, prepare};
+use super::{Prepared, State, account, prepare};
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 type Body = BoxBody<Bytes, BoxError>;
@@ -183,13 +183,19 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
     let body = if rewritable(&parts.method, &path) {
         let state2 = Arc::clone(state);
         let original = body.clone();
-        let prepared = tokio::task::spawn_blocking(move || prepare(&state2, &path, &original))
-            .await
-            .unwrap_or_else(|e| {
-                tracing::warn!("preparing the request failed: {e}");
-                state.counts.failed.fetch_add(1, Ordering::Relaxed);
-                Prepared::Untouched
-            });
+        let (prepared, call) =
+            tokio::task::spawn_blocking(move || prepare(&state2, &path, &original))
+                .await
+                .unwrap_or_else(|e| {
+                    tracing::warn!("preparing the request failed: {e}");
+                    state.counts.failed.fetch_add(1, Ordering::Relaxed);
+                    (Prepared::Untouched, None)
+                });
+        if let Some(call) = call {
+            // Bookkeeping, after the call: it must not delay it.
+            let state3 = Arc::clone(state);
+            tokio::task::spawn_blocking(move || account::record(&state3, &call));
+        }
         match prepared {
             Prepared::Rewritten(b) => b,
             Prepared::Untouched => body,

@@ -14,6 +14,7 @@
 
 pub mod rewrite;
 
+mod account;
 mod forward;
 
 use std::net::SocketAddr;
@@ -111,38 +112,48 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
 }
 
 /// Outcome of preparing one request body.
-enum Prepared {
+pub(crate) enum Prepared {
     Rewritten(bytes::Bytes),
     Untouched,
 }
 
-/// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls).
-fn prepare(state: &State, path: &str, body: &[u8]) -> Prepared {
+/// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls). A call of the
+/// main conversation also gives what to account for it, off the call's path.
+fn prepare(state: &State, path: &str, body: &[u8]) -> (Prepared, Option<account::Call>) {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(_) => return untouched(state, path, &rewrite::Skip::NotJson),
+        Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson), None),
     };
     match try_rewrite(state, &parsed) {
         Ok(Ok((out, summary))) => {
-            if state.cfg.observe {
-                // What --observe is for: printed whatever the log level.
-                eprintln!(
-                    "worldfs proxy: {path}: would send {summary} (--observe: sent as it came)"
-                );
+            let prepared = if state.cfg.observe {
                 state.counts.untouched.fetch_add(1, Ordering::Relaxed);
-                return Prepared::Untouched;
-            }
-            match serde_json::to_vec(&out) {
-                Ok(bytes) => {
-                    tracing::info!("{path}: sent {summary}");
-                    state.counts.rewritten.fetch_add(1, Ordering::Relaxed);
-                    Prepared::Rewritten(bytes.into())
+                Prepared::Untouched
+            } else {
+                match serde_json::to_vec(&out) {
+                    Ok(bytes) => {
+                        tracing::info!("{path}: sent {summary}");
+                        state.counts.rewritten.fetch_add(1, Ordering::Relaxed);
+                        Prepared::Rewritten(bytes.into())
+                    }
+                    Err(e) => {
+                        let why = format!("serializing the request: {e}");
+                        return (failed(state, path, &why), None);
+                    }
                 }
-                Err(e) => failed(state, path, &format!("serializing the request: {e}")),
-            }
+            };
+            let rewritten = matches!(prepared, Prepared::Rewritten(_));
+            let call = account::Call {
+                path: path.to_owned(),
+                summary,
+                original: parsed,
+                sent: out,
+                rewritten,
+            };
+            (prepared, Some(call))
         }
-        Ok(Err(skip)) => untouched(state, path, &skip),
-        Err(e) => failed(state, path, &format!("{e:#}")),
+        Ok(Err(skip)) => (untouched(state, path, &skip), None),
+        Err(e) => (failed(state, path, &format!("{e:#}")), None),
     }
 }
 
@@ -197,26 +208,9 @@ fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     let summary = format!(
-        "{after} messages ({} tokens of projection, budget {}) instead of {before}{}",
+        "{after} messages ({} tokens of projection, budget {}) instead of {before}",
         p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
         p.get("budget").and_then(Value::as_u64).unwrap_or(0),
-        history_tokens(body, plan.tail_start, state.cfg.observe),
     );
     Ok(Ok((out, summary)))
-}
-
-/// ", about N tokens of history replaced", when it is shown: with --observe, or info logging on
-/// (counting costs a pass of the tokenizer over the whole history).
-fn history_tokens(body: &Value, tail_start: usize, observe: bool) -> String {
-    if !observe && !tracing::enabled!(tracing::Level::INFO) {
-        return String::new();
-    }
-    let Some(m) = body.get("messages").and_then(Value::as_array) else {
-        return String::new();
-    };
-    let replaced = serde_json::to_string(&m[..tail_start.min(m.len())]).unwrap_or_default();
-    match crate::world::tokens::count_uncached(replaced.as_bytes()) {
-        Ok(n) => format!(" (about {n} tokens of history replaced)"),
-        Err(_) => String::new(),
-    }
 }

@@ -15,7 +15,7 @@ use serde::de::DeserializeOwned;
 use serde_json::{Map, Value, json};
 
 use super::commands::{self, Validity};
-use super::metrics::{Histogram, TokenAccount, count_tokens};
+use super::metrics::{Histogram, ProxyAccount, TokenAccount, count_tokens};
 use super::protocol::{self, Incoming, Parsed, Reply, RpcError, code};
 use super::render::{Format, LineNumbers, ProjectionParams, Renderer, StepOutput};
 use super::render_cache::RenderCache;
@@ -59,6 +59,7 @@ pub const METHODS: &[&str] = &[
     "changes.since",
     "observations.subscribe",
     "observations.unsubscribe",
+    "proxy.record",
     "stats",
 ];
 
@@ -75,6 +76,7 @@ const READ_ONLY: &[&str] = &[
     "changes.since",
     "observations.subscribe",
     "observations.unsubscribe",
+    "proxy.record",
     "stats",
 ];
 
@@ -99,6 +101,7 @@ pub struct Shared {
     pub op_stats: Option<Arc<OpStats>>,
     pub emitted: Option<EmittedFn>,
     pub tokens: TokenAccount,
+    pub proxy: ProxyAccount,
     pub validity: Validity,
     pub subs: Arc<Registry>,
     /// One histogram per method (same order as [`METHODS`]), then one for all requests.
@@ -137,6 +140,7 @@ impl Shared {
             op_stats,
             emitted,
             tokens: TokenAccount::default(),
+            proxy: ProxyAccount::default(),
             validity: Validity::default(),
             subs: Arc::new(Registry::default()),
             latency: (0..=METHODS.len()).map(|_| Histogram::default()).collect(),
@@ -345,12 +349,31 @@ fn dispatch_value(
                 )))
             }
         }
+        "proxy.record" => {
+            let p: ProxyRecord = parse(method, params)?;
+            shared
+                .proxy
+                .record(p.history_tokens, p.sent_tokens, p.rewritten);
+            Ok(json!(shared.proxy.report()))
+        }
         "stats" => {
             let _: Empty = parse(method, params)?;
             Ok(stats(shared))
         }
         other => Err(RpcError::method_not_found(other)),
     }
+}
+
+/// One model call `worldfs proxy` took from the session's main conversation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ProxyRecord {
+    /// Tokens of the messages as the client sent them.
+    history_tokens: u64,
+    /// Tokens of the messages sent upstream (or that would have been, under `--observe`).
+    sent_tokens: u64,
+    /// Whether it was sent with the projection.
+    rewritten: bool,
 }
 
 fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
@@ -1138,6 +1161,7 @@ fn stats(shared: &Shared) -> Value {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     json!({
         "tokens": shared.tokens.report(),
+        "proxy": shared.proxy.report(),
         "entries": world.entries,
         "known_tokens": world.known_tokens,
         "drops": {

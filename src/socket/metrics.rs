@@ -166,6 +166,59 @@ impl TokenAccount {
     }
 }
 
+/// What `worldfs proxy` reported of the model calls it took from the session's main
+/// conversation (`proxy.record`): the messages as the client sent them against the messages sent
+/// upstream, in tokens. The system prompt and tools are sent either way, so are not counted.
+#[derive(Debug, Default)]
+pub struct ProxyAccount {
+    calls: AtomicU64,
+    rewritten: AtomicU64,
+    history: AtomicU64,
+    sent: AtomicU64,
+    last_history: AtomicU64,
+    last_sent: AtomicU64,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize)]
+pub struct ProxyReport {
+    pub calls: u64,
+    /// Calls sent with the projection (the others were observed: `--observe`).
+    pub rewritten: u64,
+    pub history_tokens_total: u64,
+    pub sent_tokens_total: u64,
+    pub last_history_tokens: u64,
+    pub last_sent_tokens: u64,
+    /// sent / history over every call (lower is better); `None` before any call.
+    pub ratio: Option<f64>,
+}
+
+impl ProxyAccount {
+    pub fn record(&self, history: u64, sent: u64, rewritten: bool) {
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        if rewritten {
+            self.rewritten.fetch_add(1, Ordering::Relaxed);
+        }
+        self.history.fetch_add(history, Ordering::Relaxed);
+        self.sent.fetch_add(sent, Ordering::Relaxed);
+        self.last_history.store(history, Ordering::Relaxed);
+        self.last_sent.store(sent, Ordering::Relaxed);
+    }
+
+    pub fn report(&self) -> ProxyReport {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let (h, s) = (get(&self.history), get(&self.sent));
+        ProxyReport {
+            calls: get(&self.calls),
+            rewritten: get(&self.rewritten),
+            history_tokens_total: h,
+            sent_tokens_total: s,
+            last_history_tokens: get(&self.last_history),
+            last_sent_tokens: get(&self.last_sent),
+            ratio: (h > 0).then(|| s as f64 / h as f64),
+        }
+    }
+}
+
 /// o200k tokens of `text`; a rough estimate if the tokenizer is unavailable (stats only).
 pub fn count_tokens(text: &str) -> u64 {
     crate::world::tokens::count_uncached(text.as_bytes())

@@ -1,0 +1,112 @@
+//! What a call of the main conversation cost, against what its history would have: counted
+//! after the call has gone upstream (tokenizing a long history takes longer than the rest of the
+//! proxy's work on a call), then logged and reported to the mount (`proxy.record`), where
+//! `worldfs status` shows the totals.
+
+use serde_json::{Value, json};
+
+use super::{SOCKET_TIMEOUT, State};
+use crate::socket::Client;
+use crate::socket::metrics::count_tokens;
+
+/// One call of the main conversation, as it came and as it went (or would have gone).
+pub(crate) struct Call {
+    pub path: String,
+    /// The proxy's one-line account of the splice.
+    pub summary: String,
+    pub original: Value,
+    pub sent: Value,
+    /// Sent with the projection; `false` under `--observe`.
+    pub rewritten: bool,
+}
+
+/// Keys whose string values are not text the model reads as content (ids, markers, signatures).
+const NOT_TEXT: &[&str] = &[
+    "type",
+    "id",
+    "tool_use_id",
+    "role",
+    "signature",
+    "cache_control",
+];
+
+/// The text of `messages` the model reads: every string in them but ids and markers, with tool
+/// inputs as their JSON. Both sides of a call are measured the same way.
+fn text_of(messages: Option<&Value>, out: &mut String) {
+    match messages {
+        Some(Value::String(s)) => {
+            out.push_str(s);
+            out.push('\n');
+        }
+        Some(Value::Array(a)) => a.iter().for_each(|v| text_of(Some(v), out)),
+        Some(Value::Object(o)) => {
+            for (k, v) in o {
+                if k == "input" {
+                    out.push_str(&v.to_string());
+                    out.push('\n');
+                } else if !NOT_TEXT.contains(&k.as_str()) {
+                    text_of(Some(v), out);
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+/// Tokens (o200k_base) of the text of a body's `messages`.
+pub(crate) fn message_tokens(body: &Value) -> u64 {
+    let mut text = String::new();
+    text_of(body.get("messages"), &mut text);
+    count_tokens(&text)
+}
+
+/// Counts the call, logs it, and reports it to the mount. Never fails: it is bookkeeping.
+pub(crate) fn record(state: &State, call: &Call) {
+    let history = message_tokens(&call.original);
+    let sent = message_tokens(&call.sent);
+    let tokens = format!("messages of {sent} tokens instead of {history}");
+    if call.rewritten {
+        tracing::info!("{}: {tokens}", call.path);
+    } else {
+        // What --observe is for: printed whatever the log level.
+        eprintln!(
+            "worldfs proxy: {}: would send {}, {tokens} (--observe: sent as it came)",
+            call.path, call.summary
+        );
+    }
+    let reported = Client::connect(&state.socket, SOCKET_TIMEOUT).and_then(|mut c| {
+        c.call(
+            "proxy.record",
+            json!({"history_tokens": history, "sent_tokens": sent, "rewritten": call.rewritten}),
+        )
+    });
+    if let Err(e) = reported {
+        tracing::debug!("{}: not reported to the mount: {e}", call.path);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_and_markers_are_not_text() {
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": "hello", "cache_control": {"type": "ephemeral"}}]},
+            {"role": "assistant", "content": [
+                {"type": "thinking", "thinking": "hm", "signature": "c2lnbmF0dXJlc2lnbmF0dXJl"},
+                {"type": "tool_use", "id": "toolu_0123456789", "name": "Read", "input": {"file_path": "/a"}}
+            ]},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_0123456789", "content": "1\tx"}]}
+        ]});
+        let mut t = String::new();
+        text_of(body.get("messages"), &mut t);
+        for kept in ["hello", "hm", "Read", "{\"file_path\":\"/a\"}", "1\tx"] {
+            assert!(t.contains(kept), "{kept} in {t:?}");
+        }
+        for dropped in ["toolu_", "c2lnbm", "ephemeral", "assistant", "tool_result"] {
+            assert!(!t.contains(dropped), "{dropped} in {t:?}");
+        }
+        assert!(message_tokens(&body) > 0);
+    }
+}
