@@ -110,6 +110,17 @@ print(ms_row("added by the proxy (paired)", added))
 late = added[len(added) * 3 // 4:]
 print(ms_row("added, last quarter of the turns", late))
 rewritten = sum(1 for _, history, sent in sizes if sent != history)
+# The proxy counts each call's tokens after it has gone and reports them to the mount.
+for _ in range(300):
+    stats = json.loads(subprocess.run([bin_, "ctl", "stats"], cwd=mnt, capture_output=True,
+                                      check=True).stdout)["proxy"]
+    if stats["calls"] >= rewritten:
+        break
+    time.sleep(0.1)
+print("TOKENS | %d | %d | %d | %.1f%% | %d -> %d |" % (
+    stats["calls"], stats["history_tokens_total"], stats["sent_tokens_total"],
+    100.0 * stats["sent_tokens_total"] / max(1, stats["history_tokens_total"]),
+    stats["last_history_tokens"], stats["last_sent_tokens"]))
 print("REWRITTEN %d of %d requests reached the API rewritten (the first has no history to replace)"
       % (rewritten, len(sizes)))
 for t, history, sent in sizes:

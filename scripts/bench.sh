@@ -381,6 +381,12 @@ for f in range(12):
     echo "$out" | sed -n 's/^SIZE //p'
     echo
     echo "$out" | sed -n 's/^REWRITTEN /- /p'
+    echo
+    echo "Tokens (o200k_base) of the messages, as the proxy reported them to the mount (\`worldfs status\`, \`stats.proxy\`); system prompt and tools are sent either way and not counted:"
+    echo
+    echo "| calls reported | messages as sent by the client | messages sent upstream | ratio | last call |"
+    echo "|---|---|---|---|---|"
+    echo "$out" | sed -n 's/^TOKENS //p'
   } | record
 }
 

@@ -7,7 +7,11 @@ use serde_json::{Value, json};
 
 use super::{SOCKET_TIMEOUT, State};
 use crate::socket::Client;
-use crate::socket::metrics::count_tokens;
+use crate::world::tokens::{self, TokenCounter};
+
+/// Messages whose counts are kept: a history resends every earlier message at every call, so
+/// each is tokenized once (a long session's history is megabytes).
+pub(crate) const MEMO_MESSAGES: usize = 1 << 14;
 
 /// One call of the main conversation, as it came and as it went (or would have gone).
 pub(crate) struct Call {
@@ -53,17 +57,30 @@ fn text_of(messages: Option<&Value>, out: &mut String) {
     }
 }
 
-/// Tokens (o200k_base) of the text of a body's `messages`.
-pub(crate) fn message_tokens(body: &Value) -> u64 {
+/// Tokens (o200k_base) of the text of a body's `messages`, message by message.
+pub(crate) fn message_tokens(memo: &TokenCounter, body: &Value) -> u64 {
+    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+        return 0;
+    };
+    let mut total = 0u64;
     let mut text = String::new();
-    text_of(body.get("messages"), &mut text);
-    count_tokens(&text)
+    for m in messages {
+        text.clear();
+        text_of(Some(m), &mut text);
+        let bytes = text.as_bytes();
+        // A rough count if the tokenizer is unavailable: these are statistics.
+        let n = memo
+            .count(&tokens::hash(bytes), bytes)
+            .map_or_else(|_| (bytes.len() as u64).div_ceil(4), u64::from);
+        total = total.saturating_add(n);
+    }
+    total
 }
 
 /// Counts the call, logs it, and reports it to the mount. Never fails: it is bookkeeping.
 pub(crate) fn record(state: &State, call: &Call) {
-    let history = message_tokens(&call.original);
-    let sent = message_tokens(&call.sent);
+    let history = message_tokens(&state.memo, &call.original);
+    let sent = message_tokens(&state.memo, &call.sent);
     let tokens = format!("messages of {sent} tokens instead of {history}");
     if call.rewritten {
         tracing::info!("{}: {tokens}", call.path);
@@ -107,6 +124,9 @@ mod tests {
         for dropped in ["toolu_", "c2lnbm", "ephemeral", "assistant", "tool_result"] {
             assert!(!t.contains(dropped), "{dropped} in {t:?}");
         }
-        assert!(message_tokens(&body) > 0);
+        let memo = TokenCounter::new(4);
+        let once = message_tokens(&memo, &body);
+        assert!(once > 0);
+        assert_eq!(message_tokens(&memo, &body), once, "the same from the memo");
     }
 }

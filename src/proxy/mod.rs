@@ -57,6 +57,8 @@ struct State {
     socket: PathBuf,
     client: reqwest::Client,
     counts: Counts,
+    /// Token counts of messages seen, for the accounting.
+    memo: crate::world::tokens::TokenCounter,
 }
 
 /// Runs the proxy until it is killed.
@@ -96,6 +98,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         socket,
         client,
         counts: Counts::default(),
+        memo: crate::world::tokens::TokenCounter::new(account::MEMO_MESSAGES),
     });
     runtime.block_on(forward::serve(Arc::clone(&state)))?;
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
