@@ -48,8 +48,9 @@ enum Answer {
     Plain { status: u16, body: String },
 }
 
-/// A stand-in for the API: answers each connection's one request as told, and hands the test
-/// what it received. (A test double, so HTTP/1.1 is written out by hand here.)
+/// A stand-in for the API: answers each connection's one request as told (and closes it, saying
+/// so, so the proxy's pool never sends a second request down it), and hands the test what it
+/// received. (A test double, so HTTP/1.1 is written out by hand here.)
 struct Upstream {
     port: u16,
     received: mpsc::Receiver<Received>,
@@ -108,7 +109,7 @@ impl Upstream {
                         write!(
                             s,
                             "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\n\
-                             request-id: req_1\r\ntransfer-encoding: chunked\r\n\r\n"
+                             request-id: req_1\r\nconnection: close\r\ntransfer-encoding: chunked\r\n\r\n"
                         )
                         .expect("head");
                         chunk(&mut s, "event: message_start\ndata: {\"n\":1}\n\n");
