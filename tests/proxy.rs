@@ -384,7 +384,7 @@ fn the_main_conversation_goes_upstream_as_the_present() {
         !all.contains("a long stale listing"),
         "the history between is replaced"
     );
-    assert!(worldfs::proxy::rewrite::count_breakpoints(Some(&sent)) <= 4);
+    assert!(worldfs::projection::validate::count_cache_control(&sent) <= 4);
     if let Err(v) = worldfs::projection::validate::anthropic(&sent) {
         panic!("the rewritten request breaks the API's rules: {v:?}");
     }

@@ -193,7 +193,9 @@ fn tool_defs(r: &mut Report, tools: Option<&Value>, format: Format) -> HashSet<S
     names
 }
 
-fn count_cache_control(v: &Value) -> usize {
+/// `cache_control` markers anywhere under `v`, as the API counts them against its limit of 4
+/// (also used by `worldfs proxy` on the parts of a request it keeps).
+pub fn count_cache_control(v: &Value) -> usize {
     match v {
         Value::Object(m) => {
             usize::from(m.contains_key("cache_control"))

@@ -27,7 +27,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::claude_hook::LATER_PROMPT;
-use crate::projection::validate;
+use crate::projection::validate::{self, count_cache_control};
 
 /// The API's limit on `cache_control` breakpoints in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -154,11 +154,11 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .collect();
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
-        + count_breakpoints(obj.get("system"))
-        + count_breakpoints(obj.get("tools"))
+        + obj.get("system").map_or(0, count_cache_control)
+        + obj.get("tools").map_or(0, count_cache_control)
         + messages[tail_start..]
             .iter()
-            .map(|m| count_breakpoints(Some(m)))
+            .map(count_cache_control)
             .sum::<usize>();
     let breakpoints = u8::try_from(MAX_BREAKPOINTS.saturating_sub(used)).unwrap_or(0);
     Ok(Plan {
@@ -196,11 +196,11 @@ pub fn read_gutter(body: &Value) -> Option<&'static str> {
                 .and_then(Value::as_str)
                 .is_some_and(|id| read_ids.contains(id))
         })
-        .find_map(|b| gutter_of(&text_of(b.get("content"))))
+        .find_map(|b| gutter_of(&result_text(b.get("content"))))
 }
 
 /// The text of a tool result's content (a string, or text blocks).
-fn text_of(content: Option<&Value>) -> String {
+fn result_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(blocks)) => blocks
@@ -238,21 +238,6 @@ fn without_breakpoints(m: &Value) -> Value {
         }
     }
     m
-}
-
-/// `cache_control` markers anywhere under `v`, as the API counts them.
-pub fn count_breakpoints(v: Option<&Value>) -> usize {
-    match v {
-        Some(Value::Object(m)) => {
-            usize::from(m.contains_key("cache_control"))
-                + m.iter()
-                    .filter(|(k, _)| k.as_str() != "cache_control")
-                    .map(|(_, v)| count_breakpoints(Some(v)))
-                    .sum::<usize>()
-        }
-        Some(Value::Array(a)) => a.iter().map(|v| count_breakpoints(Some(v))).sum(),
-        _ => 0,
-    }
 }
 
 /// A message's content as an array of blocks (the API takes a string as one text block).
@@ -445,7 +430,7 @@ mod tests {
         assert_eq!(plan.tail_start, 9);
         // system 1 + the last result 1.
         assert_eq!(plan.breakpoints, 2);
-        assert_eq!(count_breakpoints(Some(&plan.head)), 0);
+        assert_eq!(count_cache_control(&plan.head), 0);
 
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
@@ -466,7 +451,7 @@ mod tests {
         ] {
             assert_eq!(out[k], body[k], "{k} must pass untouched");
         }
-        assert!(count_breakpoints(Some(&out)) <= MAX_BREAKPOINTS);
+        assert!(count_cache_control(&out) <= MAX_BREAKPOINTS);
 
         // The projection's goal block carried its stable breakpoint: the first message, as
         // stable, carries it now.
@@ -474,7 +459,7 @@ mod tests {
         proj[0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
         let out = splice(&body, &plan, &proj).expect("valid");
         let first = &out["messages"][0];
-        assert_eq!(count_breakpoints(Some(first)), 1);
+        assert_eq!(count_cache_control(first), 1);
         assert!(first["content"][1].get("cache_control").is_some());
         assert_eq!(
             first["content"][1]["text"],
@@ -726,7 +711,7 @@ mod tests {
             let out = splice(&body, &plan, &rendered(files, later, plan.breakpoints));
             prop_assert!(out.is_ok(), "{:?}", out.err());
             let out = out.unwrap_or_default();
-            prop_assert!(count_breakpoints(Some(&out)) <= MAX_BREAKPOINTS);
+            prop_assert!(count_cache_control(&out) <= MAX_BREAKPOINTS);
             let sent = out["messages"].as_array().cloned().unwrap_or_default();
             let orig = body["messages"].as_array().cloned().unwrap_or_default();
             let tail = &orig[plan.tail_start..];
