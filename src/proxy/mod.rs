@@ -9,8 +9,8 @@
 //!
 //! The proxy never stands between the agent and the model: when the mount cannot be asked, or
 //! the rewritten request would break a rule of the API, the original request goes upstream.
-//! With `--observe` nothing is ever rewritten; each request only logs what the projection would
-//! have sent in its place.
+//! With `--observe` nothing is ever rewritten; each call of the main conversation only prints
+//! what would have been sent in its place.
 
 pub mod rewrite;
 

@@ -284,8 +284,10 @@ impl std::error::Error for Invalid {}
 /// `body` with its history replaced by `projection` (the projection's `messages`), cut as
 /// `plan` says. The result is checked against the rules the API enforces before it is returned.
 pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, Invalid> {
-    let mut out = body.clone();
-    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+    let (Some(fields), Some(messages)) = (
+        body.as_object(),
+        body.get("messages").and_then(Value::as_array),
+    ) else {
         return Err(Invalid(vec!["no messages".into()]));
     };
     let mut new: Vec<Value> = Vec::with_capacity(projection.len() + plan.instructions.len() + 3);
@@ -308,9 +310,15 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     for m in plan.instructions.iter().chain(&messages[plan.tail_start..]) {
         push_message(&mut new, m.clone());
     }
-    if let Some(o) = out.as_object_mut() {
-        o.insert("messages".into(), Value::Array(new));
-    }
+    // Every field but the history as it came; the history itself is not copied only to be
+    // replaced.
+    let mut out: serde_json::Map<String, Value> = fields
+        .iter()
+        .filter(|(k, _)| k.as_str() != "messages")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert("messages".into(), Value::Array(new));
+    let out = Value::Object(out);
     check(&out)?;
     Ok(out)
 }
