@@ -1,22 +1,32 @@
-//! The replay benchmark as a test: a short hand-written trace with every step kind (ranged,
-//! whole, partial and multi-range reads, structured and shell edits, writes, a structured
-//! search, a command with read/exec/delete/write touches, a message, another tool, unknown
-//! effects, a path outside the repository) replayed through a real mount by `worldfs replay`.
+//! The replay benchmark as a test: short hand-written traces replayed through a real mount by
+//! `worldfs replay`. `every_kind` has every step kind (ranged, whole, partial and multi-range
+//! reads, structured and shell edits, writes, a structured search, a command with
+//! read/exec/delete/write touches, a message, another tool, unknown effects, a path outside the
+//! repository); `claude_code` has the shapes of Claude Code's tools (parallel calls, file tools
+//! that answer an error, a clone before the base; `tests/traces/claude_code.py` writes it).
 //! Asserts the invariants, not the ratios: every step applied, projections API-valid and within
 //! budget at every turn, no stale bytes in any projection, and nothing left mounted.
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde_json::Value;
 
-#[test]
-fn replay_every_kind_keeps_the_invariants() {
+/// One finished replay of `tests/traces/<name>.jsonl` at 8k and 16k.
+struct Replayed {
+    _tmp: tempfile::TempDir,
+    out: PathBuf,
+    json: Value,
+    /// The per-turn CSV, one map of column to value per row.
+    rows: Vec<std::collections::HashMap<String, String>>,
+}
+
+fn replay(name: &str) -> Replayed {
     common::require_fuse();
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/every_kind.jsonl");
-    let (_tmp, out) = common::tempdir();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/traces/{name}.jsonl"));
+    let (tmp, out) = common::tempdir();
     // its scratch mounts go under a directory of this test's own, so another replay running
     // on the machine (a benchmark) is not taken for one left behind
     let scratch = out.join("scratch");
@@ -39,10 +49,54 @@ fn replay_every_kind_keeps_the_invariants() {
     assert!(made.is_empty(), "scratch left behind: {made:?}");
 
     let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.join("every_kind.json")).unwrap())
+        serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap())
             .unwrap();
-    let apply = &json["apply"];
-    let steps = json["steps"].as_u64().unwrap();
+    let csv = std::fs::read_to_string(out.join(format!("{name}.csv"))).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<String> = lines
+        .next()
+        .unwrap()
+        .split(',')
+        .map(str::to_string)
+        .collect();
+    let rows = lines
+        .map(|l| {
+            header
+                .iter()
+                .cloned()
+                .zip(l.split(',').map(str::to_string))
+                .collect()
+        })
+        .collect();
+    Replayed {
+        _tmp: tmp,
+        out,
+        json,
+        rows,
+    }
+}
+
+/// Every projection row: API-valid, within budget, no stale bytes. Returns how many there were.
+fn projection_invariants(r: &Replayed) -> usize {
+    let mut n = 0;
+    for row in &r.rows {
+        if row["budget"].is_empty() {
+            continue;
+        }
+        n += 1;
+        let at = format!("turn {}: {}", row["turn"], row["strategy"]);
+        assert_eq!(row["violations"], "0", "{at}");
+        assert_eq!(row["over_budget"], "false", "{at}");
+        assert_eq!(row["stale_bytes"], "0", "{at}");
+    }
+    n
+}
+
+#[test]
+fn replay_every_kind_keeps_the_invariants() {
+    let r = replay("every_kind");
+    let apply = &r.json["apply"];
+    let steps = r.json["steps"].as_u64().unwrap();
     assert_eq!(steps, 20);
     assert_eq!(apply["applied"].as_u64(), Some(steps), "{apply:#}");
     assert_eq!(apply["failed"].as_u64(), Some(0), "{apply:#}");
@@ -56,40 +110,57 @@ fn replay_every_kind_keeps_the_invariants() {
     assert_eq!(apply["outside_repo"].as_u64(), Some(1));
     assert_eq!(apply["touch_deletes"].as_u64(), Some(1));
     assert_eq!(apply["reconciled"].as_u64(), Some(0), "{apply:#}");
+    // a shell command's error is not a refusal: its effects stand
+    assert_eq!(apply["refused"].as_u64(), Some(0), "{apply:#}");
 
-    let csv = std::fs::read_to_string(out.join("every_kind.csv")).unwrap();
-    let mut header = Vec::new();
-    let mut projection_rows = 0;
-    let mut baseline_stale = 0u64;
-    for (i, line) in csv.lines().enumerate() {
-        let cols: Vec<&str> = line.split(',').collect();
-        if i == 0 {
-            header = cols.iter().map(|s| s.to_string()).collect();
-            continue;
-        }
-        let get = |name: &str| cols[header.iter().position(|h| h == name).unwrap()];
-        let strategy = get("strategy");
-        if strategy == "baseline" {
-            baseline_stale += get("stale_bytes").parse::<u64>().unwrap();
-        }
-        if get("budget").is_empty() {
-            continue;
-        }
-        projection_rows += 1;
-        assert_eq!(get("violations"), "0", "turn {}: {strategy}", get("turn"));
-        assert_eq!(
-            get("over_budget"),
-            "false",
-            "turn {}: {strategy}",
-            get("turn")
-        );
-        assert_eq!(get("stale_bytes"), "0", "turn {}: {strategy}", get("turn"));
-    }
     // 19 turns x (seed + worldfs at 2 budgets)
-    assert_eq!(projection_rows, 19 * 3);
+    assert_eq!(projection_invariants(&r), 19 * 3);
     // the baseline does carry the copy of lines 7..12 made stale by the edit
+    let baseline_stale: u64 = r
+        .rows
+        .iter()
+        .filter(|row| row["strategy"] == "baseline")
+        .map(|row| row["stale_bytes"].parse::<u64>().unwrap())
+        .sum();
     assert!(baseline_stale > 0);
-    let summary = std::fs::read_to_string(out.join("summary.md")).unwrap();
+    let summary = std::fs::read_to_string(r.out.join("summary.md")).unwrap();
     assert!(summary.contains("| worldfs_8k |"), "{summary}");
-    assert!(out.join("tokens.svg").exists());
+    assert!(r.out.join("tokens.svg").exists());
+}
+
+/// Claude Code's file tools do all of their work or none: a call that answered an error is
+/// replayed as nothing, so the accepted call after it finds the file as the trace recorded it
+/// (its `disk_sha1_before` matches) and nothing the agent never saw counts as seen.
+#[test]
+fn replay_claude_code_refused_calls_change_nothing() {
+    let r = replay("claude_code");
+    let apply = &r.json["apply"];
+    let steps = r.json["steps"].as_u64().unwrap();
+    assert_eq!(steps, 20);
+    assert_eq!(apply["applied"].as_u64(), Some(steps), "{apply:#}");
+    assert_eq!(apply["failed"].as_u64(), Some(0), "{apply:#}");
+    // an Edit and a Write before a Read, an Edit matching three times, a Read too long, an
+    // Edit of text not in the file
+    assert_eq!(apply["refused"].as_u64(), Some(5), "{apply:#}");
+    assert_eq!(apply["sha1_checked"].as_u64(), Some(3), "{apply:#}");
+    assert_eq!(apply["sha1_mismatch"].as_u64(), Some(0), "{apply:#}");
+    // nothing to put right: no read finds the file other than the trace recorded it
+    assert_eq!(apply["reconciled"].as_u64(), Some(0), "{apply:#}");
+    assert_eq!(apply["pre_setup_skipped"].as_u64(), Some(1), "{apply:#}");
+    assert_eq!(apply["outside_repo"].as_u64(), Some(1), "{apply:#}");
+
+    // 17 turns x (seed + worldfs at 2 budgets)
+    assert_eq!(projection_invariants(&r), 17 * 3);
+    // The whole run fits either budget many times over, so worldfs holds the current content
+    // of every file the next step needs, at every turn.
+    for row in r
+        .rows
+        .iter()
+        .filter(|row| row["strategy"].starts_with("worldfs"))
+    {
+        let at = format!("turn {}: {}", row["turn"], row["strategy"]);
+        assert_eq!(row["fresh_file"], row["needs_file"], "{at}");
+        assert_eq!(row["fresh_range"], row["needs_range"], "{at}");
+        assert_eq!(row["forced_rereads"], "0", "{at}");
+    }
 }

@@ -59,6 +59,8 @@ pub struct ApplyCounts {
     pub touch_scans_skipped: u64,
     pub outside_repo: u64,
     pub pre_setup_skipped: u64,
+    /// File-tool calls that answered an error ([`Step::refused`]): replayed as nothing.
+    pub refused: u64,
     pub reconciled: u64,
     pub lookahead_edits: u64,
     /// Files put back as in the base by `git checkout FILE` / `git restore FILE`.
@@ -328,6 +330,11 @@ impl Applier {
             self.counts.applied += 1;
             return Ok(inputs);
         }
+        if step.refused() {
+            self.counts.refused += 1;
+            self.counts.applied += 1;
+            return Ok(inputs);
+        }
         let rel = match (&step.path, step.in_repo()) {
             (Some(p), true) => clean_rel(p),
             _ => None,
@@ -569,6 +576,9 @@ pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<FutureView> 
             .and_then(clean_rel)
             .is_some_and(|p| p == rel);
         if !same {
+            continue;
+        }
+        if s.refused() {
             continue;
         }
         match s.kind {

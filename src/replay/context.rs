@@ -69,8 +69,12 @@ impl Counter {
     }
 }
 
-/// The file content a step's result (or call) puts into the context, as recorded.
+/// The file content a step's result (or call) puts into the context, as recorded. A refused
+/// Write's content never reached the file: the context holds it as an attempt, not as a view.
 pub fn step_views(step: &Step) -> Vec<FileView> {
+    if step.refused() {
+        return Vec::new();
+    }
     let Some(path) = step.path.clone().filter(|_| step.in_repo()) else {
         return Vec::new();
     };

@@ -76,8 +76,13 @@ impl Seen {
     /// reads of a whole file whose output the harness cut to its head and tail. Searches (`grep
     /// x f`) do not make a file seen, as before. An edit makes the lines it changed seen (the
     /// agent wrote them), not the rest of the file: a `sed -i '316s/a/b/'` shows nothing of line
-    /// 840. `before` is the file as it was before the edit ([`Seen::before`]).
+    /// 840. `before` is the file as it was before the edit ([`Seen::before`]). A refused call
+    /// ([`Step::refused`]) shows nothing.
     pub fn record(&mut self, s: &Step, before: Option<&str>, applier: &Applier) {
+        if s.refused() {
+            // it changed nothing and showed an error, not the file
+            return;
+        }
         // a whole read whose output the harness cut (no `content`) showed what its output holds
         let cut = s.kind == Kind::Read && s.content.is_none() && s.line_ranges().is_none();
         let Some(p) = s.path.as_deref().filter(|_| s.in_repo() && !cut) else {

@@ -383,6 +383,9 @@ const MIN_COMMAND_VIEW_LINES: u64 = 5;
 /// lines of each file it read.
 fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<Value> {
     let mut out = Vec::new();
+    if s.refused() {
+        return out;
+    }
     let exact = s.kind == Kind::Read && !s.partial() && s.content.is_some();
     if exact
         && s.in_repo()

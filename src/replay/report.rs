@@ -227,12 +227,14 @@ pub fn summary(results: &[TraceResult]) -> String {
     let reconciled: u64 = results.iter().map(|r| r.apply.reconciled).sum();
     let lookahead: u64 = results.iter().map(|r| r.apply.lookahead_edits).sum();
     let restored: u64 = results.iter().map(|r| r.apply.restored).sum();
+    let refused: u64 = results.iter().map(|r| r.apply.refused).sum();
     let rep = median(results.iter().filter_map(reported_ratio).collect());
     let _ = writeln!(
         out,
         "{} traces, {turns} turns, {steps} steps ({applied} applied; {unknown} with unknown \
          effects; {lookahead} shell edits taken from the next read; {restored} files put back by \
-         git checkout; {reconciled} reads reconciled). Baseline (o200k_base) / tokens_in_reported: median {}.\n",
+         git checkout; {reconciled} reads reconciled; {refused} file-tool calls that answered an \
+         error, replayed as nothing). Baseline (o200k_base) / tokens_in_reported: median {}.\n",
         results.len(),
         rep.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into())
     );

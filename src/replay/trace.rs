@@ -116,6 +116,9 @@ pub struct Step {
     pub command: Option<String>,
     #[serde(default)]
     pub cwd: Option<String>,
+    /// `"bash"` when the kind was derived by parsing a shell command.
+    #[serde(default)]
+    pub via: Option<String>,
     #[serde(default)]
     pub input: Option<Value>,
     #[serde(default)]
@@ -151,6 +154,22 @@ impl Step {
 
     pub fn effects_unknown(&self) -> bool {
         self.effects_unknown.unwrap_or(false)
+    }
+
+    /// A file tool's call that answered an error: Claude Code's Read, Edit and Write either
+    /// do all of their work or none (an Edit of a file not read yet, an `old_string` found
+    /// twice, a file too long to read whole), so the step changed nothing and showed nothing.
+    /// A shell command parsed into a read or an edit is never taken for one: its exit code
+    /// may come from another part of the command line, after the effect.
+    pub fn refused(&self) -> bool {
+        let shell = self.via.as_deref() == Some("bash")
+            || self
+                .tool
+                .as_deref()
+                .is_some_and(|t| t.eq_ignore_ascii_case("bash"));
+        self.is_error == Some(true)
+            && !shell
+            && matches!(self.kind, Kind::Read | Kind::Edit | Kind::Write)
     }
 
     /// The line ranges a read showed: `ranges`, else `range`; `None` = whole file (or unknown
@@ -329,5 +348,31 @@ mod tests {
         let e = Trace::parse(Path::new("x.jsonl"), &bad).unwrap_err();
         assert!(format!("{e:#}").contains("x.jsonl:2"), "{e:#}");
         assert!(Trace::parse(Path::new("x.jsonl"), "{}").is_err());
+    }
+
+    #[test]
+    fn only_file_tools_that_answered_an_error_are_refused() {
+        let step = |kind: &str, tool: &str, via: &str, err: bool| {
+            let via = if via.is_empty() {
+                "null".to_string()
+            } else {
+                format!("\"{via}\"")
+            };
+            serde_json::from_str::<Step>(&format!(
+                r#"{{"record":"step","step":0,"turn":1,"kind":"{kind}","tool":"{tool}","via":{via},"is_error":{err}}}"#
+            ))
+            .unwrap()
+        };
+        assert!(step("edit", "Edit", "", true).refused());
+        assert!(step("write", "Write", "", true).refused());
+        assert!(step("read", "Read", "", true).refused());
+        assert!(!step("edit", "Edit", "", false).refused());
+        // a shell command's exit code may come after its effect
+        assert!(!step("edit", "bash", "", true).refused());
+        assert!(!step("read", "Bash", "bash", true).refused());
+        assert!(!step("edit", "Edit", "bash", true).refused());
+        // a command's effects stand whatever it answered
+        assert!(!step("command", "Bash", "", true).refused());
+        assert!(!step("search", "Grep", "", true).refused());
     }
 }
