@@ -5,8 +5,9 @@
 //!   file). If the disk does not show what the agent saw (an earlier command changed the file
 //!   in a way the trace could not describe), the recorded lines are first spliced in with a
 //!   write through the mount, and counted as `reconciled`.
-//! - `edit`: str_replace of `old_text` by `new_text` (all occurrences with `replace_all`),
-//!   written through the mount. Shell edits without texts (`sed -i ...`) take their effect from
+//! - `edit`: str_replace of `old_text` by `new_text` (all occurrences with `replace_all`), or
+//!   the `edits` of a MultiEdit in order, written through the mount. A file tool's call that
+//!   answered an error changed nothing and is replayed as nothing (`refused`). Shell edits without texts (`sed -i ...`) take their effect from
 //!   the next read of the file (looked ahead), or rewrite the file unchanged (a write is still
 //!   observed); `git checkout FILE` puts the base file back. `disk_sha1_before` is checked when
 //!   present.
@@ -459,26 +460,27 @@ impl Applier {
     fn apply_edit(&mut self, trace: &Trace, idx: usize, rel: &Path) -> Result<()> {
         let step = &trace.steps[idx];
         self.check_sha1(step, rel);
-        match (&step.old_text, &step.new_text) {
-            (Some(old), Some(new)) => {
-                let Some(cur) = self.disk_text(rel) else {
-                    self.counts.missing_files += 1;
-                    self.problem(step, format!("{} does not exist", rel.display()));
-                    return Ok(());
-                };
-                if old.is_empty() || !cur.contains(old.as_str()) {
-                    self.problem(step, format!("old_text not found in {}", rel.display()));
-                    return Ok(());
-                }
-                let out = if step.replace_all.unwrap_or(false) {
-                    cur.replace(old.as_str(), new)
-                } else {
-                    cur.replacen(old.as_str(), new, 1)
-                };
-                self.write_file(rel, out.as_bytes())
-            }
-            _ => self.unparsed_write(trace, idx, rel),
+        let replacements = step.replacements();
+        if replacements.is_empty() {
+            return self.unparsed_write(trace, idx, rel);
         }
+        let Some(mut cur) = self.disk_text(rel) else {
+            self.counts.missing_files += 1;
+            self.problem(step, format!("{} does not exist", rel.display()));
+            return Ok(());
+        };
+        for r in &replacements {
+            if r.old.is_empty() || !cur.contains(r.old.as_str()) {
+                self.problem(step, format!("old_text not found in {}", rel.display()));
+                return Ok(());
+            }
+            cur = if r.all {
+                cur.replace(r.old.as_str(), &r.new)
+            } else {
+                cur.replacen(r.old.as_str(), &r.new, 1)
+            };
+        }
+        self.write_file(rel, cur.as_bytes())
     }
 
     fn apply_touch(&mut self, trace: &Trace, idx: usize, t: &Touch) -> Result<Option<PathBuf>> {
@@ -606,7 +608,7 @@ pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<FutureView> 
                 };
             }
             Kind::Write => return None,
-            Kind::Edit if s.old_text.is_some() => return None,
+            Kind::Edit if !s.replacements().is_empty() => return None,
             _ => {}
         }
     }

@@ -184,8 +184,9 @@ pub fn needs(steps: &[&Step], applier: &Applier) -> Vec<Need> {
                 None => (n > 0).then_some((1, n)),
             },
             _ => s
-                .old_text
-                .as_deref()
+                .replacements()
+                .first()
+                .map(|r| r.old.as_str())
                 .filter(|o| !o.is_empty())
                 .and_then(|o| {
                     let at = cur.find(o)?;

@@ -79,6 +79,15 @@ pub struct Touch {
     pub in_repo: Option<bool>,
 }
 
+/// One str_replace of an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Replacement {
+    pub old: String,
+    pub new: String,
+    /// Every occurrence, not only the first.
+    pub all: bool,
+}
+
 /// One tool call (or one tool-less assistant message).
 #[derive(Debug, Clone, Deserialize)]
 pub struct Step {
@@ -154,6 +163,38 @@ impl Step {
 
     pub fn effects_unknown(&self) -> bool {
         self.effects_unknown.unwrap_or(false)
+    }
+
+    /// The text replacements an edit makes, in order: `old_text` by `new_text`, or, when the
+    /// trace has no texts, the `edits` of a MultiEdit call's input (Claude Code applies them
+    /// one after the other, to the result of the one before).
+    pub fn replacements(&self) -> Vec<Replacement> {
+        if let (Some(old), Some(new)) = (&self.old_text, &self.new_text) {
+            return vec![Replacement {
+                old: old.clone(),
+                new: new.clone(),
+                all: self.replace_all.unwrap_or(false),
+            }];
+        }
+        let edits = self
+            .input
+            .as_ref()
+            .and_then(|i| i.get("edits"))
+            .and_then(Value::as_array);
+        edits
+            .into_iter()
+            .flatten()
+            .map_while(|e| {
+                Some(Replacement {
+                    old: e.get("old_string")?.as_str()?.to_string(),
+                    new: e.get("new_string")?.as_str()?.to_string(),
+                    all: e
+                        .get("replace_all")
+                        .and_then(Value::as_bool)
+                        .unwrap_or(false),
+                })
+            })
+            .collect()
     }
 
     /// A file tool's call that answered an error: Claude Code's Read, Edit and Write either
@@ -374,5 +415,32 @@ mod tests {
         // a command's effects stand whatever it answered
         assert!(!step("command", "Bash", "", true).refused());
         assert!(!step("search", "Grep", "", true).refused());
+    }
+
+    #[test]
+    fn replacements_come_from_the_texts_else_a_multiedit_input() {
+        let one: Step = serde_json::from_str(
+            r#"{"record":"step","step":0,"turn":1,"kind":"edit","old_text":"a","new_text":"b","replace_all":true}"#,
+        )
+        .unwrap();
+        let r = |old: &str, new: &str, all| Replacement {
+            old: old.into(),
+            new: new.into(),
+            all,
+        };
+        assert_eq!(one.replacements(), vec![r("a", "b", true)]);
+        let multi: Step = serde_json::from_str(
+            r#"{"record":"step","step":0,"turn":1,"kind":"edit","tool":"MultiEdit","input":{"file_path":"f","edits":[{"old_string":"a","new_string":"b"},{"old_string":"b","new_string":"c","replace_all":true}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            multi.replacements(),
+            vec![r("a", "b", false), r("b", "c", true)]
+        );
+        let shell: Step = serde_json::from_str(
+            r#"{"record":"step","step":0,"turn":1,"kind":"edit","tool":"bash","command":"sed -i s/a/b/ f"}"#,
+        )
+        .unwrap();
+        assert!(shell.replacements().is_empty());
     }
 }

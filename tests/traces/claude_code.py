@@ -106,7 +106,18 @@ calc2 = calc1.replace(dup_old, dup_new)
 step("edit", "Edit", **path("src/calc.py"), old_text=dup_old, new_text=dup_new, replace_all=True,
      disk_sha1_before=sha1(calc1), input={"file_path": f"{ROOT}/src/calc.py", "old_string": dup_old, "new_string": dup_new, "replace_all": True},
      output=f"The file {ROOT}/src/calc.py has been updated. All occurrences of '(a, b):\n' were successfully replaced with '(a: int, b: int):\n'.")
-# 8, 9: parallel: a whole Read refused as too long, and a Read of its first 20 lines
+# 8: a MultiEdit: two replacements in order, the second in the text the first left
+multi = [
+    {"old_string": '"""A tiny calculator."""', "new_string": '"""A small calculator."""'},
+    {"old_string": "total = total + a", "new_string": "total += a"},
+]
+calc3 = calc2
+for e in multi:
+    calc3 = calc3.replace(e["old_string"], e["new_string"], 1)
+step("edit", "MultiEdit", **path("src/calc.py"), disk_sha1_before=sha1(calc2),
+     input={"file_path": f"{ROOT}/src/calc.py", "edits": multi},
+     output=f"Applied 2 edits to {ROOT}/src/calc.py:\n1. Replaced \"\"\"\"A tiny calculator.\"\"\"\" with \"\"\"\"A small calculator.\"\"\"\"\n2. Replaced \"total = total + a\" with \"total += a\"")
+# 9, 10: parallel: a whole Read refused as too long, and a Read of its first 20 lines
 step("read", "Read", **path("src/big.py"), input={"file_path": f"{ROOT}/src/big.py"},
      output="File content (31250 tokens) exceeds maximum allowed tokens (25000). Please use offset and limit parameters to read specific portions of the file, or use the GrepTool to search for specific content.",
      is_error=True, touches=[{"path": "src/big.py", "op": "read", "range": None, "how": "tool"}])
@@ -114,40 +125,45 @@ head = "".join(big.splitlines(keepends=True)[:20])
 step("read", "Read", first=False, **path("src/big.py"), range=[1, 20], content=head, total_lines=400,
      input={"file_path": f"{ROOT}/src/big.py", "offset": 1, "limit": 20}, output=gutter(head),
      touches=[{"path": "src/big.py", "op": "read", "range": [1, 20], "how": "tool"}])
-# 10: a Write over a file not read yet: refused
+# 11: a Write over a file not read yet: refused
 test2 = test + "\n\ndef test_mul():\n    assert mul(3, 4) == 12\n"
 test2 = test2.replace("import add", "import add, mul")
 step("write", "Write", **path("tests/test_calc.py"), content=test2,
      input={"file_path": f"{ROOT}/tests/test_calc.py", "content": test2}, output=ERR_UNREAD, is_error=True)
-# 11: Read it, 12: Write again, accepted
+# 12: Read it, 13: Write again, accepted
 step("read", "Read", **path("tests/test_calc.py"), content=test, total_lines=test.count("\n"),
      input={"file_path": f"{ROOT}/tests/test_calc.py"}, output=gutter(test),
      touches=[{"path": "tests/test_calc.py", "op": "read", "range": None, "how": "tool"}])
 step("write", "Write", **path("tests/test_calc.py"), content=test2, disk_sha1_before=sha1(test),
      input={"file_path": f"{ROOT}/tests/test_calc.py", "content": test2},
      output=f"The file {ROOT}/tests/test_calc.py has been updated. Here's the result of running `cat -n` on a snippet of the edited file:\n" + gutter(test2))
-# 13: a scratch script outside the repository
+# 14: a scratch script outside the repository
 repro = "from src.calc import add\nprint(add(2, 2))\n"
 step("write", "Write", path="/tmp/repro.py", path_in_repo=False, path_raw="/tmp/repro.py", content=repro,
      input={"file_path": "/tmp/repro.py", "content": repro}, output="File created successfully at: /tmp/repro.py")
-# 14: the tests fail: an error result, but a command's effects stand
+# 15: the tests fail: an error result, but a command's effects stand
 step("command", "Bash", command=f"cd {ROOT} && python -m pytest tests -q", input={"command": f"cd {ROOT} && python -m pytest tests -q"},
      output="F.\nFAILED tests/test_calc.py::test_mul - TypeError\n1 failed, 1 passed", is_error=True, returncode=1,
      touches=[{"path": "tests/test_calc.py", "op": "read", "range": None, "how": "bash-parse"},
               {"path": "src/calc.py", "op": "read", "range": None, "how": "bash-parse"}])
-# 15, 16: a subagent and a todo list
+# 16, 17: a subagent and a todo list
 step("other", "Task", input={"description": "Check callers", "prompt": "Find callers of mul", "subagent_type": "general-purpose"},
      output="mul is only called from tests/test_calc.py.")
 step("other", "TodoWrite", first=False, input={"todos": [{"content": "fix mul typing", "status": "in_progress", "activeForm": "Fixing mul"}]},
      output="Todos have been modified successfully.")
-# 17: an Edit whose text is not in the file: refused
+# 18: an Edit whose text is not in the file: refused
 step("edit", "Edit", **path("src/util.py"), old_text="return min(x)", new_text="return x",
      input={"file_path": f"{ROOT}/src/util.py", "old_string": "return min(x)", "new_string": "return x"},
      output="<tool_use_error>String to replace not found in file.\nString: return min(x)</tool_use_error>", is_error=True)
-# 18: Read src/util.py and 19: the answer
+# 19: Read src/util.py, 20: an Edit after the MultiEdit, 21: the answer
 step("read", "Read", **path("src/util.py"), content=util, total_lines=2,
      input={"file_path": f"{ROOT}/src/util.py"}, output=gutter(util),
      touches=[{"path": "src/util.py", "op": "read", "range": None, "how": "tool"}])
+sub_old = "def sub(a: int, b: int):\n"
+sub_new = sub_old + '    """a minus b"""\n'
+step("edit", "Edit", **path("src/calc.py"), old_text=sub_old, new_text=sub_new, replace_all=False,
+     disk_sha1_before=sha1(calc3), input={"file_path": f"{ROOT}/src/calc.py", "old_string": sub_old, "new_string": sub_new},
+     output=f"The file {ROOT}/src/calc.py has been updated.")
 step("message", None, assistant_text="Fixed add; mul's test fails on typing, left for review.", tool_use_id=None, output=None)
 
 final = calc2
