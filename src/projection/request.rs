@@ -93,6 +93,25 @@ pub enum LineNumbers {
     None,
 }
 
+impl LineNumbers {
+    /// The gutter a Read result's text starts with: `12\tline` (no padding) or `    12→line`.
+    /// `None` for text that starts otherwise (a Bash result, a listing, an error), so a
+    /// client can take the style from the results its agent really got.
+    pub fn of_read_result(text: &str) -> Option<Self> {
+        let line = text.lines().next()?;
+        let rest = line.trim_start_matches(' ');
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if digits == 0 {
+            return None;
+        }
+        match rest[digits..].chars().next() {
+            Some('\t') if rest.len() == line.len() => Some(Self::Tab),
+            Some('\u{2192}') => Some(Self::Arrow),
+            _ => None,
+        }
+    }
+}
+
 /// What the last step's result carries of lines the stream above already shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

@@ -27,6 +27,7 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::claude_hook::LATER_PROMPT;
+use crate::projection::LineNumbers;
 use crate::projection::validate::{self, count_cache_control};
 
 /// The API's limit on `cache_control` breakpoints in one request.
@@ -171,10 +172,10 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     })
 }
 
-/// The line-number gutter Claude Code's own Read results use in this request (`"tab"`:
-/// `12\tline`, `"arrow"`: `    12→line`), so the projection's reads match what its Edit tool
-/// strips. `None` when the request holds no Read result yet.
-pub fn read_gutter(body: &Value) -> Option<&'static str> {
+/// The line-number gutter Claude Code's own Read results use in this request, so the
+/// projection's reads match what its Edit tool strips. `None` when the request holds no Read
+/// result yet.
+pub fn read_gutter(body: &Value) -> Option<LineNumbers> {
     let messages = body.get("messages")?.as_array()?;
     let read_ids: HashSet<&str> = messages
         .iter()
@@ -196,7 +197,7 @@ pub fn read_gutter(body: &Value) -> Option<&'static str> {
                 .and_then(Value::as_str)
                 .is_some_and(|id| read_ids.contains(id))
         })
-        .find_map(|b| gutter_of(&result_text(b.get("content"))))
+        .find_map(|b| LineNumbers::of_read_result(&result_text(b.get("content"))))
 }
 
 /// The text of a tool result's content (a string, or text blocks).
@@ -209,20 +210,6 @@ fn result_text(content: Option<&Value>) -> String {
             .collect::<Vec<_>>()
             .join("\n"),
         _ => String::new(),
-    }
-}
-
-fn gutter_of(text: &str) -> Option<&'static str> {
-    let line = text.lines().next()?;
-    let rest = line.trim_start_matches(' ');
-    let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
-    if digits == 0 {
-        return None;
-    }
-    match rest[digits..].chars().next() {
-        Some('\t') if rest.len() == line.len() => Some("tab"),
-        Some('\u{2192}') => Some("arrow"),
-        _ => None,
     }
 }
 
@@ -576,13 +563,22 @@ mod tests {
         let m = body["messages"].as_array_mut().expect("messages");
         m.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": "/p/a.py"}}]}));
         m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r1", "content": "     1\u{2192}import os\n     2\u{2192}"}]}));
-        assert_eq!(read_gutter(&body), Some("arrow"));
+        assert_eq!(read_gutter(&body), Some(LineNumbers::Arrow));
         let m = body["messages"].as_array_mut().expect("messages");
         m.push(json!({"role": "assistant", "content": [{"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": "/p/b.py"}}]}));
         m.push(json!({"role": "user", "content": [{"type": "tool_result", "tool_use_id": "r2", "content": [{"type": "text", "text": "12\tx = 1"}]}]}));
-        assert_eq!(read_gutter(&body), Some("tab"), "the newest Read decides");
-        assert_eq!(gutter_of("a.py"), None, "a Bash result is no Read");
-        assert_eq!(gutter_of("  12\tx"), None);
+        assert_eq!(
+            read_gutter(&body),
+            Some(LineNumbers::Tab),
+            "the newest Read decides"
+        );
+        assert_eq!(
+            LineNumbers::of_read_result("a.py"),
+            None,
+            "a Bash result is no Read"
+        );
+        assert_eq!(LineNumbers::of_read_result("  12\tx"), None);
+        assert_eq!(LineNumbers::of_read_result("Error: 12"), None);
     }
 
     #[test]

@@ -230,6 +230,7 @@ fn replay(
     let mut seen = Seen::default();
     let mut rows = Vec::new();
     let turns = trace.turns();
+    let gutter = trace.read_gutter();
     for (turn, idxs) in &turns {
         let steps: Vec<&trace::Step> = idxs.iter().map(|&i| &trace.steps[i]).collect();
         let needs = metrics::needs(&steps, &applier);
@@ -245,10 +246,14 @@ fn replay(
                     0,
                 ),
                 Strategy::Projection { policy, budget } => {
-                    let p = session.call(
-                        "projection.get",
-                        json!({"format": "anthropic", "budget": budget, "policy": policy}),
-                    )?;
+                    let p = session.call("projection.get", {
+                        let mut q =
+                            json!({"format": "anthropic", "budget": budget, "policy": policy});
+                        if let Some(style) = gutter {
+                            q["line_numbers"] = json!(style);
+                        }
+                        q
+                    })?;
                     let body = p.get("body").cloned().unwrap_or(Value::Null);
                     evicted = p.get("evicted").cloned().unwrap_or(Value::Null);
                     if let Some(dir) = std::env::var_os("WORLDFS_REPLAY_DUMP") {

@@ -352,6 +352,15 @@ impl Trace {
         self.path.with_file_name(format!("{stem}.base.tar.gz"))
     }
 
+    /// The line-number gutter of the agent's own `Read` results (the first that has one), so
+    /// the projection's reads look like them; `None` for an agent without a Read tool.
+    pub fn read_gutter(&self) -> Option<crate::projection::LineNumbers> {
+        self.steps
+            .iter()
+            .filter(|s| s.kind == Kind::Read && s.tool.as_deref() == Some("Read") && !s.refused())
+            .find_map(|s| crate::projection::LineNumbers::of_read_result(s.output.as_deref()?))
+    }
+
     /// The first user message: the initial prompt, else the goal.
     pub fn first_prompt(&self) -> String {
         self.header
@@ -442,5 +451,24 @@ mod tests {
         )
         .unwrap();
         assert!(shell.replacements().is_empty());
+    }
+
+    #[test]
+    fn the_gutter_is_the_one_of_the_agents_read_results() {
+        let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t","goal":"g"}"#;
+        let step = |i: usize, tool: &str, err: bool, output: &str| {
+            serde_json::json!({"record": "step", "step": i, "turn": i + 1, "kind": "read",
+                "tool": tool, "is_error": err, "output": output})
+            .to_string()
+        };
+        let trace = |steps: &[String]| {
+            Trace::parse(Path::new("t.jsonl"), &format!("{h}\n{}", steps.join("\n"))).unwrap()
+        };
+        let shell = step(0, "bash", false, "1\tx");
+        assert_eq!(trace(std::slice::from_ref(&shell)).read_gutter(), None);
+        let refused = step(1, "Read", true, "1\tFile does not exist.");
+        let arrow = step(2, "Read", false, "     1\u{2192}x");
+        let t = trace(&[shell, refused, arrow]);
+        assert_eq!(t.read_gutter(), Some(crate::projection::LineNumbers::Arrow));
     }
 }
