@@ -169,3 +169,38 @@ fn replay_claude_code_refused_calls_change_nothing() {
         assert_eq!(row["forced_rereads"], "0", "{at}");
     }
 }
+
+/// A base archive from elsewhere can hold links out of the repository, a FIFO, files that are
+/// not UTF-8: the replay neither writes outside its scratch copy, nor hangs, nor stops; what
+/// it cannot do is listed. Paths a converter left odd (`./src/../src/a.py`, `/repo/src/a.py`)
+/// are the repository's files.
+#[test]
+fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
+    let escape = Path::new("/tmp/worldfs-replay-escape-check");
+    let _ = std::fs::remove_file(escape);
+    let r = replay("hostile");
+    let escaped = escape.exists();
+    let _ = std::fs::remove_file(escape);
+    assert!(!escaped, "the replay wrote through a link to /tmp");
+    let apply = &r.json["apply"];
+    assert_eq!(r.json["steps"].as_u64(), Some(13));
+    let problems: Vec<&str> = apply["problems"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(problems.len(), 3, "{apply:#}");
+    assert!(problems[0].contains("ext is a symlink to /tmp, outside the repository"));
+    assert!(problems[1].contains("nullconf is a symlink to /dev/null"));
+    assert!(problems[2].contains("pipe is not a regular file"));
+    assert_eq!(apply["failed"].as_u64(), Some(3), "{apply:#}");
+    // the latin-1 file kept its bytes through the shell edit, and `rm l.py` left src/a.py
+    assert_eq!(apply["sha1_checked"].as_u64(), Some(2), "{apply:#}");
+    assert_eq!(apply["sha1_mismatch"].as_u64(), Some(0), "{apply:#}");
+    assert_eq!(apply["unchanged_rewrites"].as_u64(), Some(1), "{apply:#}");
+    // gen.py, seen from line 3 on, made by a script the trace cannot follow
+    assert_eq!(apply["reconciled"].as_u64(), Some(1), "{apply:#}");
+    assert_eq!(apply["outside_repo"].as_u64(), Some(0), "{apply:#}");
+    assert_eq!(projection_invariants(&r), 13 * 3);
+}

@@ -26,6 +26,7 @@ use std::ffi::CString;
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
 use std::os::fd::FromRawFd;
+use std::os::unix::ffi::OsStringExt;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Component, Path, PathBuf};
 
@@ -79,6 +80,16 @@ pub struct ApplyCounts {
 /// some of it after `pread` has returned: the ranges would be page-sized and their order with the
 /// socket calls that follow would change from run to run. FUSE takes unaligned O_DIRECT reads;
 /// the daemon opens the backing file without it.
+/// Fails unless `p` is a regular file: opening a FIFO or a device that a base archive brought
+/// along would block or reach hardware, and the agent read neither.
+fn regular(p: &Path) -> Result<()> {
+    let md = std::fs::metadata(p).with_context(|| format!("stat {}", p.display()))?;
+    if !md.is_file() {
+        anyhow::bail!("{} is not a regular file", p.display());
+    }
+    Ok(())
+}
+
 fn open_exact(p: &Path) -> Result<File> {
     OpenOptions::new()
         .read(true)
@@ -95,21 +106,36 @@ pub struct Applier {
     pub counts: ApplyCounts,
 }
 
-/// A repository-relative path that stays inside the root, or `None`.
+/// A repository-relative path that stays inside the root, or `None`: `./a/../b.py` is `b.py`,
+/// `../x` and absolute paths are outside. Lexical only; symlinks are resolved by the applier.
 pub fn clean_rel(p: &str) -> Option<PathBuf> {
-    let p = p.strip_prefix("./").unwrap_or(p);
-    if p.is_empty() || p == "." {
-        return Some(PathBuf::new());
+    let mut out = PathBuf::new();
+    for c in Path::new(p).components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if !out.pop() {
+                    return None;
+                }
+            }
+            Component::RootDir | Component::Prefix(_) => return None,
+        }
     }
-    let path = Path::new(p);
-    if path
-        .components()
-        .all(|c| matches!(c, Component::Normal(_) | Component::CurDir))
-    {
-        Some(path.components().collect())
-    } else {
-        None
-    }
+    Some(out)
+}
+
+/// How many symlinks one path may pass through, as the kernel's own limit (ELOOP).
+const MAX_LINKS: usize = 40;
+
+/// Errors that mean the mount itself is gone: the replay cannot go on. Any other error of a
+/// step's system calls is the trace's (a write to what is a directory here, a special file)
+/// and is listed among the problems.
+fn mount_is_gone(e: &anyhow::Error) -> bool {
+    e.chain()
+        .filter_map(|c| c.downcast_ref::<std::io::Error>())
+        .filter_map(std::io::Error::raw_os_error)
+        .any(|n| matches!(n, libc::ENOTCONN | libc::ECONNABORTED | libc::ENODEV))
 }
 
 impl Applier {
@@ -145,8 +171,85 @@ impl Applier {
         std::fs::read(&p).ok()
     }
 
-    /// The file as it is on disk now (beneath the mount); `None` if missing or not a file.
+    /// The target of `rel` if it is a symlink (looked up beneath the mount, so the lookup is
+    /// not an access the world records).
+    fn link_target(&self, rel: &Path) -> Option<PathBuf> {
+        let c = CString::new(rel.as_os_str().as_encoded_bytes()).ok()?;
+        let mut buf = vec![0u8; libc::PATH_MAX as usize];
+        // SAFETY: valid directory descriptor, path and buffer of the length given.
+        let n = unsafe {
+            libc::readlinkat(
+                self.backing,
+                c.as_ptr(),
+                buf.as_mut_ptr().cast::<libc::c_char>(),
+                buf.len(),
+            )
+        };
+        let n = usize::try_from(n).ok()?;
+        buf.truncate(n);
+        Some(PathBuf::from(std::ffi::OsString::from_vec(buf)))
+    }
+
+    /// `rel` with every symlink on the way resolved, as a path inside the repository: where
+    /// the kernel would get to. The base archive comes from a recorded run on another machine,
+    /// and a link in it to an absolute path (`/etc/x`, `/dev/null`) or above the root would
+    /// make a replayed write or delete land outside the scratch copy: such paths are refused.
+    /// With `keep_last`, a link in the last component is not followed (`rm link` removes the
+    /// link).
+    fn resolve(&self, rel: &Path, keep_last: bool) -> Result<PathBuf> {
+        if rel.is_absolute() {
+            anyhow::bail!("{} is outside the repository", rel.display());
+        }
+        // components still to walk, owned: a link's target is spliced in front of them
+        let owned = |p: &Path| -> Vec<Option<std::ffi::OsString>> {
+            p.components()
+                .filter(|c| !matches!(c, Component::CurDir))
+                .map(|c| match c {
+                    Component::Normal(n) => Some(n.to_owned()),
+                    _ => None,
+                })
+                .collect()
+        };
+        let mut todo: std::collections::VecDeque<_> = owned(rel).into();
+        let mut out = PathBuf::new();
+        let mut links = 0;
+        while let Some(c) = todo.pop_front() {
+            // `None` is `..` (an absolute path never gets here: see the link below)
+            let Some(name) = c else {
+                if !out.pop() {
+                    anyhow::bail!("{} leads above the repository", rel.display());
+                }
+                continue;
+            };
+            let next = out.join(&name);
+            let last = todo.is_empty();
+            match self.link_target(&next).filter(|_| !(keep_last && last)) {
+                None => out = next,
+                Some(target) => {
+                    links += 1;
+                    if links > MAX_LINKS {
+                        anyhow::bail!("{}: too many symlinks", rel.display());
+                    }
+                    if target.is_absolute() {
+                        anyhow::bail!(
+                            "{} is a symlink to {}, outside the repository",
+                            next.display(),
+                            target.display()
+                        );
+                    }
+                    for c in owned(&target).into_iter().rev() {
+                        todo.push_front(c);
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// The file as it is on disk now (beneath the mount, symlinks inside the repository
+    /// followed); `None` if missing, not a file, or reached through a link out of it.
     pub fn disk(&self, rel: &Path) -> Option<Vec<u8>> {
+        let rel = self.resolve(rel, false).ok()?;
         if rel.as_os_str().is_empty() {
             return None;
         }
@@ -156,7 +259,9 @@ impl Applier {
             libc::openat(
                 self.backing,
                 c.as_ptr(),
-                libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW,
+                // O_NONBLOCK: a FIFO from the base archive would block the open for ever;
+                // a regular file reads the same with it
+                libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOFOLLOW | libc::O_NONBLOCK,
             )
         };
         if fd < 0 {
@@ -177,8 +282,15 @@ impl Applier {
             .map(|b| String::from_utf8_lossy(&b).into_owned())
     }
 
-    fn mounted(&self, rel: &Path) -> PathBuf {
-        self.root.join(rel)
+    /// Is `rel` a path inside the repository once its symlinks are followed? A view of one
+    /// that is not cannot be checked against the disk: the replay keeps no copy of it.
+    pub fn inside(&self, rel: &Path) -> bool {
+        self.resolve(rel, false).is_ok()
+    }
+
+    /// `rel` through the mount, symlinks resolved ([`Applier::resolve`]).
+    fn mounted(&self, rel: &Path) -> Result<PathBuf> {
+        Ok(self.root.join(self.resolve(rel, false)?))
     }
 
     fn problem(&mut self, step: &Step, what: String) {
@@ -189,7 +301,8 @@ impl Applier {
 
     /// Reads bytes `[start, end)` of `rel` through the mount.
     fn read_span(&self, rel: &Path, start: usize, end: usize) -> Result<()> {
-        let p = self.mounted(rel);
+        let p = self.mounted(rel)?;
+        regular(&p)?;
         let f = open_exact(&p)?;
         let mut buf = vec![0u8; end.saturating_sub(start).max(1)];
         if end > start {
@@ -211,7 +324,7 @@ impl Applier {
     }
 
     fn read_whole(&self, rel: &Path) -> Result<()> {
-        let p = self.mounted(rel);
+        let p = self.mounted(rel)?;
         let md = std::fs::metadata(&p).with_context(|| format!("stat {}", p.display()))?;
         if md.is_dir() {
             std::fs::read_dir(&p)
@@ -219,6 +332,7 @@ impl Applier {
                 .for_each(drop);
             return Ok(());
         }
+        regular(&p)?;
         let mut f = open_exact(&p)?;
         f.read_to_end(&mut Vec::new())
             .with_context(|| format!("read {} through the mount", p.display()))?;
@@ -227,7 +341,7 @@ impl Applier {
 
     /// Writes `bytes` as the whole new content of `rel` through the mount.
     fn write_file(&self, rel: &Path, bytes: &[u8]) -> Result<()> {
-        let p = self.mounted(rel);
+        let p = self.mounted(rel)?;
         if let Some(parent) = p.parent() {
             std::fs::create_dir_all(parent)
                 .with_context(|| format!("mkdir -p {} through the mount", parent.display()))?;
@@ -254,7 +368,7 @@ impl Applier {
     }
 
     fn unparsed_write_inner(&mut self, trace: &Trace, idx: usize, rel: &Path) -> Result<()> {
-        let p = self.mounted(rel);
+        let p = self.mounted(rel)?;
         if p.is_dir() {
             return Ok(());
         }
@@ -282,15 +396,15 @@ impl Applier {
             }
         }
         self.counts.unchanged_rewrites += 1;
-        match cur {
-            Some(c) => {
-                let p = self.mounted(rel);
+        // the file's own bytes, not its text: a file that is not UTF-8 must stay as it is
+        match self.disk(rel) {
+            Some(bytes) => {
                 let f = OpenOptions::new()
                     .write(true)
                     .open(&p)
                     .with_context(|| format!("open {} for writing", p.display()))?;
-                let n = c.len().min(4096);
-                f.write_at(&c.as_bytes()[..n], 0)
+                let n = bytes.len().min(4096);
+                f.write_at(&bytes[..n], 0)
                     .with_context(|| format!("rewrite {}", p.display()))?;
                 Ok(())
             }
@@ -336,6 +450,26 @@ impl Applier {
             self.counts.applied += 1;
             return Ok(inputs);
         }
+        if let Err(e) = self.effects(trace, idx, &mut inputs) {
+            if mount_is_gone(&e) {
+                return Err(e);
+            }
+            self.problem(step, format!("{e:#}"));
+        }
+        if self.counts.problems.len() == before {
+            self.counts.applied += 1;
+        } else {
+            self.counts.failed += 1;
+        }
+        inputs.sort();
+        inputs.dedup();
+        Ok(inputs)
+    }
+
+    /// The step's effects on the files. An error is a system call that failed: the caller
+    /// tells the trace's (listed) from the mount's (fatal).
+    fn effects(&mut self, trace: &Trace, idx: usize, inputs: &mut Vec<PathBuf>) -> Result<()> {
+        let step = &trace.steps[idx];
         let rel = match (&step.path, step.in_repo()) {
             (Some(p), true) => clean_rel(p),
             _ => None,
@@ -393,14 +527,7 @@ impl Applier {
                 }
             }
         }
-        if self.counts.problems.len() == before {
-            self.counts.applied += 1;
-        } else {
-            self.counts.failed += 1;
-        }
-        inputs.sort();
-        inputs.dedup();
-        Ok(inputs)
+        Ok(())
     }
 
     fn apply_read(&mut self, step: &Step, rel: &Path) -> Result<()> {
@@ -418,7 +545,8 @@ impl Applier {
                 let new = match &cur {
                     Some(c) => text::splice(&pad_to(c, first), first, &recorded),
                     None if first == 1 => Some(content.clone()),
-                    None => None,
+                    // a file the base lacks, seen from line `first` on: there it is
+                    None => text::splice(&pad_to("", first), first, &recorded),
                 };
                 if let Some(new) = new {
                     self.counts.reconciled += 1;
@@ -428,15 +556,20 @@ impl Applier {
         }
         let Some(cur) = self.disk_text(rel) else {
             self.counts.missing_files += 1;
-            if self.mounted(rel).is_dir() {
+            if self.mounted(rel)?.is_dir() {
                 return self.read_whole(rel);
             }
-            self.problem(step, format!("{} does not exist", rel.display()));
+            // `cat missing.py` answered an error, and the agent saw it: nothing to replay
+            let failed = step.is_error == Some(true) || step.returncode.is_some_and(|r| r != 0);
+            if !failed {
+                self.problem(step, format!("{} does not exist", rel.display()));
+            }
             return Ok(());
         };
         match (ranges, step.partial()) {
             (Some(rs), false) => {
-                for [a, b] in rs {
+                // as `sed -n` prints them: in file order, each line once
+                for (a, b) in text::merged_ranges(&rs) {
                     let (s, e) = text::line_span(&cur, a, b);
                     self.read_span(rel, s, e)?;
                 }
@@ -463,6 +596,22 @@ impl Applier {
         let replacements = step.replacements();
         if replacements.is_empty() {
             return self.unparsed_write(trace, idx, rel);
+        }
+        if let [r] = replacements.as_slice()
+            && r.old.is_empty()
+        {
+            // Claude Code's Edit with an empty old_string creates the file (or fills an empty
+            // one); it refuses a file with content, and a refused call never gets here
+            return match self.disk(rel) {
+                Some(b) if !b.is_empty() => {
+                    self.problem(
+                        step,
+                        format!("empty old_text, and {} is not empty", rel.display()),
+                    );
+                    Ok(())
+                }
+                _ => self.write_file(rel, r.new.as_bytes()),
+            };
         }
         let Some(mut cur) = self.disk_text(rel) else {
             self.counts.missing_files += 1;
@@ -492,9 +641,9 @@ impl Applier {
                 return Ok(None);
             }
         };
-        let p = self.mounted(&rel);
         match t.op {
             TouchOp::Read | TouchOp::Exec | TouchOp::Search => {
+                let p = self.mounted(&rel)?;
                 match t.op {
                     TouchOp::Read => self.counts.touch_reads += 1,
                     TouchOp::Exec => self.counts.touch_execs += 1,
@@ -522,7 +671,7 @@ impl Applier {
                 match (t.op, ranges, t.partial.unwrap_or(false)) {
                     (TouchOp::Read, Some(rs), false) => {
                         let cur = self.disk_text(&rel).unwrap_or_default();
-                        for [a, b] in rs {
+                        for (a, b) in text::merged_ranges(&rs) {
                             let (s, e) = text::line_span(&cur, a, b);
                             self.read_span(&rel, s, e)?;
                         }
@@ -533,7 +682,7 @@ impl Applier {
             }
             TouchOp::Write => {
                 self.counts.touch_writes += 1;
-                if p.is_dir() {
+                if self.mounted(&rel)?.is_dir() {
                     return Ok(None);
                 }
                 if let Some(base) = self.restored(step, &rel) {
@@ -546,6 +695,24 @@ impl Applier {
             }
             TouchOp::Delete => {
                 self.counts.touch_deletes += 1;
+                // `rm link` removes the link, not what it points to
+                let p = self.root.join(self.resolve(&rel, true)?);
+                if p == self.root {
+                    // `rm -rf .`: what is in the repository goes, the mount point stays
+                    for e in
+                        std::fs::read_dir(&p).with_context(|| format!("list {}", p.display()))?
+                    {
+                        let e = e.with_context(|| format!("list {}", p.display()))?;
+                        let child = e.path();
+                        let r = if e.file_type().is_ok_and(|t| t.is_dir()) {
+                            std::fs::remove_dir_all(&child)
+                        } else {
+                            std::fs::remove_file(&child)
+                        };
+                        r.with_context(|| format!("delete {}", child.display()))?;
+                    }
+                    return Ok(None);
+                }
                 let r = match std::fs::symlink_metadata(&p) {
                     Ok(md) if md.is_dir() => std::fs::remove_dir_all(&p),
                     Ok(_) => std::fs::remove_file(&p),
@@ -752,6 +919,56 @@ fn pad_to(cur: &str, first: u64) -> std::borrow::Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An applier over a plain directory (no mount): enough for path resolution.
+    fn applier_over(dir: &Path) -> (Applier, File) {
+        let c = CString::new(dir.as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: valid path; the descriptor is owned by the returned File.
+        let fd = unsafe { libc::open(c.as_ptr(), libc::O_PATH | libc::O_DIRECTORY) };
+        assert!(fd >= 0);
+        // SAFETY: fresh descriptor.
+        let f = unsafe { File::from_raw_fd(fd) };
+        (Applier::new(dir, fd, None), f)
+    }
+
+    #[test]
+    fn symlinks_are_followed_inside_the_repository_only() {
+        use std::os::unix::fs::symlink;
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path();
+        std::fs::create_dir(d.join("src")).unwrap();
+        std::fs::write(d.join("src/a.py"), "a\n").unwrap();
+        symlink("src", d.join("alias")).unwrap();
+        symlink("alias/a.py", d.join("l.py")).unwrap();
+        symlink("/tmp", d.join("ext")).unwrap();
+        symlink("src/../..", d.join("up")).unwrap();
+        symlink("loop2", d.join("loop1")).unwrap();
+        symlink("loop1", d.join("loop2")).unwrap();
+        let (a, _fd) = applier_over(d);
+        let r = |p: &str| a.resolve(Path::new(p), false).map_err(|e| e.to_string());
+        assert_eq!(r("l.py"), Ok(PathBuf::from("src/a.py")));
+        assert_eq!(r("alias/new.py"), Ok(PathBuf::from("src/new.py")));
+        assert_eq!(a.disk(Path::new("l.py")), Some(b"a\n".to_vec()));
+        // `rm l.py` removes the link
+        assert_eq!(
+            a.resolve(Path::new("l.py"), true).ok(),
+            Some(PathBuf::from("l.py"))
+        );
+        assert!(r("ext/x").unwrap_err().contains("outside the repository"));
+        assert!(r("up/x").unwrap_err().contains("above the repository"));
+        assert!(r("loop1").unwrap_err().contains("too many symlinks"));
+        assert!(a.disk(Path::new("ext/passwd")).is_none());
+        assert!(a.mounted(Path::new("ext/x")).is_err());
+    }
+
+    #[test]
+    fn clean_rel_keeps_paths_inside() {
+        let c = |p: &str| clean_rel(p).map(|p| p.to_string_lossy().into_owned());
+        assert_eq!(c("./a/../b.py").as_deref(), Some("b.py"));
+        assert_eq!(c(".").as_deref(), Some(""));
+        assert_eq!(c("a/../../b"), None);
+        assert_eq!(c("/etc/passwd"), None);
+    }
 
     #[test]
     fn a_partial_read_is_placed_only_where_its_span_fits() {

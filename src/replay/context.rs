@@ -106,14 +106,18 @@ pub fn step_views(step: &Step) -> Vec<FileView> {
                 partial: false,
             }],
             Some(rs) => {
-                // consecutive ranges share the content in order
+                // the content holds the ranges' lines in file order, each once (`sed -n`
+                // prints so); the last run takes what is left, however long it says it is
+                let rs = super::text::merged_ranges(&rs);
                 let mut out = Vec::new();
                 let mut rest = all.as_slice();
-                for (i, [a, b]) in rs.iter().copied().enumerate() {
+                for (i, &(a, b)) in rs.iter().enumerate() {
                     let n = if i + 1 == rs.len() {
                         rest.len()
                     } else {
-                        ((b + 1).saturating_sub(a) as usize).min(rest.len())
+                        usize::try_from(b.saturating_sub(a).saturating_add(1))
+                            .unwrap_or(usize::MAX)
+                            .min(rest.len())
                     };
                     out.push(FileView {
                         path: path.clone(),
@@ -128,6 +132,15 @@ pub fn step_views(step: &Step) -> Vec<FileView> {
         },
         _ => Vec::new(),
     }
+}
+
+/// The file content a step's result shows as the socket got it: a read whose output was cut to
+/// fit the socket ([`super::cut`]) no longer shows its middle, and which of its lines the head
+/// and tail hold is not known here; it shows no view, as a read that mini-swe-agent cut (no
+/// `content`) shows none in the history.
+fn served_step_views(step: &Step) -> Vec<FileView> {
+    let cut = step.kind == Kind::Read && super::cut::too_long(step.output.as_deref().unwrap_or(""));
+    if cut { Vec::new() } else { step_views(step) }
 }
 
 /// Splits a `Read` result with a line-number gutter (`12\tline` or `    12→line`) into its
@@ -228,7 +241,7 @@ pub fn from_anthropic(body: &Value, trace: &Trace, counter: &mut Counter) -> Vec
                     let mut views = Vec::new();
                     if let Some(n) = id.strip_prefix("rp_").and_then(|n| n.parse::<usize>().ok()) {
                         if let Some(s) = trace.steps.iter().find(|s| s.step as usize == n) {
-                            views = step_views(s);
+                            views = served_step_views(s);
                         }
                     } else if let (Some((_, input)), false) = (calls.get(&id), is_error) {
                         let path = input
@@ -265,6 +278,71 @@ pub fn from_anthropic(body: &Value, trace: &Trace, counter: &mut Counter) -> Vec
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn read(ranges: &str, content: &str) -> Step {
+        serde_json::from_str(&format!(
+            r#"{{"record":"step","step":0,"turn":1,"kind":"read","path":"f","ranges":{ranges},"content":{}}}"#,
+            serde_json::Value::from(content)
+        ))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn placed(views: &[FileView]) -> Vec<(u64, Vec<&str>)> {
+        views
+            .iter()
+            .map(|v| (v.first, v.lines.iter().map(String::as_str).collect()))
+            .collect()
+    }
+
+    #[test]
+    fn several_ranges_are_placed_in_file_order_each_line_once() {
+        // sed -n '8,9p;1,2p' prints lines 1, 2, 8, 9
+        let v = step_views(&read("[[8,9],[1,2]]", "l1\nl2\nl8\nl9\n"));
+        assert_eq!(placed(&v), [(1, vec!["l1", "l2"]), (8, vec!["l8", "l9"])]);
+        // sed -n '1,5p;3,8p' prints lines 1 to 8 once
+        let all = "l1\nl2\nl3\nl4\nl5\nl6\nl7\nl8\n";
+        let v = step_views(&read("[[1,5],[3,8]]", all));
+        assert_eq!(
+            placed(&v),
+            [(1, vec!["l1", "l2", "l3", "l4", "l5", "l6", "l7", "l8"])]
+        );
+        // sed -n '8,$p;1,2p': the sentinel end is not a length
+        let v = step_views(&read(
+            "[[8,18446744073709551615],[1,2]]",
+            "l1\nl2\nl8\nl9\nl10\n",
+        ));
+        assert_eq!(
+            placed(&v),
+            [(1, vec!["l1", "l2"]), (8, vec!["l8", "l9", "l10"])]
+        );
+    }
+
+    #[test]
+    fn the_last_step_of_a_projection_shows_no_view_when_its_read_was_cut_to_fit() {
+        let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t"}"#;
+        let file: String = (1..=40_000).map(|k| format!("line {k}\n")).collect();
+        let read = |step: u64, output: &str| {
+            serde_json::json!({"record": "step", "step": step, "turn": step + 1, "kind": "read",
+                "path": "f", "content": file, "output": output})
+            .to_string()
+        };
+        let text = format!("{h}\n{}\n{}", read(0, &file), read(1, "short"));
+        let trace = Trace::parse(std::path::Path::new("t.jsonl"), &text)
+            .unwrap_or_else(|e| panic!("{e:#}"));
+        let body = |id: &str| {
+            serde_json::json!({"messages": [{"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": id, "content": "head … tail"}]}]})
+        };
+        let views = |id| {
+            from_anthropic(&body(id), &trace, &mut Counter::default())
+                .into_iter()
+                .flat_map(|b| b.views)
+                .count()
+        };
+        // the socket got the head and tail of step 0's output, not the file
+        assert_eq!(views("rp_0"), 0);
+        assert_eq!(views("rp_1"), 1);
+    }
 
     #[test]
     fn gutters() {

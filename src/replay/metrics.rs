@@ -103,7 +103,9 @@ impl Seen {
         match s.kind {
             Kind::Read if s.partial() => self.add(p, Some((0, 0))),
             Kind::Read => match s.line_ranges() {
-                Some(rs) => rs.iter().for_each(|[a, b]| self.add(p, Some((*a, *b)))),
+                Some(rs) => text::merged_ranges(&rs)
+                    .into_iter()
+                    .for_each(|r| self.add(p, Some(r))),
                 None => self.add(p, None),
             },
             Kind::Write => self.add(p, None),
@@ -144,18 +146,23 @@ pub fn changed_runs(before: &str, after: &str) -> Vec<(u64, u64)> {
 }
 
 fn covered(rs: &[(u64, u64)], a: u64, b: u64) -> bool {
+    if a > b {
+        // nothing asked for
+        return true;
+    }
     let mut v: Vec<(u64, u64)> = rs.to_vec();
     v.sort();
     let mut need = a;
     for (x, y) in v {
         if x <= need && y >= need {
-            need = y + 1;
-            if need > b {
+            // compared before stepping past `y`: a run may end at `u64::MAX` (`sed -n '8,$p'`)
+            if y >= b {
                 return true;
             }
+            need = y + 1;
         }
     }
-    need > b
+    false
 }
 
 /// The needs of one turn's steps, against the disk now (before the steps run).
@@ -177,8 +184,9 @@ pub fn needs(steps: &[&Step], applier: &Applier) -> Vec<Need> {
             Kind::Read if s.partial() => None,
             Kind::Read => match s.line_ranges() {
                 Some(rs) => {
-                    let a = rs.iter().map(|r| r[0]).min().unwrap_or(1).max(1);
-                    let b = rs.iter().map(|r| r[1]).max().unwrap_or(n).min(n);
+                    let rs = text::merged_ranges(&rs);
+                    let a = rs.first().map_or(1, |r| r.0);
+                    let b = rs.last().map_or(n, |r| r.1).min(n);
                     (a <= b).then_some((a, b))
                 }
                 None => (n > 0).then_some((1, n)),
@@ -238,6 +246,11 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
     };
     let mut cache: HashMap<String, Option<String>> = HashMap::new();
     for v in blocks.iter().flat_map(|b| &b.views) {
+        // a view of a path outside the repository (`../x`, or through a link out of it) is
+        // nothing the replay can hold or check: the step that made it was not replayed
+        if !clean_rel(&v.path).is_some_and(|r| applier.inside(&r)) {
+            continue;
+        }
         let cur = cache
             .entry(v.path.clone())
             .or_insert_with(|| clean_rel(&v.path).and_then(|r| applier.disk_text(&r)));
@@ -251,18 +264,20 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
         if stale > 0 {
             *h.stale_paths.entry(v.path.clone()).or_default() += stale;
             let c = cur.as_deref().map(text::lines).unwrap_or_default();
-            let at = v.lines.iter().enumerate().find(|(i, l)| {
-                c.get((v.first as usize).saturating_sub(1) + i) != Some(&l.as_str())
-            });
+            let at = v
+                .lines
+                .iter()
+                .enumerate()
+                .find(|(i, l)| line_at(&c, v.first, *i) != Some(l.as_str()));
             if let Some((i, l)) = at {
                 h.stale_detail.push((v.path.clone(), format!(
                     "view of {} lines at {}{}: line {} is {:?} in the view, {:?} on disk ({} lines)",
                     v.lines.len(),
                     v.first,
                     if v.partial { " (partial)" } else { "" },
-                    v.first + i as u64,
+                    v.first.saturating_add(i as u64),
                     l,
-                    c.get((v.first as usize).saturating_sub(1) + i),
+                    line_at(&c, v.first, i),
                     c.len()
                 )));
             }
@@ -270,7 +285,7 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
             h.fresh
                 .entry(v.path.clone())
                 .or_default()
-                .push((v.first, v.first + v.lines.len() as u64 - 1));
+                .push((v.first, v.first.saturating_add(v.lines.len() as u64 - 1)));
         } else {
             h.fresh.entry(v.path.clone()).or_default();
         }
@@ -294,9 +309,18 @@ fn stale_in(v: &FileView, cur: &str) -> u64 {
     v.lines
         .iter()
         .enumerate()
-        .filter(|(i, l)| c.get(v.first as usize - 1 + i) != Some(&l.as_str()))
+        .filter(|(i, l)| line_at(&c, v.first, *i) != Some(l.as_str()))
         .map(|(_, l)| l.len() as u64 + 1)
         .sum()
+}
+
+/// Line `first + i` (1-based) of `c`. A view's first line comes from a trace or a rendered
+/// gutter, either of which may say 0 or a number past any file: such a line is not in it.
+fn line_at<'a>(c: &[&'a str], first: u64, i: usize) -> Option<&'a str> {
+    let k = usize::try_from(first.checked_sub(1)?)
+        .ok()?
+        .checked_add(i)?;
+    c.get(k).copied()
 }
 
 /// A need the request did not hold fresh, for `WORLDFS_REPLAY_MISSES` (a debugging aid).
@@ -438,5 +462,57 @@ mod tests {
         assert!(covered(&[(1, 5), (6, 9)], 2, 8));
         assert!(!covered(&[(1, 5), (7, 9)], 2, 8));
         assert!(covered(&[(1, 100)], 1, 1));
+        // `sed -n '8,$p'` recorded with a sentinel end
+        assert!(covered(&[(1, 2), (8, u64::MAX)], 8, 10));
+        assert!(covered(&[(8, u64::MAX)], 9, u64::MAX));
+        assert!(!covered(&[(1, 2), (8, u64::MAX)], 2, 8));
+    }
+
+    #[test]
+    fn a_view_placed_at_line_0_or_past_any_file_is_stale_not_a_panic() {
+        let view = |first| FileView {
+            path: "f".into(),
+            first,
+            lines: vec!["a".into()],
+            partial: false,
+        };
+        assert_eq!(stale_in(&view(0), "a\n"), 2);
+        assert_eq!(stale_in(&view(u64::MAX), "a\n"), 2);
+        assert_eq!(stale_in(&view(1), "a\n"), 0);
+    }
+
+    #[test]
+    fn several_ranges_make_seen_and_needed_the_lines_sed_prints() {
+        use std::os::fd::AsRawFd;
+        let dir = tempfile::tempdir().unwrap();
+        let file: String = (1..=10).map(|i| format!("line {i}\n")).collect();
+        std::fs::write(dir.path().join("f.py"), &file).unwrap();
+        let backing = std::fs::File::open(dir.path()).unwrap();
+        let applier = Applier::new(dir.path(), backing.as_raw_fd(), None);
+        let read = |ranges: &str, content: &str| -> Step {
+            serde_json::from_value(serde_json::json!({
+                "record": "step", "step": 0, "turn": 1, "kind": "read", "path": "f.py",
+                "ranges": serde_json::from_str::<serde_json::Value>(ranges).unwrap(),
+                "content": content,
+            }))
+            .unwrap()
+        };
+        // sed -n '8,$p;1,2p'
+        let mut seen = Seen::default();
+        let s = read(
+            "[[8,18446744073709551615],[1,2]]",
+            "line 1\nline 2\nline 8\n",
+        );
+        seen.record(&s, None, &applier);
+        assert!(seen.covers("f.py", 8, 10));
+        assert!(seen.covers("f.py", 1, 2));
+        assert!(!seen.covers("f.py", 2, 8));
+        // sed -n '5,3p' prints line 5
+        let mut seen = Seen::default();
+        let s = read("[[5,3]]", "line 5\n");
+        seen.record(&s, None, &applier);
+        assert!(seen.covers("f.py", 5, 5));
+        let n = needs(&[&s], &applier);
+        assert_eq!(n.first().and_then(|n| n.lines), Some((5, 5)));
     }
 }

@@ -5,12 +5,13 @@
 //! [`apply`] (a step as system calls), [`text`] (line arithmetic), [`context`] (a request as
 //! blocks and file views), [`baseline`] (the history strategies), [`caching`] (prompt-cache
 //! billing), [`metrics`] (stale bytes, recall, re-reads), [`report`] (CSV, JSON, table, SVG),
-//! [`sha1`] (checking `disk_sha1_before`).
+//! [`sha1`] (checking `disk_sha1_before`), [`cut`] (outputs too long for the socket).
 
 pub mod apply;
 pub mod baseline;
 pub mod caching;
 pub mod context;
+pub mod cut;
 pub mod metrics;
 pub mod report;
 pub mod session;
@@ -19,6 +20,7 @@ pub mod shown_lines;
 pub mod text;
 pub mod trace;
 
+use std::borrow::Cow;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Instant;
@@ -109,6 +111,8 @@ pub struct TraceResult {
     pub steps: u64,
     pub strategies: Vec<String>,
     pub apply: ApplyCounts,
+    /// Steps whose output was cut to fit the socket's request line ([`cut`]).
+    pub outputs_cut: u64,
     pub rows: Vec<Row>,
     pub seconds: f64,
 }
@@ -229,6 +233,7 @@ fn replay(
     let mut history = Vec::new();
     let mut seen = Seen::default();
     let mut rows = Vec::new();
+    let mut outputs_cut = 0;
     let turns = trace.turns();
     let gutter = trace.read_gutter();
     for (turn, idxs) in &turns {
@@ -325,7 +330,9 @@ fn replay(
         }
         for &i in idxs {
             let before = Seen::before(&trace.steps[i], &applier);
-            replay_step(trace, i, session, &mut applier)?;
+            if replay_step(trace, i, session, &mut applier)? {
+                outputs_cut += 1;
+            }
             seen.record(&trace.steps[i], before.as_deref(), &applier);
         }
         history.push(baseline::turn_blocks(trace, *turn, idxs, &mut counter));
@@ -336,6 +343,7 @@ fn replay(
         steps: trace.steps.len() as u64,
         strategies: strategies.iter().map(Strategy::name).collect(),
         apply: applier.counts.clone(),
+        outputs_cut,
         rows,
         seconds: 0.0,
     })
@@ -380,18 +388,29 @@ const MAX_STEP_VIEWS: usize = 64;
 /// had read, and file recall fell).
 const MIN_COMMAND_VIEW_LINES: u64 = 5;
 
+/// A step's output as the socket gets it: cut to its head and tail when too long for a request
+/// line ([`cut::for_socket`]); true when it was cut.
+fn sent_output(s: &trace::Step) -> (Cow<'_, str>, bool) {
+    let output = s.output.as_deref().unwrap_or("");
+    match cut::for_socket(output) {
+        Some(c) => (Cow::Owned(c.text), true),
+        None => (Cow::Borrowed(output), false),
+    }
+}
+
 /// What a step's result showed, as a harness that knows its tools would declare it with
-/// `step.record`: a read's line ranges (or the whole file, when the result shows it all); for
-/// a read of unknown places (`partial`) or a whole read whose output the harness cut (no
-/// `content`: mini-swe-agent keeps the head and tail of a long output), the runs of lines of
-/// the file its output shows; for a command, the runs of at least [`MIN_COMMAND_VIEW_LINES`]
-/// lines of each file it read.
+/// `step.record`: a read's line ranges, in file order and each line once (or the whole file,
+/// when the result shows it all); for a read of unknown places (`partial`) or a whole read
+/// whose output was cut to its head and tail (no `content`: mini-swe-agent's own cut; or cut
+/// here to fit the socket), the runs of lines of the file the output sent shows; for a
+/// command, the runs of at least [`MIN_COMMAND_VIEW_LINES`] lines of each file it read.
 fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<Value> {
     let mut out = Vec::new();
     if s.refused() {
         return out;
     }
-    let exact = s.kind == Kind::Read && !s.partial() && s.content.is_some();
+    let (output, cut) = sent_output(s);
+    let exact = s.kind == Kind::Read && !s.partial() && s.content.is_some() && !cut;
     if exact
         && s.in_repo()
         && let Some(rel) = s.path.as_deref().and_then(clean_rel)
@@ -399,15 +418,13 @@ fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<V
         let path = rel.to_string_lossy().into_owned();
         match s.line_ranges() {
             Some(rs) => out.extend(
-                rs.iter()
-                    .filter(|[a, b]| *a >= 1 && a <= b)
-                    .map(|r| json!({"path": path, "lines": r})),
+                text::merged_ranges(&rs)
+                    .into_iter()
+                    .map(|(a, b)| json!({"path": path, "lines": [a, b]})),
             ),
             None => out.push(json!({ "path": path })),
         }
-    } else if matches!(s.kind, Kind::Read | Kind::Command)
-        && let Some(output) = s.output.as_deref().filter(|o| !o.is_empty())
-    {
+    } else if matches!(s.kind, Kind::Read | Kind::Command) && !output.is_empty() {
         let min = if s.kind == Kind::Command {
             MIN_COMMAND_VIEW_LINES
         } else {
@@ -427,7 +444,7 @@ fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<V
             };
             let path = rel.to_string_lossy().into_owned();
             let range = t.range.map(|[a, b]| (a, b));
-            for (a, b) in shown_lines::shown_runs(&cur, range, output) {
+            for (a, b) in shown_lines::shown_runs(&cur, range, &output) {
                 if b + 1 - a >= min {
                     out.push(json!({"path": path, "lines": [a, b]}));
                 }
@@ -438,18 +455,42 @@ fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<V
     out
 }
 
-/// Applies step `i` through the mount and tells the socket about it.
+/// Applies step `i` through the mount and tells the socket about it; true when its output was
+/// too long for the socket and was cut ([`cut`]).
 fn replay_step(
     trace: &Trace,
     i: usize,
     session: &mut Session,
     applier: &mut Applier,
-) -> Result<()> {
+) -> Result<bool> {
     let s = &trace.steps[i];
     let inputs = applier
         .apply(trace, i)
         .with_context(|| format!("step {} ({})", s.step, s.kind.name()))?;
-    if matches!(s.kind, Kind::Command | Kind::Search) {
+    let (command, step, cut) = record_params(s, &inputs, |rel| applier.disk_text(rel));
+    if let Some(params) = command {
+        session
+            .call("command.record", params)
+            .with_context(|| format!("step {}", s.step))?;
+    }
+    session
+        .call("step.record", step)
+        .with_context(|| format!("step {}", s.step))?;
+    Ok(cut)
+}
+
+/// What the socket is told of step `s` once applied (`inputs`: the files it read): the
+/// `command.record` params of a command or search, the `step.record` params, and whether the
+/// output they carry was cut to fit a request line. Only the socket gets the cut output: the
+/// history strategies, the baseline among them, are built from the trace and keep the full
+/// text, as the agent saw it.
+fn record_params(
+    s: &trace::Step,
+    inputs: &[PathBuf],
+    disk: impl Fn(&Path) -> Option<String>,
+) -> (Option<Value>, Value, bool) {
+    let (output, cut) = sent_output(s);
+    let command = matches!(s.kind, Kind::Command | Kind::Search).then(|| {
         let command = match &s.command {
             Some(c) if !c.is_empty() => c.clone(),
             _ => format!("{} {}", s.tool_name(), s.call_input()),
@@ -468,34 +509,29 @@ fn replay_step(
         let mut params = json!({
             "command": command,
             "cwd": cwd,
-            "output": s.output.clone().unwrap_or_default(),
+            "output": output,
             "files": files,
         });
         if let Some(rc) = s.returncode.and_then(|r| i32::try_from(r).ok()) {
             params["exit_code"] = json!(rc);
         }
-        session
-            .call("command.record", params)
-            .with_context(|| format!("step {}", s.step))?;
-    }
-    let mut params = json!({
+        params
+    });
+    let mut step = json!({
         "tool_use_id": format!("rp_{}", s.step),
         "tool_name": s.tool_name(),
         "input": s.call_input(),
-        "result": s.output.clone().unwrap_or_default(),
+        "result": output,
         "is_error": s.is_error.unwrap_or(false),
     });
     if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
-        params["assistant_text"] = json!(t);
+        step["assistant_text"] = json!(t);
     }
-    let views = shown_views(s, |rel| applier.disk_text(rel));
+    let views = shown_views(s, disk);
     if !views.is_empty() {
-        params["views"] = Value::Array(views);
+        step["views"] = Value::Array(views);
     }
-    session
-        .call("step.record", params)
-        .with_context(|| format!("step {}", s.step))?;
-    Ok(())
+    (command, step, cut)
 }
 
 /// Replays every trace in `opts`, writes the reports to `opts.out`, returns the summary table.
@@ -564,5 +600,105 @@ mod tests {
             "touches": touch}),
         );
         assert_eq!(shown_views(&whole, disk), [json!({"path": "f.py"})]);
+    }
+
+    #[test]
+    fn several_ranges_are_declared_in_file_order_each_line_once() {
+        let file: String = (1..=30).map(|k| format!("line {k}\n")).collect();
+        let disk = |rel: &Path| (rel == Path::new("f.py")).then(|| file.clone());
+        let read = |ranges: Value| {
+            step(
+                json!({"record": "step", "step": 1, "turn": 1, "kind": "read",
+                "path": "f.py", "ranges": ranges, "content": "…", "output": "…"}),
+            )
+        };
+        let lines =
+            |v: Vec<Value>| -> Vec<Value> { v.into_iter().map(|v| v["lines"].clone()).collect() };
+        assert_eq!(
+            lines(shown_views(&read(json!([[8, 9], [1, 2]])), disk)),
+            [json!([1, 2]), json!([8, 9])]
+        );
+        assert_eq!(
+            lines(shown_views(&read(json!([[1, 5], [3, 8]])), disk)),
+            [json!([1, 8])]
+        );
+        assert_eq!(
+            lines(shown_views(&read(json!([[8, u64::MAX], [1, 2]])), disk)),
+            [json!([1, 2]), json!([8, u64::MAX])]
+        );
+    }
+
+    /// Bytes of the request line `params` makes (without its envelope, a few dozen bytes).
+    fn line_len(params: &Value) -> usize {
+        serde_json::to_vec(params).map_or(usize::MAX, |v| v.len())
+    }
+
+    #[test]
+    fn an_output_too_long_for_a_request_line_is_cut_to_fit() {
+        let max = crate::socket::protocol::MAX_LINE;
+        let output: String = (0..100_000)
+            .map(|k| format!("tests/test_x.py::test_{k} PASSED\n"))
+            .collect();
+        assert!(output.len() > 3 * max);
+        let cmd = step(
+            json!({"record": "step", "step": 4, "turn": 1, "kind": "command",
+            "command": "pytest -v", "output": output}),
+        );
+        let (command, step_params, cut) = record_params(&cmd, &[], |_| None);
+        assert!(cut);
+        let command = command.unwrap_or_else(|| panic!("no command.record"));
+        assert!(line_len(&command) < max / 2, "{}", line_len(&command));
+        assert!(
+            line_len(&step_params) < max / 2,
+            "{}",
+            line_len(&step_params)
+        );
+        let sent = command["output"].as_str().unwrap_or("");
+        assert_eq!(Some(sent), step_params["result"].as_str());
+        assert!(sent.starts_with("tests/test_x.py::test_0 PASSED\n"));
+        assert!(sent.ends_with("tests/test_x.py::test_99999 PASSED\n"));
+        assert!(
+            sent.contains("bytes of this output left out here"),
+            "{}",
+            &sent[..200]
+        );
+        // an output that fits is sent as it is
+        let small = step(
+            json!({"record": "step", "step": 5, "turn": 2, "kind": "command",
+            "command": "ls", "output": "a\nb\n"}),
+        );
+        let (command, step_params, cut) = record_params(&small, &[], |_| None);
+        assert!(!cut);
+        assert_eq!(command.map(|c| c["output"].clone()), Some(json!("a\nb\n")));
+        assert_eq!(step_params["result"], json!("a\nb\n"));
+    }
+
+    #[test]
+    fn a_read_cut_to_fit_declares_only_what_it_still_shows() {
+        // a whole Read of a file whose numbered output is over the cap
+        let pad = "x".repeat(190);
+        let file: String = (1..=2000).map(|k| format!("line {k} {pad}\n")).collect();
+        let output: String = (1..=2000)
+            .map(|k| format!("{k:>6}\u{2192}line {k} {pad}\n"))
+            .collect();
+        assert!(output.len() > cut::SOCKET_OUTPUT_CAP);
+        let disk = |rel: &Path| (rel == Path::new("big.py")).then(|| file.clone());
+        let read = step(
+            json!({"record": "step", "step": 1, "turn": 1, "kind": "read",
+            "tool": "Read", "path": "big.py", "content": file, "output": output,
+            "touches": [{"path": "big.py", "op": "read", "range": null}]}),
+        );
+        let views = shown_views(&read, disk);
+        let runs: Vec<(u64, u64)> = views
+            .iter()
+            .filter_map(|v| Some((v["lines"][0].as_u64()?, v["lines"][1].as_u64()?)))
+            .collect();
+        assert_eq!(runs.len(), 2, "{views:?}");
+        assert_eq!(runs[0].0, 1);
+        assert_eq!(runs[1].1, 2000);
+        assert!(
+            runs[0].1 + 1 < runs[1].0,
+            "the middle is not shown: {runs:?}"
+        );
     }
 }

@@ -16,18 +16,19 @@ use super::TraceResult;
 pub struct StrategySummary {
     pub strategy: String,
     pub tokens_total: u64,
-    /// Whole-run tokens vs the baseline's.
-    pub tokens_ratio: f64,
+    /// Whole-run tokens vs the baseline's (None: the baseline sent none, as in a trace with no
+    /// steps; so for every ratio to the baseline).
+    pub tokens_ratio: Option<f64>,
     /// Mean of per-turn ratios to the baseline at turns >= 40 (None: shorter run).
     pub late_ratio: Option<f64>,
     pub billed_total: f64,
-    pub billed_ratio: f64,
+    pub billed_ratio: Option<f64>,
     /// Tokens written to the prompt cache or sent uncached (everything not read from the
     /// cache), over the run.
     pub written_total: u64,
     /// `written_total` vs the baseline's: a history writes each piece once, so above 1 this is
     /// what a strategy writes again (what follows a piece that changed or went).
-    pub written_ratio: f64,
+    pub written_ratio: Option<f64>,
     pub stale_bytes: u64,
     pub needs_file: u64,
     pub fresh_file: u64,
@@ -95,8 +96,8 @@ fn written(x: &super::Row) -> u64 {
 
 /// The tokens of the baseline's first request (system prompt, initial prompt, tools) sent at
 /// every turn, against the baseline: whole run, and the mean per-turn ratio at turns >= 40
-/// (`None` for a shorter run). No strategy that resends the agent's instructions every turn
-/// can go below.
+/// (`None` for a shorter run); `None` when the baseline sent nothing. No strategy that resends
+/// the agent's instructions every turn can go below.
 pub fn instructions_floor(r: &TraceResult) -> Option<(f64, Option<f64>)> {
     let base: BTreeMap<u64, u64> = r
         .rows
@@ -112,13 +113,14 @@ pub fn instructions_floor(r: &TraceResult) -> Option<(f64, Option<f64>)> {
         .map(|(_, t)| first as f64 / *t as f64)
         .collect();
     Some((
-        ratio((first * base.len() as u64) as f64, total as f64),
+        ratio((first * base.len() as u64) as f64, total as f64)?,
         (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64),
     ))
 }
 
-fn ratio(a: f64, b: f64) -> f64 {
-    if b > 0.0 { a / b } else { 0.0 }
+/// `a / b`; `None` for a zero `b`: nothing to compare with is not 0% of it.
+fn ratio(a: f64, b: f64) -> Option<f64> {
+    (b > 0.0).then(|| a / b)
 }
 
 /// Median of baseline tokens / `tokens_in_reported` over the turns that report it.
@@ -193,6 +195,7 @@ pub fn write_trace(dir: &Path, r: &TraceResult) -> Result<()> {
         "seconds": r.seconds,
         "baseline_vs_reported_median": reported_ratio(r),
         "apply": r.apply,
+        "outputs_cut": r.outputs_cut,
         "strategies": summarize(r),
     });
     let json_path = dir.join(format!("{}.json", r.trace_id));
@@ -260,8 +263,8 @@ pub fn summary(results: &[TraceResult]) -> String {
             out,
             "| {name} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |",
             fmt_opt(median(rows.iter().filter_map(|s| s.late_ratio).collect())),
-            fmt_opt(median(rows.iter().map(|s| s.tokens_ratio).collect())),
-            fmt_opt(median(rows.iter().map(|s| s.billed_ratio).collect())),
+            fmt_opt(median(rows.iter().filter_map(|s| s.tokens_ratio).collect())),
+            fmt_opt(median(rows.iter().filter_map(|s| s.billed_ratio).collect())),
             sum(&|s| s.stale_bytes),
             pct(sum(&|s| s.fresh_file), sum(&|s| s.needs_file)),
             pct(sum(&|s| s.fresh_range), sum(&|s| s.needs_range)),
@@ -269,7 +272,9 @@ pub fn summary(results: &[TraceResult]) -> String {
             sum(&|s| s.forced_rereads),
             sum(&|s| s.violations),
             sum(&|s| s.over_budget),
-            fmt_opt(median(rows.iter().map(|s| s.written_ratio).collect())),
+            fmt_opt(median(
+                rows.iter().filter_map(|s| s.written_ratio).collect()
+            )),
         );
     }
     out.push_str(
@@ -400,6 +405,7 @@ mod tests {
             steps: 0,
             strategies: vec!["baseline".into(), "p".into()],
             apply: Default::default(),
+            outputs_cut: 0,
             rows,
             seconds: 0.0,
         }
@@ -420,7 +426,33 @@ mod tests {
         let s = summarize(&r);
         let p = s.iter().find(|s| s.strategy == "p");
         assert_eq!(p.map(|p| p.written_total), Some(2100));
-        assert_eq!(p.map(|p| p.written_ratio), Some(2100.0 / 2000.0));
+        assert_eq!(p.and_then(|p| p.written_ratio), Some(2100.0 / 2000.0));
+    }
+
+    #[test]
+    fn a_trace_with_no_steps_has_no_ratios_to_its_baseline() {
+        let r = trace(Vec::new());
+        for s in summarize(&r) {
+            assert_eq!(
+                (
+                    s.tokens_ratio,
+                    s.billed_ratio,
+                    s.written_ratio,
+                    s.late_ratio
+                ),
+                (None, None, None, None),
+                "{}",
+                s.strategy
+            );
+        }
+        assert_eq!(instructions_floor(&r), None);
+        let table = summary(&[r]);
+        assert!(table.contains("| baseline | - | - | - | 0 |"), "{table}");
+        assert!(!table.contains("0.0%"), "{table}");
+        // a baseline of zero tokens (empty prompts) has no floor either
+        let zero = trace(vec![row(1, "baseline", 0, 0, 0)]);
+        assert_eq!(instructions_floor(&zero), None);
+        assert_eq!(summarize(&zero).first().and_then(|s| s.tokens_ratio), None);
     }
 
     #[test]

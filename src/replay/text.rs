@@ -10,6 +10,30 @@ pub fn lines(text: &str) -> Vec<&str> {
     v
 }
 
+/// The runs of lines that `ranges` (1-based inclusive) select, as `sed -n '8,9p;1,2p'` prints
+/// them: in file order and each line once, so a read's content is split in that order and
+/// overlapping or adjacent ranges are one run. An end before its start selects the start line
+/// alone (sed's rule, and the one line such a read shows); there is no line 0. The end may be
+/// `u64::MAX` (`sed -n '8,$p'`), hence the saturating arithmetic.
+pub fn merged_ranges(ranges: &[[u64; 2]]) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = ranges
+        .iter()
+        .map(|&[a, b]| {
+            let a = a.max(1);
+            (a, b.max(a))
+        })
+        .collect();
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
 /// Byte span `[start, end)` of 1-based inclusive lines `first..=last` (clamped to the text).
 pub fn line_span(text: &str, first: u64, last: u64) -> (usize, usize) {
     let first = first.max(1);
@@ -100,6 +124,28 @@ mod tests {
         assert_eq!(line_span(t, 2, 99), (2, 9));
         assert_eq!(line_span(t, 5, 6), (9, 9));
         assert_eq!(line_span("x\ny", 2, 2), (2, 3));
+    }
+
+    #[test]
+    fn ranges_merge_in_file_order() {
+        // sed prints in file order, each line once
+        assert_eq!(merged_ranges(&[[8, 9], [1, 2]]), vec![(1, 2), (8, 9)]);
+        assert_eq!(merged_ranges(&[[1, 5], [3, 8]]), vec![(1, 8)]);
+        assert_eq!(merged_ranges(&[[1, 5], [6, 9]]), vec![(1, 9)]);
+        assert_eq!(merged_ranges(&[[3, 4], [1, 9]]), vec![(1, 9)]);
+        // a sentinel end neither overflows nor stops a later range from merging into it
+        assert_eq!(
+            merged_ranges(&[[8, u64::MAX], [1, 2], [9, 10]]),
+            vec![(1, 2), (8, u64::MAX)]
+        );
+        assert_eq!(
+            merged_ranges(&[[u64::MAX, u64::MAX], [1, u64::MAX]]),
+            vec![(1, u64::MAX)]
+        );
+        // sed -n '5,3p' prints line 5; line 0 does not exist
+        assert_eq!(merged_ranges(&[[5, 3]]), vec![(5, 5)]);
+        assert_eq!(merged_ranges(&[[0, 2]]), vec![(1, 2)]);
+        assert!(merged_ranges(&[]).is_empty());
     }
 
     #[test]

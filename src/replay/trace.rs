@@ -25,6 +25,29 @@ pub struct Header {
     pub system_prompt: Option<String>,
     #[serde(default)]
     pub setup_end_step: Option<u64>,
+    /// The repository root as the source's raw paths spell it (`/repo`, `/testbed`).
+    #[serde(default)]
+    pub repo_root_in_source: Option<String>,
+}
+
+impl Header {
+    /// `p` relative to the repository when the source spelled it absolute under its root
+    /// (`/testbed/src/a.py`), as a converter may leave a path it marked as in the repository.
+    fn relative<'a>(&self, p: &'a str) -> &'a str {
+        let Some(root) = self
+            .repo_root_in_source
+            .as_deref()
+            .map(|r| r.trim_end_matches('/'))
+            .filter(|r| r.starts_with('/') && r.len() > 1)
+        else {
+            return p;
+        };
+        match p.strip_prefix(root) {
+            Some("") => ".",
+            Some(rest) if rest.starts_with('/') => rest.trim_start_matches('/'),
+            _ => p,
+        }
+    }
 }
 
 /// What a step did.
@@ -308,6 +331,19 @@ impl Trace {
                     step.record
                 );
             }
+            let mut step = step;
+            if let Some(p) = &step.path {
+                let rel = header.relative(p);
+                if rel != p {
+                    step.path = Some(rel.to_string());
+                }
+            }
+            for t in step.touches.iter_mut().flatten() {
+                let rel = header.relative(&t.path);
+                if rel != t.path {
+                    t.path = rel.to_string();
+                }
+            }
             if step.turn == 0 {
                 bail!("{}:{}: turns are 1-based", path.display(), i + 1);
             }
@@ -470,5 +506,16 @@ mod tests {
         let arrow = step(2, "Read", false, "     1\u{2192}x");
         let t = trace(&[shell, refused, arrow]);
         assert_eq!(t.read_gutter(), Some(crate::projection::LineNumbers::Arrow));
+    }
+
+    #[test]
+    fn absolute_paths_under_the_source_root_become_relative() {
+        let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t","goal":"g","repo_root_in_source":"/testbed/"}"#;
+        let s = r#"{"record":"step","step":0,"turn":1,"kind":"read","path":"/testbed/src/a.py","touches":[{"path":"/testbed/b.py","op":"read"},{"path":"/testbedx/c.py","op":"read"},{"path":"/testbed","op":"search"}]}"#;
+        let t = Trace::parse(Path::new("t.jsonl"), &format!("{h}\n{s}")).unwrap();
+        let st = &t.steps[0];
+        assert_eq!(st.path.as_deref(), Some("src/a.py"));
+        let touched: Vec<&str> = st.touches().iter().map(|t| t.path.as_str()).collect();
+        assert_eq!(touched, ["b.py", "/testbedx/c.py", "."]);
     }
 }

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Writes hostile.jsonl and hostile.base.tar.gz beside this script: a hand-written
+worldfs-trace/1 run whose base archive and paths would lead a careless replay outside its
+scratch copy or into a hang, and odd but plausible steps a real run can hold. The archive has
+a link to /tmp, a link to /dev/null, a FIFO, a link inside the repository and a file that is
+not UTF-8. The output is the same bytes on every run (fixed mtimes, no gzip timestamp)."""
+import gzip, hashlib, io, json, os, tarfile
+
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+
+ROOT = "/repo"
+ESCAPE = "worldfs-replay-escape-check"
+a_py = "def a():\n    return 1\n"
+latin = "caf\xe9 cr\xe8me\n".encode("latin-1")
+files = {"src/a.py": a_py.encode(), "latin.txt": latin}
+links = {"ext": "/tmp", "nullconf": "/dev/null", "l.py": "src/a.py"}
+listing = "".join(p + "\n" for p in sorted(list(files) + list(links) + ["pipe"]))
+
+def sha1(b):
+    return hashlib.sha1(b).hexdigest()
+
+steps = []
+
+def step(kind, tool="bash", **kw):
+    s = {
+        "record": "step", "step": len(steps), "turn": len(steps) + 1, "turn_first": True,
+        "kind": kind, "tool": tool, "tool_use_id": None, "path": None, "path_in_repo": True,
+        "range": None, "ranges": None, "partial": False, "content": None, "old_text": None,
+        "new_text": None, "replace_all": None, "disk_sha1_before": None, "command": None,
+        "cwd": ".", "via": "bash" if tool == "bash" else None, "input": None, "output": "",
+        "is_error": False, "returncode": 0, "touches": [], "effects_unknown": False,
+        "pre_setup": False, "assistant_text": f"turn {len(steps) + 1}", "tokens_in_reported": None,
+    }
+    s.update(kw)
+    steps.append(s)
+
+# 0: a heredoc through a link to /tmp: refused, nothing written there
+step("write", path=f"ext/{ESCAPE}", content="x\n", command=f"cat > ext/{ESCAPE} <<'EOF'\nx\nEOF")
+# 1: a link to /dev/null, read by a command: refused, not an abort
+step("command", command="cat nullconf", output="",
+     touches=[{"path": "nullconf", "op": "read", "range": None, "how": "bash-parse"}])
+# 2: a FIFO: opening it would block for ever
+step("command", command="cat pipe", output="", is_error=True, returncode=1,
+     touches=[{"path": "pipe", "op": "read", "range": None, "how": "bash-parse"}])
+# 3: a path with `..` that stays inside
+step("read", path="./src/../src/a.py", content=a_py, command="cat ./src/../src/a.py", output=a_py)
+# 4: an absolute path under the source's root
+step("read", tool="Read", path=f"{ROOT}/src/a.py", range=[1, 1], content="def a():\n",
+     input={"file_path": f"{ROOT}/src/a.py", "offset": 1, "limit": 1}, output="     1\u2192def a():")
+# 5: `cat` of a file that does not exist: the agent saw the error
+step("read", path="missing.py", command="cat missing.py", is_error=True, returncode=1,
+     output="cat: missing.py: No such file or directory")
+# 6: Claude Code's Edit with an empty old_string creates the file
+step("edit", tool="Edit", path="new.py", old_text="", new_text="print(1)\n", replace_all=False,
+     input={"file_path": f"{ROOT}/new.py", "old_string": "", "new_string": "print(1)\n"},
+     output=f"The file {ROOT}/new.py has been created.")
+# 7: a shell edit of a file that is not UTF-8, with no later view: rewritten with its own bytes
+step("edit", path="latin.txt", command="sed -i 's/x/y/' latin.txt", output="",
+     touches=[{"path": "latin.txt", "op": "write", "range": None, "how": "bash-parse"}])
+# 8: a Write that says what the file was: the latin-1 bytes, untouched
+step("write", tool="Write", path="latin.txt", content="fixed\n", disk_sha1_before=sha1(latin),
+     input={"file_path": f"{ROOT}/latin.txt", "content": "fixed\n"}, output="ok")
+# 9: a script the trace cannot follow makes gen.py; a read shows its lines 3-4
+step("command", command="python make_gen.py", effects_unknown=True, output="")
+step("read", path="gen.py", range=[3, 4], content="c\nd\n", command="sed -n 3,4p gen.py", output="c\nd\n")
+# 11: `rm l.py` removes the link, not src/a.py
+step("command", command="rm l.py", output="",
+     touches=[{"path": "l.py", "op": "delete", "range": None, "how": "bash-parse"}])
+step("edit", tool="Edit", path="src/a.py", old_text="return 1", new_text="return 2", replace_all=False,
+     disk_sha1_before=sha1(a_py.encode()),
+     input={"file_path": f"{ROOT}/src/a.py", "old_string": "return 1", "new_string": "return 2"},
+     output="ok")
+
+header = {
+    "record": "header", "format": "worldfs-trace/1", "trace_id": "hostile", "instance_id": "hostile",
+    "repo": "x/hostile", "base_commit": "0" * 40, "goal": "Survive the base archive.",
+    "initial_prompt": "Tidy the repository.", "system_prompt": None,
+    "source": {"system": "hand-written"}, "model": "none", "repo_root_in_source": ROOT,
+    "setup_end_step": 0, "resolved": None, "final_patch": None, "stats": {},
+}
+with open("hostile.jsonl", "w") as f:
+    f.write(json.dumps(header) + "\n")
+    for s in steps:
+        f.write(json.dumps(s) + "\n")
+buf = io.BytesIO()
+with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
+    def add(info, data=None):
+        info.mtime = 1700000000
+        t.addfile(info, io.BytesIO(data) if data is not None else None)
+    for name, data in list(files.items()) + [(".worldfs-base-listing", listing.encode())]:
+        info = tarfile.TarInfo(name)
+        info.size, info.mode = len(data), 0o644
+        add(info, data)
+    for name, target in links.items():
+        info = tarfile.TarInfo(name)
+        info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
+        add(info)
+    info = tarfile.TarInfo("pipe")
+    info.type, info.mode = tarfile.FIFOTYPE, 0o644
+    add(info)
+with open("hostile.base.tar.gz", "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as z:
+    z.write(buf.getvalue())
+print(len(steps), "steps")
