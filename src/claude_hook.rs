@@ -24,7 +24,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_at;
-use crate::socket::{Client, ClientError};
+use crate::socket::{Client, ClientError, fit};
 
 /// Claude Code waits for its hooks; the socket answers in milliseconds, and `step.record` waits
 /// at most 250 ms for the mount's observations.
@@ -32,9 +32,6 @@ const TIMEOUT: Duration = Duration::from_secs(3);
 /// A result is cut to this many bytes: the socket takes lines of at most 1 MiB, and escaping can
 /// make JSON text up to six times longer than the text it holds.
 const MAX_RESULT_BYTES: usize = 128 * 1024;
-/// A tool input (a Write's whole file) whose JSON is longer has its long strings cut.
-const MAX_INPUT_BYTES: usize = 32 * 1024;
-const MAX_INPUT_STRING_BYTES: usize = 2 * 1024;
 /// Hook events are small; a bigger stdin is not an event.
 const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
 
@@ -166,8 +163,11 @@ fn step(event: &Value, failed: bool) -> Option<Value> {
     let mut params = Map::new();
     params.insert("tool_use_id".into(), id.into());
     params.insert("tool_name".into(), tool.into());
-    params.insert("input".into(), capped_input(input.clone()));
-    params.insert("result".into(), cut(result, MAX_RESULT_BYTES).into());
+    params.insert("input".into(), fit::capped_input(input.clone()));
+    params.insert(
+        "result".into(),
+        fit::cut_head(result, MAX_RESULT_BYTES).into(),
+    );
     params.insert("is_error".into(), failed.into());
     if !failed && let Some(view) = read_view(tool, &input, response) {
         params.insert("views".into(), json!([view]));
@@ -234,7 +234,10 @@ fn text_of(v: &Value) -> String {
         Value::Object(o) => ["content", "output", "result", "text", "message"]
             .iter()
             .find_map(|k| o.get(*k).and_then(Value::as_str))
-            .map_or_else(|| shorten_strings(v.clone()).to_string(), str::to_owned),
+            .map_or_else(
+                || fit::shorten_strings(v.clone()).to_string(),
+                str::to_owned,
+            ),
         _ => v.to_string(),
     }
 }
@@ -273,46 +276,6 @@ fn read_view(tool: &str, input: &Value, response: &Value) -> Option<Value> {
         Some(l) => json!({ "path": path, "lines": l }),
         None => json!({ "path": path }),
     })
-}
-
-/// `s` cut to at most `max` bytes at a character boundary, saying how much was left out.
-fn cut(mut s: String, max: usize) -> String {
-    if s.len() <= max {
-        return s;
-    }
-    let mut at = max;
-    while !s.is_char_boundary(at) {
-        at -= 1;
-    }
-    let left = s.len() - at;
-    s.truncate(at);
-    s.push_str(&format!(
-        "\n[... {left} bytes left out by worldfs hook ...]"
-    ));
-    s
-}
-
-/// The tool input, with long strings cut when it is big (a Write carries the whole file, which
-/// the world has anyway).
-fn capped_input(v: Value) -> Value {
-    if v.to_string().len() <= MAX_INPUT_BYTES {
-        return v;
-    }
-    shorten_strings(v)
-}
-
-/// `v` with every string longer than `MAX_INPUT_STRING_BYTES` cut.
-fn shorten_strings(v: Value) -> Value {
-    match v {
-        Value::String(s) => Value::String(cut(s, MAX_INPUT_STRING_BYTES)),
-        Value::Array(a) => Value::Array(a.into_iter().map(shorten_strings).collect()),
-        Value::Object(o) => Value::Object(
-            o.into_iter()
-                .map(|(k, v)| (k, shorten_strings(v)))
-                .collect(),
-        ),
-        other => other,
-    }
 }
 
 #[cfg(test)]
@@ -426,7 +389,7 @@ mod tests {
             .unwrap_or_default()
             .to_owned();
         // (escaped: each cut newline takes two characters)
-        assert!(r.len() < 2 * MAX_INPUT_STRING_BYTES + 200, "{}", r.len());
+        assert!(r.len() < 2 * 2048 + 200, "{}", r.len());
         assert!(r.contains("\"n\":1"), "{r}");
     }
 
@@ -472,9 +435,9 @@ mod tests {
         let p = step_params(&ev);
         let result = p["result"].as_str().unwrap_or_default();
         assert!(result.len() < MAX_RESULT_BYTES + 100, "{}", result.len());
-        assert!(result.ends_with("bytes left out by worldfs hook ...]"));
+        assert!(result.ends_with("bytes left out by worldfs ...]"));
         let content = p["input"]["content"].as_str().unwrap_or_default();
-        assert!(content.len() < MAX_INPUT_STRING_BYTES + 100);
+        assert!(content.len() < 2048 + 100);
         assert_eq!(p["input"]["file_path"], "/p/big.txt");
     }
 

@@ -135,11 +135,12 @@ pub fn step_views(step: &Step) -> Vec<FileView> {
 }
 
 /// The file content a step's result shows as the socket got it: a read whose output was cut to
-/// fit the socket ([`super::cut`]) no longer shows its middle, and which of its lines the head
+/// fit the socket ([`crate::socket::fit`]) no longer shows its middle, and which of its lines the head
 /// and tail hold is not known here; it shows no view, as a read that mini-swe-agent cut (no
 /// `content`) shows none in the history.
 fn served_step_views(step: &Step) -> Vec<FileView> {
-    let cut = step.kind == Kind::Read && super::cut::too_long(step.output.as_deref().unwrap_or(""));
+    let cut = step.kind == Kind::Read
+        && crate::socket::fit::too_long(step.output.as_deref().unwrap_or(""));
     if cut { Vec::new() } else { step_views(step) }
 }
 

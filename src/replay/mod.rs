@@ -11,7 +11,6 @@ pub mod apply;
 pub mod baseline;
 pub mod caching;
 pub mod context;
-pub mod cut;
 pub mod metrics;
 pub mod report;
 pub mod session;
@@ -36,6 +35,8 @@ use context::{Block, Counter};
 use metrics::{Seen, TurnMeasure};
 use session::{REPLAY_CONFIG, Session};
 use trace::{Kind, Trace};
+
+use crate::socket::fit;
 
 #[derive(Debug, Clone)]
 pub struct Options {
@@ -389,10 +390,10 @@ const MAX_STEP_VIEWS: usize = 64;
 const MIN_COMMAND_VIEW_LINES: u64 = 5;
 
 /// A step's output as the socket gets it: cut to its head and tail when too long for a request
-/// line ([`cut::for_socket`]); true when it was cut.
+/// line ([`fit::for_socket`]); true when it was cut.
 fn sent_output(s: &trace::Step) -> (Cow<'_, str>, bool) {
     let output = s.output.as_deref().unwrap_or("");
-    match cut::for_socket(output) {
+    match fit::for_socket(output) {
         Some(c) => (Cow::Owned(c.text), true),
         None => (Cow::Borrowed(output), false),
     }
@@ -507,7 +508,8 @@ fn record_params(
             .map(|p| p.to_string_lossy().into_owned())
             .collect();
         let mut params = json!({
-            "command": command,
+            // a heredoc can carry a whole file
+            "command": fit::cut_head(command, fit::MAX_INPUT_BYTES),
             "cwd": cwd,
             "output": output,
             "files": files,
@@ -520,7 +522,8 @@ fn record_params(
     let mut step = json!({
         "tool_use_id": format!("rp_{}", s.step),
         "tool_name": s.tool_name(),
-        "input": s.call_input(),
+        // a Write carries the whole file: its long strings are cut like the output
+        "input": fit::capped_input(s.call_input()),
         "result": output,
         "is_error": s.is_error.unwrap_or(false),
     });
@@ -674,6 +677,28 @@ mod tests {
     }
 
     #[test]
+    fn a_big_write_and_a_big_heredoc_fit_a_request_line() {
+        let max = crate::socket::protocol::MAX_LINE;
+        let file = "x = 1\n".repeat(400_000);
+        let write = step(
+            json!({"record": "step", "step": 1, "turn": 1, "kind": "write",
+            "tool": "Write", "path": "big.py", "content": file,
+            "input": {"file_path": "big.py", "content": file}, "output": "ok"}),
+        );
+        let (_, params, _) = record_params(&write, &[], |_| None);
+        assert!(line_len(&params) < max / 2, "{}", line_len(&params));
+        assert_eq!(params["input"]["file_path"], json!("big.py"));
+        let heredoc = step(
+            json!({"record": "step", "step": 2, "turn": 2, "kind": "command",
+            "command": format!("cat > big.py <<'EOF'\n{file}EOF"), "output": ""}),
+        );
+        let (command, params, _) = record_params(&heredoc, &[], |_| None);
+        let command = command.unwrap_or_else(|| panic!("no command.record"));
+        assert!(line_len(&command) < max / 2, "{}", line_len(&command));
+        assert!(line_len(&params) < max / 2, "{}", line_len(&params));
+    }
+
+    #[test]
     fn a_read_cut_to_fit_declares_only_what_it_still_shows() {
         // a whole Read of a file whose numbered output is over the cap
         let pad = "x".repeat(190);
@@ -681,7 +706,7 @@ mod tests {
         let output: String = (1..=2000)
             .map(|k| format!("{k:>6}\u{2192}line {k} {pad}\n"))
             .collect();
-        assert!(output.len() > cut::SOCKET_OUTPUT_CAP);
+        assert!(output.len() > fit::SOCKET_OUTPUT_CAP);
         let disk = |rel: &Path| (rel == Path::new("big.py")).then(|| file.clone());
         let read = step(
             json!({"record": "step", "step": 1, "turn": 1, "kind": "read",

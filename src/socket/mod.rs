@@ -5,10 +5,11 @@
 //! peer credentials, limits), `protocol` (framing and errors), `methods` (dispatch),
 //! `commands` (command-output validity), `subscriptions` (observation notifications),
 //! `metrics` (latency and token accounting), `render` (the seam to the projection renderers),
-//! `client` (what the CLI uses).
+//! `client` (what the CLI uses), `fit` (what clients cut to fit a request line).
 
 pub mod client;
 pub mod commands;
+pub mod fit;
 pub mod methods;
 pub mod metrics;
 pub mod paths;

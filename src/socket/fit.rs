@@ -1,12 +1,14 @@
-//! What the socket gets of a tool output too long for one request line.
-//!
-//! The socket reads request lines of at most [`MAX_LINE`] bytes and refuses a longer one whole,
-//! which ended the replay of the trace (a test run printing 5 MB, a Read of a 2 MB file). The
-//! limit stays: a harness sending such an output would be cut too. So the replay sends what
-//! fits: the output's head and tail, with a line between them saying what was left out.
-//! Only what the socket gets is cut: the history strategies are built from the trace.
+//! What a client sends must fit one request line of the socket ([`MAX_LINE`]): the socket
+//! refuses a longer line whole. The limit stays (it bounds what one connection can make the
+//! daemon hold), so the clients that forward an agent's tool calls (`worldfs hook`, `worldfs
+//! replay`) send what fits: a long output as its head and tail with a line between them
+//! saying what was left out ([`for_socket`]), a big tool input with its long strings cut
+//! ([`capped_input`]; a Write carries the whole file, which the world has from the disk).
+//! The agent saw, and a history holds, the whole text; only the socket gets the cut.
 
-use crate::socket::protocol::MAX_LINE;
+use serde_json::Value;
+
+use super::protocol::MAX_LINE;
 
 /// Most bytes an output may take in a `command.record` or `step.record` line, as JSON: a
 /// quarter of the line, which leaves the rest for what the same line carries besides (the
@@ -43,9 +45,50 @@ pub fn too_long(text: &str) -> bool {
 
 fn notice(left_out: u64) -> String {
     format!(
-        "[worldfs replay: {left_out} bytes of this output left out here: the socket takes \
-         request lines of at most {MAX_LINE} bytes]"
+        "[worldfs: {left_out} bytes of this output left out here: the socket takes request \
+         lines of at most {MAX_LINE} bytes]"
     )
+}
+
+/// A tool input whose JSON is longer than this has its long strings cut.
+pub const MAX_INPUT_BYTES: usize = 32 * 1024;
+const MAX_INPUT_STRING_BYTES: usize = 2 * 1024;
+
+/// `s` cut to at most `max` bytes at a character boundary, saying how much was left out.
+pub fn cut_head(mut s: String, max: usize) -> String {
+    if s.len() <= max {
+        return s;
+    }
+    let mut at = max;
+    while !s.is_char_boundary(at) {
+        at -= 1;
+    }
+    let left = s.len() - at;
+    s.truncate(at);
+    s.push_str(&format!("\n[... {left} bytes left out by worldfs ...]"));
+    s
+}
+
+/// The tool input, with long strings cut when its JSON is longer than [`MAX_INPUT_BYTES`].
+pub fn capped_input(v: Value) -> Value {
+    if v.to_string().len() <= MAX_INPUT_BYTES {
+        return v;
+    }
+    shorten_strings(v)
+}
+
+/// `v` with every string longer than 2 KiB cut.
+pub fn shorten_strings(v: Value) -> Value {
+    match v {
+        Value::String(s) => Value::String(cut_head(s, MAX_INPUT_STRING_BYTES)),
+        Value::Array(a) => Value::Array(a.into_iter().map(shorten_strings).collect()),
+        Value::Object(o) => Value::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, shorten_strings(v)))
+                .collect(),
+        ),
+        other => other,
+    }
 }
 
 /// `text` cut to its head and tail at char boundaries, with a notice line between them, when
@@ -127,7 +170,7 @@ mod tests {
         assert_eq!(lines.last(), Some(&"line 200000"));
         let notice = lines
             .iter()
-            .position(|l| l.starts_with("[worldfs replay: "));
+            .position(|l| l.starts_with("[worldfs: "));
         let notice = notice.unwrap_or_else(|| panic!("no notice"));
         // every line around the notice is a whole line of the output, in order
         let k: Vec<usize> = lines
