@@ -132,21 +132,23 @@ fn replay_every_kind_keeps_the_invariants() {
 /// Claude Code's file tools do all of their work or none: a call that answered an error is
 /// replayed as nothing, so the accepted call after it finds the file as the trace recorded it
 /// (its `disk_sha1_before` matches) and nothing the agent never saw counts as seen. A MultiEdit
-/// makes its replacements in order.
+/// makes its replacements in order. A CRLF file read and edited as LF lines is neither
+/// reconciled nor stale.
 #[test]
 fn replay_claude_code_refused_calls_change_nothing() {
     let r = replay("claude_code");
     let apply = &r.json["apply"];
     let steps = r.json["steps"].as_u64().unwrap();
-    assert_eq!(steps, 22);
+    assert_eq!(steps, 25);
     assert_eq!(apply["applied"].as_u64(), Some(steps), "{apply:#}");
     assert_eq!(apply["failed"].as_u64(), Some(0), "{apply:#}");
     // an Edit and a Write before a Read, an Edit matching three times, a Read too long, an
     // Edit of text not in the file
     assert_eq!(apply["refused"].as_u64(), Some(5), "{apply:#}");
-    // three Edits, a MultiEdit (two replacements, the second in the first one's result) and a
-    // Write say what the file was before them
-    assert_eq!(apply["sha1_checked"].as_u64(), Some(5), "{apply:#}");
+    // five Edits (two of them of a CRLF file, matched as LF lines and written back as CRLF),
+    // a MultiEdit (two replacements, the second in the first one's result) and a Write say
+    // what the file was before them
+    assert_eq!(apply["sha1_checked"].as_u64(), Some(7), "{apply:#}");
     assert_eq!(apply["sha1_mismatch"].as_u64(), Some(0), "{apply:#}");
     // nothing to put right: no read finds the file other than the trace recorded it
     assert_eq!(apply["reconciled"].as_u64(), Some(0), "{apply:#}");
@@ -154,8 +156,8 @@ fn replay_claude_code_refused_calls_change_nothing() {
     assert_eq!(apply["pre_setup_skipped"].as_u64(), Some(1), "{apply:#}");
     assert_eq!(apply["outside_repo"].as_u64(), Some(1), "{apply:#}");
 
-    // 19 turns x (seed + worldfs at 2 budgets)
-    assert_eq!(projection_invariants(&r), 19 * 3);
+    // 22 turns x (seed + worldfs at 2 budgets)
+    assert_eq!(projection_invariants(&r), 22 * 3);
     // The whole run fits either budget many times over, so worldfs holds the current content
     // of every file the next step needs, at every turn.
     for row in r

@@ -541,12 +541,19 @@ impl Applier {
                 Some(rs) if rs.len() == 1 => Some(rs[0][0]),
                 _ => None,
             };
+            // a CRLF file that the tool showed as LF lines is what it showed
+            let crlf = cur
+                .as_deref()
+                .filter(|_| !content.contains('\r'))
+                .and_then(text::crlf_as_lf);
             if let Some(first) = first {
-                let new = match &cur {
-                    Some(c) => text::splice(&pad_to(c, first), first, &recorded),
-                    None if first == 1 => Some(content.clone()),
+                let new = match (&crlf, &cur) {
+                    (Some(lf), _) => text::splice(&pad_to(lf, first), first, &recorded)
+                        .map(|n| text::lf_as_crlf(&n)),
+                    (None, Some(c)) => text::splice(&pad_to(c, first), first, &recorded),
+                    (None, None) if first == 1 => Some(content.clone()),
                     // a file the base lacks, seen from line `first` on: there it is
-                    None => text::splice(&pad_to("", first), first, &recorded),
+                    (None, None) => text::splice(&pad_to("", first), first, &recorded),
                 };
                 if let Some(new) = new {
                     self.counts.reconciled += 1;
@@ -618,6 +625,13 @@ impl Applier {
             self.problem(step, format!("{} does not exist", rel.display()));
             return Ok(());
         };
+        // Claude Code matches old_string in a CRLF file as LF lines and writes CRLF back
+        let crlf = !replacements.iter().all(|r| cur.contains(r.old.as_str()))
+            && replacements.iter().all(|r| !r.old.contains('\r'))
+            && cur.contains("\r\n");
+        if crlf {
+            cur = cur.replace("\r\n", "\n");
+        }
         for r in &replacements {
             if r.old.is_empty() || !cur.contains(r.old.as_str()) {
                 self.problem(step, format!("old_text not found in {}", rel.display()));
@@ -628,6 +642,9 @@ impl Applier {
             } else {
                 cur.replacen(r.old.as_str(), &r.new, 1)
             };
+        }
+        if crlf {
+            cur = text::lf_as_crlf(&cur);
         }
         self.write_file(rel, cur.as_bytes())
     }

@@ -264,11 +264,10 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
         if stale > 0 {
             *h.stale_paths.entry(v.path.clone()).or_default() += stale;
             let c = cur.as_deref().map(text::lines).unwrap_or_default();
-            let at = v
-                .lines
-                .iter()
-                .enumerate()
-                .find(|(i, l)| line_at(&c, v.first, *i) != Some(l.as_str()));
+            let at =
+                v.lines.iter().enumerate().find(|(i, l)| {
+                    !line_at(&c, v.first, *i).is_some_and(|d| text::same_line(d, l))
+                });
             if let Some((i, l)) = at {
                 h.stale_detail.push((v.path.clone(), format!(
                     "view of {} lines at {}{}: line {} is {:?} in the view, {:?} on disk ({} lines)",
@@ -309,7 +308,7 @@ fn stale_in(v: &FileView, cur: &str) -> u64 {
     v.lines
         .iter()
         .enumerate()
-        .filter(|(i, l)| line_at(&c, v.first, *i) != Some(l.as_str()))
+        .filter(|(i, l)| !line_at(&c, v.first, *i).is_some_and(|d| text::same_line(d, l)))
         .map(|(_, l)| l.len() as u64 + 1)
         .sum()
 }

@@ -10,6 +10,23 @@ pub fn lines(text: &str) -> Vec<&str> {
     v
 }
 
+/// `text` with CRLF line ends as LF, when it has any: Claude Code's Read shows a CRLF file as LF
+/// lines, and its Edit matches `old_string` in that form and writes CRLF back.
+pub fn crlf_as_lf(text: &str) -> Option<String> {
+    text.contains("\r\n").then(|| text.replace("\r\n", "\n"))
+}
+
+/// `text` with every line end CRLF (what Claude Code writes back to a CRLF file).
+pub fn lf_as_crlf(text: &str) -> String {
+    text.replace("\r\n", "\n").replace('\n', "\r\n")
+}
+
+/// Is a line of the disk the line a view shows? Equal, or equal but for the CR of a CRLF line
+/// end, which a tool that reads CRLF files as LF lines does not show.
+pub fn same_line(disk: &str, shown: &str) -> bool {
+    disk == shown || disk.strip_suffix('\r') == Some(shown)
+}
+
 /// The runs of lines that `ranges` (1-based inclusive) select, as `sed -n '8,9p;1,2p'` prints
 /// them: in file order and each line once, so a read's content is split in that order and
 /// overlapping or adjacent ranges are one run. An end before its start selects the start line
@@ -164,5 +181,16 @@ mod tests {
         assert_eq!(splice(cur, 1, &["1", "2"]), None);
         // whole file from scratch
         assert_eq!(splice("", 1, &["new"]).unwrap(), "new\n");
+    }
+
+    #[test]
+    fn crlf_files_read_as_lf_lines() {
+        assert_eq!(crlf_as_lf("a\r\nb\r\n").as_deref(), Some("a\nb\n"));
+        assert_eq!(crlf_as_lf("a\nb\n"), None);
+        assert_eq!(lf_as_crlf("a\nb\r\nc"), "a\r\nb\r\nc");
+        assert!(same_line("x\r", "x"));
+        assert!(same_line("x", "x"));
+        assert!(!same_line("x", "x\r"));
+        assert!(!same_line("x\r\r", "x"));
     }
 }

@@ -168,9 +168,7 @@ mod tests {
         let lines: Vec<&str> = cut.text.lines().collect();
         assert_eq!(lines.first(), Some(&"line 1"));
         assert_eq!(lines.last(), Some(&"line 200000"));
-        let notice = lines
-            .iter()
-            .position(|l| l.starts_with("[worldfs: "));
+        let notice = lines.iter().position(|l| l.starts_with("[worldfs: "));
         let notice = notice.unwrap_or_else(|| panic!("no notice"));
         // every line around the notice is a whole line of the output, in order
         let k: Vec<usize> = lines

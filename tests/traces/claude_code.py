@@ -5,7 +5,8 @@ in ../shared lack: parallel calls in one turn, file tools that answer an error (
 Write before a Read, an old_string found three times, a file too long to Read whole, text not
 in the file), absolute paths under the source's repository root, a clone before the base, a
 Write outside the repository, and Glob, Grep, Task and TodoWrite calls. The output is the
-same bytes on every run (fixed mtimes, no gzip timestamp)."""
+same bytes on every run (fixed mtimes, no gzip timestamp). It also has a CRLF file read
+and edited in LF form, as Claude Code's tools show and match it."""
 import gzip, hashlib, io, json, os, tarfile
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
@@ -23,7 +24,9 @@ util = "def clamp(x, lo, hi):\n    return max(lo, min(x, hi))\n"
 test = "from src.calc import add\n\n\ndef test_add():\n    assert add(2, 2) == 4\n"
 readme = "# calc\n\nAdds, subtracts, multiplies.\n"
 big = "".join(f"CONSTANT_{i} = {i}  # a generated table row\n" for i in range(1, 401))
+win = "[calc]\r\nprecision = 2\r\nmode = fast\r\n"
 base = {
+    "src/win.ini": win,
     "src/calc.py": calc,
     "src/util.py": util,
     "tests/test_calc.py": test,
@@ -155,10 +158,25 @@ step("other", "TodoWrite", first=False, input={"todos": [{"content": "fix mul ty
 step("edit", "Edit", **path("src/util.py"), old_text="return min(x)", new_text="return x",
      input={"file_path": f"{ROOT}/src/util.py", "old_string": "return min(x)", "new_string": "return x"},
      output="<tool_use_error>String to replace not found in file.\nString: return min(x)</tool_use_error>", is_error=True)
-# 19: Read src/util.py, 20: an Edit after the MultiEdit, 21: the answer
+# 19: Read src/util.py, 20: an Edit after the MultiEdit (below the CRLF file's steps), and the answer
 step("read", "Read", **path("src/util.py"), content=util, total_lines=2,
      input={"file_path": f"{ROOT}/src/util.py"}, output=gutter(util),
      touches=[{"path": "src/util.py", "op": "read", "range": None, "how": "tool"}])
+# 21-23: a CRLF file: Read shows it as LF lines, and Edit matches and writes in that form,
+# putting CRLF back
+win_lf = win.replace("\r\n", "\n")
+step("read", "Read", **path("src/win.ini"), content=win_lf, total_lines=3,
+     input={"file_path": f"{ROOT}/src/win.ini"}, output=gutter(win_lf),
+     touches=[{"path": "src/win.ini", "op": "read", "range": None, "how": "tool"}])
+win2 = win.replace("precision = 2\r\n", "precision = 4\r\nrounding = half-even\r\n")
+step("edit", "Edit", **path("src/win.ini"), old_text="precision = 2\n", new_text="precision = 4\nrounding = half-even\n",
+     replace_all=False, disk_sha1_before=sha1(win),
+     input={"file_path": f"{ROOT}/src/win.ini", "old_string": "precision = 2\n", "new_string": "precision = 4\nrounding = half-even\n"},
+     output=f"The file {ROOT}/src/win.ini has been updated.")
+step("edit", "Edit", **path("src/win.ini"), old_text="mode = fast", new_text="mode = exact",
+     replace_all=False, disk_sha1_before=sha1(win2),
+     input={"file_path": f"{ROOT}/src/win.ini", "old_string": "mode = fast", "new_string": "mode = exact"},
+     output=f"The file {ROOT}/src/win.ini has been updated.")
 sub_old = "def sub(a: int, b: int):\n"
 sub_new = sub_old + '    """a minus b"""\n'
 step("edit", "Edit", **path("src/calc.py"), old_text=sub_old, new_text=sub_new, replace_all=False,
