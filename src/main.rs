@@ -66,7 +66,15 @@ fn main() -> ExitCode {
                     exe,
                 })
             })
-            .map(|summary| print!("{summary}")),
+            .and_then(|outcome| {
+                print!("{}", outcome.summary);
+                match outcome.failed.len() {
+                    0 => Ok(()),
+                    n => Err(anyhow::anyhow!(
+                        "{n} of the traces could not be replayed (listed above and in summary.md)"
+                    )),
+                }
+            }),
         Command::Hook { target } => {
             worldfs::claude_hook::run(&target, std::io::stdin().lock());
             return ExitCode::SUCCESS;

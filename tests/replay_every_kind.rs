@@ -206,3 +206,53 @@ fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
     assert_eq!(apply["outside_repo"].as_u64(), Some(0), "{apply:#}");
     assert_eq!(projection_invariants(&r), 13 * 3);
 }
+
+/// One trace that cannot be replayed does not cost the others: they are replayed and
+/// summarised, the bad one is named with why, and the exit status says something failed.
+#[test]
+fn a_trace_that_cannot_be_replayed_is_listed_and_the_rest_go_on() {
+    common::require_fuse();
+    let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/every_kind.jsonl");
+    let (_tmp, out) = common::tempdir();
+    let bad = out.join("broken.jsonl");
+    std::fs::write(
+        &bad,
+        "{\"record\": \"header\", \"format\": \"worldfs-trace/1\", \"trace_id\": \"broken\"}\n\
+         {\"record\": \"step\", \"step\": 0, \"turn\": 1, \"kind\": \"teleport\"}\n",
+    )
+    .unwrap();
+    let report = out.join("report");
+    let scratch = out.join("scratch");
+    std::fs::create_dir(&scratch).unwrap();
+    let run = common::run_with_timeout(
+        std::process::Command::new(common::bin())
+            .arg("replay")
+            .arg(&bad)
+            .arg(&good)
+            .arg("--out")
+            .arg(&report)
+            .args(["--budgets", "8000"])
+            .env("TMPDIR", &scratch),
+        Duration::from_secs(60),
+    );
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(
+        !run.status.success(),
+        "a failed trace must fail the run:\n{stderr}"
+    );
+    assert!(stderr.contains("broken.jsonl:2: bad step"), "{stderr}");
+    assert!(
+        stderr.contains("1 of the traces could not be replayed"),
+        "{stderr}"
+    );
+    let stdout = String::from_utf8_lossy(&run.stdout);
+    assert!(stdout.contains("| worldfs_8k |"), "{stdout}");
+    let summary = std::fs::read_to_string(report.join("summary.md")).unwrap();
+    assert!(summary.starts_with("1 traces,"), "{summary}");
+    assert!(
+        summary.contains("Not replayed (1 of 2 traces)"),
+        "{summary}"
+    );
+    assert!(report.join("every_kind.json").exists());
+    assert!(common::worldfs_mounts_under(&scratch).is_empty());
+}

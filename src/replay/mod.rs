@@ -537,14 +537,33 @@ fn record_params(
     (command, step, cut)
 }
 
-/// Replays every trace in `opts`, writes the reports to `opts.out`, returns the summary table.
-pub fn run(opts: &Options) -> Result<String> {
+/// What [`run`] made of the traces.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The summary table over the traces replayed (also in `summary.md`).
+    pub summary: String,
+    /// Traces that could not be replayed, each with why.
+    pub failed: Vec<String>,
+}
+
+/// Replays every trace in `opts` and writes the reports to `opts.out`. A trace that cannot be
+/// replayed (it does not parse, its mount fails) is reported and the others go on: one bad
+/// file among many should not cost the run.
+pub fn run(opts: &Options) -> Result<Outcome> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     let mut results = Vec::new();
+    let mut failed = Vec::new();
     for t in &opts.traces {
         eprintln!("worldfs replay: {}", t.display());
-        let r = run_trace(t, opts)?;
+        let r = match run_trace(t, opts) {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("worldfs replay: {}: not replayed: {e:#}", t.display());
+                failed.push(format!("{}: {e:#}", t.display()));
+                continue;
+            }
+        };
         report::write_trace(&opts.out, &r)?;
         eprintln!(
             "worldfs replay: {} turns, {} steps ({} applied, {} failed) in {:.1}s",
@@ -552,10 +571,20 @@ pub fn run(opts: &Options) -> Result<String> {
         );
         results.push(r);
     }
-    let summary = report::summary(&results);
+    let mut summary = report::summary(&results);
+    if !failed.is_empty() {
+        summary.push_str(&format!(
+            "\nNot replayed ({} of {} traces):\n\n",
+            failed.len(),
+            opts.traces.len()
+        ));
+        for f in &failed {
+            summary.push_str(&format!("- {f}\n"));
+        }
+    }
     std::fs::write(opts.out.join("summary.md"), &summary).context("writing summary.md")?;
     report::write_svg(&opts.out.join("tokens.svg"), &results)?;
-    Ok(summary)
+    Ok(Outcome { summary, failed })
 }
 
 #[cfg(test)]
