@@ -532,8 +532,12 @@ impl Applier {
 
     fn apply_read(&mut self, step: &Step, rel: &Path) -> Result<()> {
         let ranges = step.line_ranges();
-        let cur = self.disk_text(rel);
-        if let Some(content) = &step.content {
+        let raw = self.disk(rel);
+        // a file that is not UTF-8 cannot be compared with the text the trace recorded (which a
+        // converter decoded somehow): splicing that text in would change its encoding
+        let text_file = raw.as_deref().is_none_or(|b| std::str::from_utf8(b).is_ok());
+        let cur = raw.map(|b| String::from_utf8_lossy(&b).into_owned());
+        if let Some(content) = step.content.as_ref().filter(|_| text_file) {
             let recorded = text::lines(content);
             let first = match &ranges {
                 _ if step.partial() => cur.as_deref().and_then(|c| partial_at(c, &recorded)),
