@@ -24,30 +24,37 @@ struct Replayed {
     rows: Vec<std::collections::HashMap<String, String>>,
 }
 
-fn replay(name: &str) -> Replayed {
-    common::require_fuse();
-    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/traces/{name}.jsonl"));
-    let (tmp, out) = common::tempdir();
+/// Runs `worldfs replay TRACES --out OUT --budgets BUDGETS` and checks it left nothing mounted
+/// and no scratch behind.
+fn run_replay(traces: &[&Path], out: &Path, budgets: &str) -> std::process::Output {
     // its scratch mounts go under a directory of this test's own, so another replay running
     // on the machine (a benchmark) is not taken for one left behind
     let scratch = out.join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
+    std::fs::create_dir_all(&scratch).unwrap();
     let run = common::run_with_timeout(
         std::process::Command::new(common::bin())
             .arg("replay")
-            .arg(&trace)
+            .args(traces)
             .arg("--out")
-            .arg(&out)
-            .args(["--budgets", "8000,16000"])
+            .arg(out)
+            .args(["--budgets", budgets])
             .env("TMPDIR", &scratch),
         Duration::from_secs(60),
     );
-    let stderr = String::from_utf8_lossy(&run.stderr);
-    assert!(run.status.success(), "worldfs replay failed:\n{stderr}");
     let leftover = common::worldfs_mounts_under(&scratch);
     assert!(leftover.is_empty(), "left mounted: {leftover:?}");
     let made: Vec<_> = std::fs::read_dir(&scratch).unwrap().collect();
     assert!(made.is_empty(), "scratch left behind: {made:?}");
+    run
+}
+
+fn replay(name: &str) -> Replayed {
+    common::require_fuse();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/traces/{name}.jsonl"));
+    let (tmp, out) = common::tempdir();
+    let run = run_replay(&[&trace], &out, "8000,16000");
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    assert!(run.status.success(), "worldfs replay failed:\n{stderr}");
 
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap())
@@ -222,19 +229,7 @@ fn a_trace_that_cannot_be_replayed_is_listed_and_the_rest_go_on() {
     )
     .unwrap();
     let report = out.join("report");
-    let scratch = out.join("scratch");
-    std::fs::create_dir(&scratch).unwrap();
-    let run = common::run_with_timeout(
-        std::process::Command::new(common::bin())
-            .arg("replay")
-            .arg(&bad)
-            .arg(&good)
-            .arg("--out")
-            .arg(&report)
-            .args(["--budgets", "8000"])
-            .env("TMPDIR", &scratch),
-        Duration::from_secs(60),
-    );
+    let run = run_replay(&[&bad, &good], &report, "8000");
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert!(
         !run.status.success(),
@@ -254,5 +249,4 @@ fn a_trace_that_cannot_be_replayed_is_listed_and_the_rest_go_on() {
         "{summary}"
     );
     assert!(report.join("every_kind.json").exists());
-    assert!(common::worldfs_mounts_under(&scratch).is_empty());
 }

@@ -535,7 +535,9 @@ impl Applier {
         let raw = self.disk(rel);
         // a file that is not UTF-8 cannot be compared with the text the trace recorded (which a
         // converter decoded somehow): splicing that text in would change its encoding
-        let text_file = raw.as_deref().is_none_or(|b| std::str::from_utf8(b).is_ok());
+        let text_file = raw
+            .as_deref()
+            .is_none_or(|b| std::str::from_utf8(b).is_ok());
         let cur = raw.map(|b| String::from_utf8_lossy(&b).into_owned());
         if let Some(content) = step.content.as_ref().filter(|_| text_file) {
             let recorded = text::lines(content);

@@ -7,7 +7,9 @@ in the file), absolute paths under the source's repository root, a clone before 
 Write outside the repository, and Glob, Grep, Task and TodoWrite calls. The output is the
 same bytes on every run (fixed mtimes, no gzip timestamp). It also has a CRLF file read
 and edited in LF form, as Claude Code's tools show and match it."""
-import gzip, hashlib, io, json, os, tarfile
+import hashlib, os
+
+from tracegen import write_base, write_trace
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
 
@@ -33,7 +35,6 @@ base = {
     "README.md": readme,
     "src/big.py": big,
 }
-listing = "".join(p + "\n" for p in sorted(list(base) + ["setup.py", "src/__init__.py"]))
 
 def sha1(s):
     return hashlib.sha1(s.encode()).hexdigest()
@@ -194,19 +195,6 @@ header = {
     "model": "none", "repo_root_in_source": ROOT, "repo_root_method": "hand-written",
     "setup_end_step": 1, "resolved": None, "final_patch": None, "stats": {},
 }
-with open("claude_code.jsonl", "w") as f:
-    f.write(json.dumps(header) + "\n")
-    for s in steps:
-        f.write(json.dumps(s) + "\n")
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
-    for name, text in list(base.items()) + [(".worldfs-base-listing", listing)]:
-        data = text.encode()
-        info = tarfile.TarInfo(name)
-        info.size = len(data)
-        info.mtime = 1700000000
-        info.mode = 0o644
-        t.addfile(info, io.BytesIO(data))
-with open("claude_code.base.tar.gz", "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as z:
-    z.write(buf.getvalue())
+write_trace("claude_code", header, steps)
+write_base("claude_code", base, listed=["setup.py", "src/__init__.py"])
 print(len(steps), "steps,", turn, "turns")

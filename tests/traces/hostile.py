@@ -4,7 +4,9 @@ worldfs-trace/1 run whose base archive and paths would lead a careless replay ou
 scratch copy or into a hang, and odd but plausible steps a real run can hold. The archive has
 a link to /tmp, a link to /dev/null, a FIFO, a link inside the repository and a file that is
 not UTF-8. The output is the same bytes on every run (fixed mtimes, no gzip timestamp)."""
-import gzip, hashlib, io, json, os, tarfile
+import hashlib, os
+
+from tracegen import write_base, write_trace
 
 os.chdir(os.path.dirname(os.path.abspath(__file__)))
 
@@ -14,7 +16,6 @@ a_py = "def a():\n    return 1\n"
 latin = "caf\xe9 cr\xe8me\n".encode("latin-1")
 files = {"src/a.py": a_py.encode(), "latin.txt": latin}
 links = {"ext": "/tmp", "nullconf": "/dev/null", "l.py": "src/a.py"}
-listing = "".join(p + "\n" for p in sorted(list(files) + list(links) + ["pipe"]))
 
 def sha1(b):
     return hashlib.sha1(b).hexdigest()
@@ -78,26 +79,6 @@ header = {
     "source": {"system": "hand-written"}, "model": "none", "repo_root_in_source": ROOT,
     "setup_end_step": 0, "resolved": None, "final_patch": None, "stats": {},
 }
-with open("hostile.jsonl", "w") as f:
-    f.write(json.dumps(header) + "\n")
-    for s in steps:
-        f.write(json.dumps(s) + "\n")
-buf = io.BytesIO()
-with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as t:
-    def add(info, data=None):
-        info.mtime = 1700000000
-        t.addfile(info, io.BytesIO(data) if data is not None else None)
-    for name, data in list(files.items()) + [(".worldfs-base-listing", listing.encode())]:
-        info = tarfile.TarInfo(name)
-        info.size, info.mode = len(data), 0o644
-        add(info, data)
-    for name, target in links.items():
-        info = tarfile.TarInfo(name)
-        info.type, info.linkname, info.mode = tarfile.SYMTYPE, target, 0o777
-        add(info)
-    info = tarfile.TarInfo("pipe")
-    info.type, info.mode = tarfile.FIFOTYPE, 0o644
-    add(info)
-with open("hostile.base.tar.gz", "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, filename="") as z:
-    z.write(buf.getvalue())
+write_trace("hostile", header, steps)
+write_base("hostile", files, links, fifos=["pipe"])
 print(len(steps), "steps")
