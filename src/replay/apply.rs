@@ -125,6 +125,9 @@ pub fn clean_rel(p: &str) -> Option<PathBuf> {
     Some(out)
 }
 
+/// The list of the repository's paths a base archive carries at its root (not a file of it).
+const BASE_LISTING: &str = ".worldfs-base-listing";
+
 /// How many symlinks one path may pass through, as the kernel's own limit (ELOOP).
 const MAX_LINKS: usize = 40;
 
@@ -244,6 +247,54 @@ impl Applier {
             }
         }
         Ok(out)
+    }
+
+    /// `git checkout .`, `git checkout -- DIR`, `git restore DIR`: every file of the base under
+    /// the directory that is not as in the base is put back (and a file named alone, if its
+    /// write touch, [`Applier::restored`], did not already). Files the agent created there stay,
+    /// as git leaves untracked files; the base archive holds only the files the trace uses,
+    /// which are the ones that can differ.
+    fn restore_directories(&mut self, step: &Step) -> Result<()> {
+        let (Some(pristine), Some(command)) = (self.pristine.clone(), step.command.as_deref())
+        else {
+            return Ok(());
+        };
+        let Some(cwd) = step.cwd.as_deref().map_or(Some(PathBuf::new()), clean_rel) else {
+            return Ok(());
+        };
+        for named in git_restored(command) {
+            let Some(dir) = clean_rel(&cwd.join(&named).to_string_lossy()) else {
+                continue;
+            };
+            let base_dir = pristine.join(&dir);
+            // a named file too: a converter may not have parsed it into a write touch
+            if !std::fs::symlink_metadata(&base_dir).is_ok_and(|m| m.is_dir() || m.is_file()) {
+                continue;
+            }
+            let walk = ignore::WalkBuilder::new(&base_dir)
+                .standard_filters(false)
+                .follow_links(false)
+                .build();
+            for entry in walk {
+                let entry = entry.with_context(|| format!("walking {}", base_dir.display()))?;
+                if !entry.file_type().is_some_and(|t| t.is_file()) {
+                    continue;
+                }
+                let Ok(sub) = entry.path().strip_prefix(&pristine) else {
+                    continue;
+                };
+                if sub == Path::new(BASE_LISTING) {
+                    continue;
+                }
+                let base = std::fs::read(entry.path())
+                    .with_context(|| format!("reading {}", entry.path().display()))?;
+                if self.disk(sub).as_deref() != Some(base.as_slice()) {
+                    self.counts.restored += 1;
+                    self.write_file(sub, &base)?;
+                }
+            }
+        }
+        Ok(())
     }
 
     /// The file as it is on disk now (beneath the mount, symlinks inside the repository
@@ -515,6 +566,9 @@ impl Applier {
                     if let Some(p) = self.apply_touch(trace, idx, t)? {
                         inputs.push(p);
                     }
+                }
+                if step.kind == Kind::Command {
+                    self.restore_directories(step)?;
                 }
             }
             Kind::Message => self.counts.messages += 1,

@@ -3,7 +3,8 @@
 worldfs-trace/1 run whose base archive and paths would lead a careless replay outside its
 scratch copy or into a hang, and odd but plausible steps a real run can hold. The archive has
 a link to /tmp, a link to /dev/null, a FIFO, a link inside the repository and a file that is
-not UTF-8. The output is the same bytes on every run (fixed mtimes, no gzip timestamp)."""
+not UTF-8; the run ends with `git checkout .`. The output is the same bytes on every run
+(tracegen.py)."""
 import hashlib, os
 
 from tracegen import write_base, write_trace
@@ -71,6 +72,16 @@ step("edit", tool="Edit", path="src/a.py", old_text="return 1", new_text="return
      disk_sha1_before=sha1(a_py.encode()),
      input={"file_path": f"{ROOT}/src/a.py", "old_string": "return 1", "new_string": "return 2"},
      output="ok")
+
+# 13: `git checkout .` puts back what differs from the base (src/a.py, latin.txt) and leaves
+# the files the agent made (new.py, gen.py); the Edit and Write after it check
+step("command", command="git checkout .", output="Updated 2 paths from the index", effects_unknown=True)
+step("edit", tool="Edit", path="src/a.py", old_text="return 1", new_text="return 3", replace_all=False,
+     disk_sha1_before=sha1(a_py.encode()),
+     input={"file_path": f"{ROOT}/src/a.py", "old_string": "return 1", "new_string": "return 3"},
+     output="ok")
+step("write", tool="Write", path="latin.txt", content="again\n", disk_sha1_before=sha1(latin),
+     input={"file_path": f"{ROOT}/latin.txt", "content": "again\n"}, output="ok")
 
 header = {
     "record": "header", "format": "worldfs-trace/1", "trace_id": "hostile", "instance_id": "hostile",
