@@ -182,7 +182,8 @@ fn replay_claude_code_refused_calls_change_nothing() {
 /// A base archive from elsewhere can hold links out of the repository, a FIFO, files that are
 /// not UTF-8: the replay neither writes outside its scratch copy, nor hangs, nor stops; what
 /// it cannot do is listed. Paths a converter left odd (`./src/../src/a.py`, `/repo/src/a.py`)
-/// are the repository's files. `git checkout .` puts the base back.
+/// are the repository's files. `git checkout .` puts the base back, `git stash` and `git stash
+/// pop` take the agent's changes away and back.
 #[test]
 fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
     let escape = Path::new("/tmp/worldfs-replay-escape-check");
@@ -192,7 +193,7 @@ fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
     let _ = std::fs::remove_file(escape);
     assert!(!escaped, "the replay wrote through a link to /tmp");
     let apply = &r.json["apply"];
-    assert_eq!(r.json["steps"].as_u64(), Some(16));
+    assert_eq!(r.json["steps"].as_u64(), Some(20));
     let problems: Vec<&str> = apply["problems"]
         .as_array()
         .unwrap()
@@ -205,15 +206,18 @@ fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
     assert!(problems[2].contains("pipe is not a regular file"));
     assert_eq!(apply["failed"].as_u64(), Some(3), "{apply:#}");
     // the latin-1 file kept its bytes through the shell edit, `rm l.py` left src/a.py, and
-    // `git checkout .` put both back as in the base
-    assert_eq!(apply["sha1_checked"].as_u64(), Some(4), "{apply:#}");
+    // `git checkout .` put both back as in the base; `git stash` put src/a.py and latin.txt
+    // back for a test run (the Read after it is not reconciled) and `git stash pop` brought
+    // them back (the Edit after it finds the agent's src/a.py)
+    assert_eq!(apply["sha1_checked"].as_u64(), Some(5), "{apply:#}");
     assert_eq!(apply["restored"].as_u64(), Some(2), "{apply:#}");
+    assert_eq!(apply["stashed"].as_u64(), Some(4), "{apply:#}");
     assert_eq!(apply["sha1_mismatch"].as_u64(), Some(0), "{apply:#}");
     assert_eq!(apply["unchanged_rewrites"].as_u64(), Some(1), "{apply:#}");
     // gen.py, seen from line 3 on, made by a script the trace cannot follow
     assert_eq!(apply["reconciled"].as_u64(), Some(1), "{apply:#}");
     assert_eq!(apply["outside_repo"].as_u64(), Some(0), "{apply:#}");
-    assert_eq!(projection_invariants(&r), 16 * 3);
+    assert_eq!(projection_invariants(&r), 20 * 3);
 }
 
 /// One trace that cannot be replayed does not cost the others: they are replayed and

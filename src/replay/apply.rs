@@ -67,6 +67,8 @@ pub struct ApplyCounts {
     pub lookahead_edits: u64,
     /// Files put back as in the base by `git checkout FILE` / `git restore FILE`.
     pub restored: u64,
+    /// Files changed by `git stash` and `git stash pop`/`apply`.
+    pub stashed: u64,
     pub unchanged_rewrites: u64,
     pub missing_files: u64,
     pub sha1_checked: u64,
@@ -103,6 +105,8 @@ pub struct Applier {
     backing: i32,
     /// The base files as unpacked, outside the mount: what `git checkout FILE` puts back.
     pristine: Option<PathBuf>,
+    /// `git stash` entries, top last: each file's content when stashed (`None`: deleted).
+    stash: Vec<Vec<(PathBuf, Option<Vec<u8>>)>>,
     pub counts: ApplyCounts,
 }
 
@@ -147,6 +151,7 @@ impl Applier {
             root: root.to_owned(),
             backing,
             pristine,
+            stash: Vec::new(),
             counts: ApplyCounts::default(),
         }
     }
@@ -255,42 +260,101 @@ impl Applier {
     /// as git leaves untracked files; the base archive holds only the files the trace uses,
     /// which are the ones that can differ.
     fn restore_directories(&mut self, step: &Step) -> Result<()> {
-        let (Some(pristine), Some(command)) = (self.pristine.clone(), step.command.as_deref())
-        else {
+        let Some(command) = step.command.as_deref().filter(|_| self.pristine.is_some()) else {
             return Ok(());
         };
         let Some(cwd) = step.cwd.as_deref().map_or(Some(PathBuf::new()), clean_rel) else {
             return Ok(());
         };
-        for named in git_restored(command) {
-            let Some(dir) = clean_rel(&cwd.join(&named).to_string_lossy()) else {
-                continue;
-            };
-            let base_dir = pristine.join(&dir);
-            // a named file too: a converter may not have parsed it into a write touch
-            if !std::fs::symlink_metadata(&base_dir).is_ok_and(|m| m.is_dir() || m.is_file()) {
+        let named: Vec<PathBuf> = git_restored(command)
+            .iter()
+            .filter_map(|p| clean_rel(&cwd.join(p).to_string_lossy()))
+            .collect();
+        if named.is_empty() {
+            return Ok(());
+        }
+        for (rel, base_path) in self.base_files()? {
+            // a directory named takes its files, a file named itself
+            if !named.iter().any(|n| rel.starts_with(n)) {
                 continue;
             }
-            let walk = ignore::WalkBuilder::new(&base_dir)
-                .standard_filters(false)
-                .follow_links(false)
-                .build();
-            for entry in walk {
-                let entry = entry.with_context(|| format!("walking {}", base_dir.display()))?;
-                if !entry.file_type().is_some_and(|t| t.is_file()) {
-                    continue;
+            let base = std::fs::read(&base_path)
+                .with_context(|| format!("reading {}", base_path.display()))?;
+            if self.disk(&rel).as_deref() != Some(base.as_slice()) {
+                self.counts.restored += 1;
+                self.write_file(&rel, &base)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The base's regular files (paths in the repository), the listing left out.
+    fn base_files(&self) -> Result<Vec<(PathBuf, PathBuf)>> {
+        let Some(pristine) = &self.pristine else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        let walk = ignore::WalkBuilder::new(pristine)
+            .standard_filters(false)
+            .follow_links(false)
+            .build();
+        for entry in walk {
+            let entry = entry.with_context(|| format!("walking {}", pristine.display()))?;
+            if !entry.file_type().is_some_and(|t| t.is_file()) {
+                continue;
+            }
+            if let Ok(rel) = entry.path().strip_prefix(pristine) {
+                if rel != Path::new(BASE_LISTING) {
+                    out.push((rel.to_owned(), entry.path().to_owned()));
                 }
-                let Ok(sub) = entry.path().strip_prefix(&pristine) else {
-                    continue;
-                };
-                if sub == Path::new(BASE_LISTING) {
-                    continue;
+            }
+        }
+        out.sort();
+        Ok(out)
+    }
+
+    /// `git stash` and `git stash pop|apply|drop` ([`git_stashes`]): a push puts every base
+    /// file that differs back as in the base and keeps what it was; a pop or apply brings that
+    /// back. Files the base archive lacks are untracked to git, and stay.
+    fn stash(&mut self, step: &Step) -> Result<()> {
+        for op in git_stashes(step.command.as_deref().unwrap_or("")) {
+            match op {
+                Stash::Push => {
+                    let mut entry = Vec::new();
+                    for (rel, base_path) in self.base_files()? {
+                        let base = std::fs::read(&base_path)
+                            .with_context(|| format!("reading {}", base_path.display()))?;
+                        let now = self.disk(&rel);
+                        if now.as_deref() != Some(base.as_slice()) {
+                            self.write_file(&rel, &base)?;
+                            entry.push((rel, now));
+                        }
+                    }
+                    // "No local changes to save": git pushes no entry
+                    if !entry.is_empty() {
+                        self.counts.stashed += entry.len() as u64;
+                        self.stash.push(entry);
+                    }
                 }
-                let base = std::fs::read(entry.path())
-                    .with_context(|| format!("reading {}", entry.path().display()))?;
-                if self.disk(sub).as_deref() != Some(base.as_slice()) {
-                    self.counts.restored += 1;
-                    self.write_file(sub, &base)?;
+                Stash::Pop | Stash::Apply => {
+                    let entry = match op {
+                        Stash::Pop => self.stash.pop(),
+                        _ => self.stash.last().cloned(),
+                    };
+                    for (rel, content) in entry.unwrap_or_default() {
+                        self.counts.stashed += 1;
+                        match content {
+                            Some(bytes) => self.write_file(&rel, &bytes)?,
+                            None => {
+                                let p = self.mounted(&rel)?;
+                                std::fs::remove_file(&p)
+                                    .with_context(|| format!("delete {}", p.display()))?;
+                            }
+                        }
+                    }
+                }
+                Stash::Drop => {
+                    self.stash.pop();
                 }
             }
         }
@@ -569,6 +633,7 @@ impl Applier {
                 }
                 if step.kind == Kind::Command {
                     self.restore_directories(step)?;
+                    self.stash(step)?;
                 }
             }
             Kind::Message => self.counts.messages += 1,
@@ -864,6 +929,14 @@ pub fn future_view(trace: &Trace, idx: usize, rel: &Path) -> Option<FutureView> 
 /// its `&&`, `||`, `;`, `|` or newline separated parts. Forms that name another commit or
 /// directory, or take other options, are left alone: their effect is not the base.
 pub fn git_restored(command: &str) -> Vec<String> {
+    simple_commands(command)
+        .iter()
+        .flat_map(|w| restored_by(w))
+        .collect()
+}
+
+/// The simple commands of `command`, as words: its lines, split at `;`, `&&`, `||` and `|`.
+fn simple_commands(command: &str) -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for line in command.lines() {
         let Some(words) = shlex::split(line) else {
@@ -879,13 +952,71 @@ pub fn git_restored(command: &str) -> Vec<String> {
             if !word.is_empty() {
                 part.push(word);
             }
-            if ends {
-                out.extend(restored_by(&part));
-                part.clear();
+            if ends && !part.is_empty() {
+                out.push(std::mem::take(&mut part));
             }
         }
     }
     out
+}
+
+/// What a `git stash` command does to the work tree.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stash {
+    /// `git stash`, `git stash push`, `git stash save`: changes to tracked files go on the
+    /// stack, the files are as in the last commit again.
+    Push,
+    /// `git stash pop`: the top entry's changes come back and it leaves the stack.
+    Pop,
+    /// `git stash apply`: the same, and the entry stays.
+    Apply,
+    /// `git stash drop`: the top entry leaves the stack, the files stay.
+    Drop,
+}
+
+/// The `git stash` operations of `command`, in order. A push limited to paths (`git stash
+/// push -- f`) or of another entry than the top (`pop stash@{1}`) is not understood: skipped.
+pub fn git_stashes(command: &str) -> Vec<Stash> {
+    simple_commands(command)
+        .iter()
+        .filter_map(|w| {
+            let w: Vec<&str> = w.iter().map(String::as_str).collect();
+            let (["git", "stash"], rest) = w.split_at(w.len().min(2)) else {
+                return None;
+            };
+            let (sub, args) = match rest.split_first() {
+                None => ("push", &[][..]),
+                // `git stash -u`: a push with options
+                Some((s, _)) if s.starts_with('-') => ("push", rest),
+                Some((s, a)) => (*s, a),
+            };
+            match sub {
+                "push" | "save" if whole_tree(args) => Some(Stash::Push),
+                "pop" if args.is_empty() => Some(Stash::Pop),
+                "apply" if args.is_empty() => Some(Stash::Apply),
+                "drop" if args.is_empty() => Some(Stash::Drop),
+                _ => None,
+            }
+        })
+        .collect()
+}
+
+/// Do the options of `git stash push` leave the whole work tree to it (no pathspec)? `-m MSG`
+/// takes the next word as its message. `git stash save MESSAGE` (the old form) is read as a
+/// pathspec and skipped: rare, and a wrong guess would change files.
+fn whole_tree(args: &[&str]) -> bool {
+    let mut it = args.iter();
+    while let Some(a) = it.next() {
+        match *a {
+            "-m" | "--message" => {
+                it.next();
+            }
+            "--" => return false,
+            a if a.starts_with('-') => {}
+            _ => return false,
+        }
+    }
+    true
 }
 
 /// [`git_restored`] for one simple command, as words.
@@ -1036,6 +1167,23 @@ mod tests {
         assert!(r("loop1").unwrap_err().contains("too many symlinks"));
         assert!(a.disk(Path::new("ext/passwd")).is_none());
         assert!(a.mounted(Path::new("ext/x")).is_err());
+    }
+
+    #[test]
+    fn git_stash_commands_are_told_apart() {
+        use Stash::*;
+        assert_eq!(
+            git_stashes("git stash && bin/test x; git stash pop"),
+            [Push, Pop]
+        );
+        assert_eq!(git_stashes("git stash -u\ngit stash apply"), [Push, Apply]);
+        assert_eq!(git_stashes("git stash push -m wip | cat"), [Push]);
+        assert_eq!(git_stashes("git stash drop"), [Drop]);
+        // not the whole work tree, or not the top entry: not understood
+        assert!(git_stashes("git stash push -- a.py").is_empty());
+        assert!(git_stashes("git stash pop stash@{1}").is_empty());
+        assert!(git_stashes("git stash list && git status").is_empty());
+        assert!(git_stashes("echo git stash").is_empty());
     }
 
     #[test]

@@ -3,7 +3,8 @@
 worldfs-trace/1 run whose base archive and paths would lead a careless replay outside its
 scratch copy or into a hang, and odd but plausible steps a real run can hold. The archive has
 a link to /tmp, a link to /dev/null, a FIFO, a link inside the repository and a file that is
-not UTF-8; the run ends with `git checkout .`. The output is the same bytes on every run
+not UTF-8; near its end come `git checkout .`,
+`git stash` and `git stash pop`. The output is the same bytes on every run
 (tracegen.py)."""
 import hashlib, os
 
@@ -82,6 +83,18 @@ step("edit", tool="Edit", path="src/a.py", old_text="return 1", new_text="return
      output="ok")
 step("write", tool="Write", path="latin.txt", content="again\n", disk_sha1_before=sha1(latin),
      input={"file_path": f"{ROOT}/latin.txt", "content": "again\n"}, output="ok")
+
+# 16-19: `git stash` puts the base back for a test run, a Read sees it, `git stash pop`
+# brings the agent's changes back, and the Edit after it finds them
+step("command", command="git stash && python -m pytest -q", output="1 passed", effects_unknown=True)
+step("read", tool="Read", path="src/a.py", content=a_py, input={"file_path": f"{ROOT}/src/a.py"},
+     output="     1\u2192def a():\n     2\u2192    return 1")
+step("command", command="git stash pop", output="Dropped refs/stash@{0}", effects_unknown=True)
+a3 = a_py.replace("return 1", "return 3")
+step("edit", tool="Edit", path="src/a.py", old_text="return 3", new_text="return 4", replace_all=False,
+     disk_sha1_before=sha1(a3.encode()),
+     input={"file_path": f"{ROOT}/src/a.py", "old_string": "return 3", "new_string": "return 4"},
+     output="ok")
 
 header = {
     "record": "header", "format": "worldfs-trace/1", "trace_id": "hostile", "instance_id": "hostile",
