@@ -5,7 +5,8 @@
 //! [`apply`] (a step as system calls), [`text`] (line arithmetic), [`context`] (a request as
 //! blocks and file views), [`baseline`] (the history strategies), [`caching`] (prompt-cache
 //! billing), [`metrics`] (stale bytes, recall, re-reads), [`report`] (CSV, JSON, table, SVG),
-//! [`sha1`] (checking `disk_sha1_before`), [`cut`] (outputs too long for the socket).
+//! [`sha1`] (checking `disk_sha1_before`). What is too long for the socket is cut by
+//! [`crate::socket::fit`].
 
 pub mod apply;
 pub mod baseline;
@@ -112,7 +113,7 @@ pub struct TraceResult {
     pub steps: u64,
     pub strategies: Vec<String>,
     pub apply: ApplyCounts,
-    /// Steps whose output was cut to fit the socket's request line ([`cut`]).
+    /// Steps whose output was cut to fit the socket's request line ([`fit`]).
     pub outputs_cut: u64,
     pub rows: Vec<Row>,
     pub seconds: f64,
@@ -457,7 +458,7 @@ fn shown_views(s: &trace::Step, disk: impl Fn(&Path) -> Option<String>) -> Vec<V
 }
 
 /// Applies step `i` through the mount and tells the socket about it; true when its output was
-/// too long for the socket and was cut ([`cut`]).
+/// too long for the socket and was cut ([`fit::for_socket`]).
 fn replay_step(
     trace: &Trace,
     i: usize,
