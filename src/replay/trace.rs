@@ -48,6 +48,17 @@ impl Header {
             _ => p,
         }
     }
+
+    /// `p` as the replay names the file everywhere (views, needs, the disk): relative to the
+    /// repository, without `.` and `..` parts that stay inside it (`./src/../src/a.py` is
+    /// `src/a.py`). A path that leaves the repository stays as written.
+    fn normalized(&self, p: &str) -> String {
+        let rel = self.relative(p);
+        match super::apply::clean_rel(rel) {
+            Some(c) if !c.as_os_str().is_empty() => c.to_string_lossy().into_owned(),
+            _ => rel.to_string(),
+        }
+    }
 }
 
 /// What a step did.
@@ -333,16 +344,10 @@ impl Trace {
             }
             let mut step = step;
             if let Some(p) = &step.path {
-                let rel = header.relative(p);
-                if rel != p {
-                    step.path = Some(rel.to_string());
-                }
+                step.path = Some(header.normalized(p));
             }
             for t in step.touches.iter_mut().flatten() {
-                let rel = header.relative(&t.path);
-                if rel != t.path {
-                    t.path = rel.to_string();
-                }
+                t.path = header.normalized(&t.path);
             }
             if step.turn == 0 {
                 bail!("{}:{}: turns are 1-based", path.display(), i + 1);
@@ -509,13 +514,13 @@ mod tests {
     }
 
     #[test]
-    fn absolute_paths_under_the_source_root_become_relative() {
+    fn paths_become_relative_and_lose_dots_that_stay_inside() {
         let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t","goal":"g","repo_root_in_source":"/testbed/"}"#;
-        let s = r#"{"record":"step","step":0,"turn":1,"kind":"read","path":"/testbed/src/a.py","touches":[{"path":"/testbed/b.py","op":"read"},{"path":"/testbedx/c.py","op":"read"},{"path":"/testbed","op":"search"}]}"#;
+        let s = r#"{"record":"step","step":0,"turn":1,"kind":"read","path":"/testbed/src/a.py","touches":[{"path":"/testbed/b.py","op":"read"},{"path":"/testbedx/c.py","op":"read"},{"path":"/testbed","op":"search"},{"path":"./d/../e.py","op":"read"},{"path":"../up.py","op":"read"}]}"#;
         let t = Trace::parse(Path::new("t.jsonl"), &format!("{h}\n{s}")).unwrap();
         let st = &t.steps[0];
         assert_eq!(st.path.as_deref(), Some("src/a.py"));
         let touched: Vec<&str> = st.touches().iter().map(|t| t.path.as_str()).collect();
-        assert_eq!(touched, ["b.py", "/testbedx/c.py", "."]);
+        assert_eq!(touched, ["b.py", "/testbedx/c.py", ".", "e.py", "../up.py"]);
     }
 }
