@@ -7,16 +7,16 @@
 //!   write through the mount, and counted as `reconciled`.
 //! - `edit`: str_replace of `old_text` by `new_text` (all occurrences with `replace_all`), or
 //!   the `edits` of a MultiEdit in order, written through the mount. A file tool's call that
-//!   answered an error changed nothing and is replayed as nothing (`refused`). Shell edits without texts (`sed -i ...`) take their effect from
-//!   the next read of the file (looked ahead), or rewrite the file unchanged (a write is still
-//!   observed); `git checkout FILE` puts the base file back. `disk_sha1_before` is checked when
-//!   present.
+//!   answered an error changed nothing and is replayed as nothing (`refused`). Shell edits
+//!   without texts (`sed -i ...`) take their effect from the next read of the file (looked
+//!   ahead), or rewrite the file unchanged (a write is still observed); `git checkout FILE` puts
+//!   the base file back. `disk_sha1_before` is checked when present.
 //! - `write`: the new content, written through the mount.
 //! - `command`/`search`: their `touches` as file accesses: read (ranges), exec (whole read),
 //!   search of a file (looked up, not read: the agent saw only the matching lines, which the
 //!   command's output carries; the file is an input of that output), search of a directory
-//!   (skipped: a scan the world ignores), write (as an unparsed edit), delete (unlink). Recorded commands
-//!   are never run.
+//!   (skipped: a scan the world ignores), write (as an unparsed edit), delete (unlink). Then a
+//!   command's `git checkout DIR` and `git stash` operations. Recorded commands are never run.
 //! - `message`/`other`: nothing on disk.
 //!
 //! The disk itself is read beneath the mount through an O_PATH descriptor opened before mounting
