@@ -275,17 +275,25 @@ impl Applier {
         }
         for (rel, base_path) in self.base_files()? {
             // a directory named takes its files, a file named itself
-            if !named.iter().any(|n| rel.starts_with(n)) {
-                continue;
-            }
-            let base = std::fs::read(&base_path)
-                .with_context(|| format!("reading {}", base_path.display()))?;
-            if self.disk(&rel).as_deref() != Some(base.as_slice()) {
+            if named.iter().any(|n| rel.starts_with(n)) && self.to_base(&rel, &base_path)?.is_some()
+            {
                 self.counts.restored += 1;
-                self.write_file(&rel, &base)?;
             }
         }
         Ok(())
+    }
+
+    /// Writes `rel` back as the base has it (`base_path`) if it differs; returns what it was
+    /// then (`Some(None)`: it did not exist), or `None` when it was already as in the base.
+    fn to_base(&self, rel: &Path, base_path: &Path) -> Result<Option<Option<Vec<u8>>>> {
+        let base =
+            std::fs::read(base_path).with_context(|| format!("reading {}", base_path.display()))?;
+        let now = self.disk(rel);
+        if now.as_deref() == Some(base.as_slice()) {
+            return Ok(None);
+        }
+        self.write_file(rel, &base)?;
+        Ok(Some(now))
     }
 
     /// The base's regular files (paths in the repository), the listing left out.
@@ -322,12 +330,8 @@ impl Applier {
                 Stash::Push => {
                     let mut entry = Vec::new();
                     for (rel, base_path) in self.base_files()? {
-                        let base = std::fs::read(&base_path)
-                            .with_context(|| format!("reading {}", base_path.display()))?;
-                        let now = self.disk(&rel);
-                        if now.as_deref() != Some(base.as_slice()) {
-                            self.write_file(&rel, &base)?;
-                            entry.push((rel, now));
+                        if let Some(was) = self.to_base(&rel, &base_path)? {
+                            entry.push((rel, was));
                         }
                     }
                     // "No local changes to save": git pushes no entry
@@ -447,7 +451,9 @@ impl Applier {
                 .for_each(drop);
             return Ok(());
         }
-        regular(&p)?;
+        if !md.is_file() {
+            anyhow::bail!("{} is not a regular file", p.display());
+        }
         let mut f = open_exact(&p)?;
         f.read_to_end(&mut Vec::new())
             .with_context(|| format!("read {} through the mount", p.display()))?;

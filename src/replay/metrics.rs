@@ -248,12 +248,12 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
     for v in blocks.iter().flat_map(|b| &b.views) {
         // a view of a path outside the repository (`../x`, or through a link out of it) is
         // nothing the replay can hold or check: the step that made it was not replayed
-        if !clean_rel(&v.path).is_some_and(|r| applier.inside(&r)) {
+        let Some(rel) = clean_rel(&v.path).filter(|r| applier.inside(r)) else {
             continue;
-        }
+        };
         let cur = cache
             .entry(v.path.clone())
-            .or_insert_with(|| clean_rel(&v.path).and_then(|r| applier.disk_text(&r)));
+            .or_insert_with(|| applier.disk_text(&rel));
         let bytes = v.bytes();
         h.view_bytes += bytes;
         let stale = match cur {
