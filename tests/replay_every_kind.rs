@@ -100,6 +100,21 @@ fn projection_invariants(r: &Replayed) -> usize {
     n
 }
 
+/// The oracle (the clairvoyant floor) holds every need, fresh, at every turn: what the measures
+/// count as needed is what it shows, so a miss of another strategy is a real one.
+fn oracle_holds_every_need(r: &Replayed) {
+    let mut turns = 0;
+    for row in r.rows.iter().filter(|row| row["strategy"] == "oracle") {
+        turns += 1;
+        let at = format!("turn {}: oracle", row["turn"]);
+        assert_eq!(row["fresh_file"], row["needs_file"], "{at}");
+        assert_eq!(row["fresh_range"], row["needs_range"], "{at}");
+        assert_eq!(row["forced_rereads"], "0", "{at}");
+        assert_eq!(row["stale_bytes"], "0", "{at}");
+    }
+    assert_eq!(Some(turns), r.json["turns"].as_u64());
+}
+
 #[test]
 fn replay_every_kind_keeps_the_invariants() {
     let r = replay("every_kind");
@@ -123,6 +138,7 @@ fn replay_every_kind_keeps_the_invariants() {
 
     // 19 turns x (seed + worldfs at 2 budgets)
     assert_eq!(projection_invariants(&r), 19 * 3);
+    oracle_holds_every_need(&r);
     // the baseline does carry the copy of lines 7..12 made stale by the edit
     let baseline_stale: u64 = r
         .rows
@@ -165,6 +181,7 @@ fn replay_claude_code_refused_calls_change_nothing() {
 
     // 22 turns x (seed + worldfs at 2 budgets)
     assert_eq!(projection_invariants(&r), 22 * 3);
+    oracle_holds_every_need(&r);
     // The whole run fits either budget many times over, so worldfs holds the current content
     // of every file the next step needs, at every turn.
     for row in r
@@ -218,6 +235,7 @@ fn replay_of_a_hostile_base_stays_inside_and_goes_on() {
     assert_eq!(apply["reconciled"].as_u64(), Some(1), "{apply:#}");
     assert_eq!(apply["outside_repo"].as_u64(), Some(0), "{apply:#}");
     assert_eq!(projection_invariants(&r), 20 * 3);
+    oracle_holds_every_need(&r);
 }
 
 /// One trace that cannot be replayed does not cost the others: they are replayed and

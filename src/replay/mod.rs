@@ -13,6 +13,7 @@ pub mod baseline;
 pub mod caching;
 pub mod context;
 pub mod metrics;
+pub mod oracle;
 pub mod report;
 pub mod session;
 pub mod sha1;
@@ -53,7 +54,12 @@ pub struct Options {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Strategy {
     History(History),
-    Projection { policy: String, budget: u64 },
+    Projection {
+        policy: String,
+        budget: u64,
+    },
+    /// The clairvoyant floor ([`oracle`]): not a strategy, a bound on every strategy.
+    Oracle,
 }
 
 impl Strategy {
@@ -61,6 +67,7 @@ impl Strategy {
         match self {
             Strategy::History(h) => h.name(),
             Strategy::Projection { policy, budget } => format!("{policy}_{}k", budget / 1000),
+            Strategy::Oracle => "oracle".into(),
         }
     }
 }
@@ -83,6 +90,7 @@ pub fn strategies(budgets: &[u64]) -> Vec<Strategy> {
             budget: b,
         });
     }
+    v.push(Strategy::Oracle);
     v
 }
 
@@ -244,6 +252,8 @@ fn replay(
         let reported = steps.iter().find_map(|s| s.tokens_in_reported);
         for (si, st) in strategies.iter().enumerate() {
             let mut evicted = Value::Null;
+            // the oracle bills itself: it is a floor, not a layout the cache simulation judges
+            let mut own_bill = None;
             let (blocks, est, budget, over, violations) = match st {
                 Strategy::History(h) => (
                     h.request(&prompt, &history, &mut counter),
@@ -252,6 +262,18 @@ fn replay(
                     false,
                     0,
                 ),
+                Strategy::Oracle => {
+                    let (blocks, bill) = oracle::request(
+                        &prompt,
+                        history.last(),
+                        &needs,
+                        &seen,
+                        &applier,
+                        &mut counter,
+                    );
+                    own_bill = Some(bill);
+                    (blocks, None, None, false, 0)
+                }
                 Strategy::Projection { policy, budget } => {
                     let p = session.call("projection.get", {
                         let mut q =
@@ -300,7 +322,7 @@ fn replay(
                     )
                 }
             };
-            let bill = sims[si].bill(&blocks);
+            let bill = own_bill.unwrap_or_else(|| sims[si].bill(&blocks));
             let (measure, misses) = metrics::measure(&blocks, &needs, &seen, &applier);
             if let Some(file) = std::env::var_os("WORLDFS_REPLAY_MISSES") {
                 // debugging aid: one JSON line per need a strategy missed

@@ -284,6 +284,19 @@ pub fn summary(results: &[TraceResult]) -> String {
          Written to the cache: tokens not read from it (written at 1.25x, or sent uncached), \
          against the baseline's, which writes each piece once.\n",
     );
+    if results
+        .first()
+        .is_some_and(|r| r.strategies.iter().any(|s| s == "oracle"))
+    {
+        out.push_str(
+            "\noracle: not a strategy but a floor under all of them. It knows the next turn: it \
+             sends the instructions, the last turn, and exactly the current lines that the next \
+             turn reads or edits (of files the agent has seen), nothing else, and is billed as if \
+             every one of those lines came from the prompt cache. A target below its ratio \
+             cannot be met by any strategy that gives the agent what it needs; a target just \
+             above it needs near-perfect foresight and no command output.\n",
+        );
+    }
     let floors: Vec<(f64, Option<f64>)> = results.iter().filter_map(instructions_floor).collect();
     let _ = writeln!(
         out,
