@@ -177,13 +177,9 @@ fn hash_of(list: &[Value], path: &str) -> Option<String> {
 
 #[test]
 fn the_mounts_own_writes_are_not_changes_behind_it() {
-    let m = Mount::start(
-        common::Mode::Mirror,
-        &["--journal", "/tmp/wlj/j.jsonl"],
-        |src| {
-            std::fs::write(src.join("notes.txt"), "first\n").expect("write");
-        },
-    );
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("notes.txt"), "first\n").expect("write");
+    });
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
 
