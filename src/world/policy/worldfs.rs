@@ -27,8 +27,10 @@
 //! Prompt caching: while everything fits, the projection keeps what it showed last time and
 //! appends what is new, so its prefix stays byte-identical (a file shown as the places read
 //! last keeps the parts shown before and gains the new place); when it overflows it is chosen
-//! afresh (the protected tiers keeping their forms and parts) and the unprotected tier fills
-//! only half the budget, leaving room to append again.
+//! afresh (the protected tiers first, keeping their forms and parts) down to half the budget,
+//! what the agent wrote included: only the first tier (pinned, what the agent is looking at now)
+//! may keep more.
+//! That leaves room to append again.
 //! An entry evicted that way comes back when the agent reads it again.
 
 use super::{Candidate, EvictReason, Form, Packer, Policy, Selection};
@@ -253,16 +255,28 @@ impl Policy for Worldfs {
         {
             return s;
         }
-        // Choose afresh. After an overflow (compaction), what is not protected fills only up to
-        // the low-water mark, so the next turns can append again before the next compaction.
-        // What is protected keeps its form, and the parts of it shown before: the agent is
-        // working in those files and comes back to places in them.
+        // Choose afresh. After an overflow (compaction), everything but what the agent is
+        // looking at now (tier 0) fills only up to the low-water mark, so the next turns can
+        // append again before the next compaction. What the agent wrote and what is under
+        // thrash protection is offered first and keeps its form, and the parts of it shown
+        // before (the agent is working in those files and comes back to places in them), but
+        // it is held to the mark like the rest: when it alone is over the mark, a compaction
+        // that spared it would free little, the next turn would overflow again, and each such
+        // compaction would drop the oldest of those files, at the front of the stream, so the
+        // whole projection would be written to the prompt cache again turn after turn.
+        let compacting = candidates.iter().any(Candidate::shown_last);
         let mut p = Packer::new(candidates, budget);
-        for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) < 3) {
+        for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 0) {
             p.offer(i, self.forms_sticky(&candidates[i], caps));
         }
-        if candidates.iter().any(Candidate::shown_last) {
+        if compacting {
             p.set_budget(budget.saturating_mul(LOW_WATER_PERCENT) / 100);
+        }
+        for &i in order
+            .iter()
+            .filter(|&&i| (1..3).contains(&Self::tier(&candidates[i])))
+        {
+            p.offer(i, self.forms_sticky(&candidates[i], caps));
         }
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 3) {
             p.offer(i, self.forms(&candidates[i], caps));
@@ -638,10 +652,34 @@ mod tests {
         let s = Worldfs::default().select(&cands, 10_000);
         assert_eq!(s.total_tokens, 5000);
         assert!(kept_paths(&s).contains(&"new".to_string()));
-        // what the agent wrote is protected and may use the whole budget
+        // what the agent wrote goes first, newest first, but down to the mark as well: a
+        // compaction that spared it would free nothing here, and the next turn would compact
+        // again
         for c in &mut cands {
             c.agent_wrote = true;
         }
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(s.total_tokens, 5000);
+        assert_eq!(kept_paths(&s), vec!["new", "f9", "f8", "f7", "f6"]);
+        // what the agent is looking at now (the last step points at it) may keep more
+        for c in &mut cands[..8] {
+            c.in_last_step = true;
+        }
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(s.total_tokens, 8000);
+        assert!(kept_paths(&s).contains(&"f0".to_string()));
+    }
+
+    #[test]
+    fn without_an_overflow_what_the_agent_wrote_may_fill_the_budget() {
+        // nothing shown before: no compaction, so no low-water mark
+        let cands: Vec<Candidate> = (0..10)
+            .map(|i| {
+                let mut c = cand(&format!("f{i}"), 1000, 10 - i, i);
+                c.agent_wrote = true;
+                c
+            })
+            .collect();
         let s = Worldfs::default().select(&cands, 10_000);
         assert_eq!(s.total_tokens, 10_000);
     }
