@@ -714,8 +714,8 @@ fn estimate_call_overhead(format: Format, path_tokens: u64) -> u64 {
     }
 }
 
-/// Two different entries hashing to the same 64-bit id is astronomically unlikely, but ids
-/// must be unique in a request: suffix later duplicates deterministically.
+/// Two different calls hashing to the same 40-bit id is most unlikely, but ids must be unique
+/// in a request: suffix later duplicates deterministically.
 fn dedupe_ids(entries: &mut [EntryPart], step: Option<&StepPart>) {
     let mut seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     if let Some(s) = step {

@@ -12,8 +12,14 @@ pub const MAX_ID_LEN: usize = 40;
 /// Prefix of every synthesized id; harness ids are never rewritten into this namespace unless
 /// they are invalid.
 const PREFIX: &str = "wf_";
-/// 64 bits of blake3: ids only need to be unique within one request (hundreds of calls).
+/// 64 bits of blake3 for the ids of steps, which are few.
 const HASH_HEX_CHARS: usize = 16;
+/// Bytes of blake3 in a call id, written in decimal. An id is sent twice per call (the call and
+/// its result), every turn, and carries nothing the model reads: 16 hex digits are 11 tokens
+/// (o200k_base), 40 bits in decimal (at most 13 digits) about 6. Ids only need to be unique
+/// within one request (hundreds of calls: a collision is about one in ten million requests,
+/// and then the later call gets a suffix, the same every time).
+const CALL_ID_BYTES: usize = 5;
 
 pub fn valid_id(id: &str) -> bool {
     !id.is_empty()
@@ -51,7 +57,10 @@ pub fn call_id(path: &Path, hash: &[u8; 32], part: &str) -> String {
     h.update(hash);
     h.update(part.as_bytes());
     let d = h.finalize();
-    format!("{PREFIX}{}", hex(&d.as_bytes()[..HASH_HEX_CHARS / 2]))
+    let n = d.as_bytes()[..CALL_ID_BYTES]
+        .iter()
+        .fold(0u64, |n, b| (n << 8) | u64::from(*b));
+    format!("{PREFIX}{n}")
 }
 
 /// The harness's own id when it is valid everywhere, else a stable replacement derived from it.
