@@ -26,6 +26,9 @@ pub struct OpenFile {
     pub _backing: Option<Arc<BackingId>>,
     /// The mode `open_mode` chose, given back at RELEASE (`None` when it was not asked).
     pub io: Option<OpenIo>,
+    /// The reply passed the handle through (kernel passthrough): its reads and writes go
+    /// straight to the backing file and the daemon sees none of them.
+    pub kernel_io: bool,
 }
 
 impl OpenFile {
@@ -35,7 +38,7 @@ impl OpenFile {
         nodeid: u64,
         writable: bool,
         backing: Option<Arc<BackingId>>,
-        io: Option<OpenIo>,
+        (io, kernel_io): (Option<OpenIo>, bool),
     ) -> Self {
         Self {
             fd: fd.map(OnceLock::from).unwrap_or_default(),
@@ -44,6 +47,7 @@ impl OpenFile {
             writable,
             _backing: backing,
             io,
+            kernel_io,
         }
     }
 

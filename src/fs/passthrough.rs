@@ -387,7 +387,7 @@ impl Passthrough {
             inode.nodeid,
             write,
             held,
-            io,
+            (io, reply_backing.is_some()),
         ));
         (fh, reply_backing, fopen)
     }
@@ -1135,10 +1135,16 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.release);
         let file = self.files.remove(fh.0);
-        let _answering = file
-            .as_ref()
-            .filter(|f| f.writable)
-            .map(|_| self.observe.answering());
+        // Only a close of a file written with kernel passthrough tells the world anything: the
+        // writes never reached the daemon, and the close is their one sign. Writes through the
+        // daemon were observed one by one. Closing a file opened only for reading changes
+        // nothing the world tracks either (the open already told it what was read); not
+        // emitting those halves the observations of a scan. The kernel sends RELEASE after
+        // close() has returned, so an observation of it lands before or after the caller's
+        // next socket call by chance: one that says nothing must not take a place in the
+        // stream's order at all (a command recorded after it would take the next place).
+        let emits = file.as_ref().is_some_and(|f| f.writable && f.kernel_io);
+        let _answering = emits.then(|| self.observe.answering());
         reply.ok();
         if let Some(f) = &file
             && (f.io.is_some() || f.writable)
@@ -1151,9 +1157,7 @@ impl Filesystem for Passthrough {
                 inode.own_writes.closed_for_writing();
             }
         }
-        // Closing a file opened only for reading changes nothing the world tracks (the open
-        // already told it what was read); not emitting it halves the observations of a scan.
-        if let Some(f) = file.filter(|f| f.writable) {
+        if let Some(f) = file.filter(|_| emits) {
             self.emit(Op::Close { wrote: true }, req.pid(), f.nodeid);
         }
     }
