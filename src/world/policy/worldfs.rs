@@ -28,10 +28,9 @@
 //! appends what is new, so its prefix stays byte-identical (a file shown as the places read
 //! last keeps the parts shown before and gains the new place); when it overflows it is chosen
 //! afresh (the protected tiers first, keeping their forms and parts) down to half the budget,
-//! what the agent wrote included: only the first tier (pinned, what the agent is looking at now)
-//! may keep more.
-//! That leaves room to append again.
-//! An entry evicted that way comes back when the agent reads it again.
+//! what the agent wrote included (only the first tier, pinned and what the agent is looking at
+//! now, may keep more), which leaves room to append again. An entry evicted that way comes back
+//! when the agent reads it again.
 
 use super::{Candidate, EvictReason, Form, Packer, Policy, Selection};
 use crate::world::entry::EntryKind;
