@@ -19,6 +19,7 @@ use super::baseline::TurnBlocks;
 use super::caching::{Bill, READ_RATE, WRITE_RATE};
 use super::context::{Block, Counter, FileView};
 use super::metrics::{Need, Seen};
+use super::text;
 
 /// The oracle's request before a turn whose steps need `needs`, after `last` (the turn before;
 /// `None` at the first turn), and its bill.
@@ -33,10 +34,10 @@ pub fn request(
     let mut out: Vec<Block> = prompt.to_vec();
     let instructions: u64 = prompt.iter().map(|b| b.tokens).sum();
     if let Some(t) = last {
-        out.extend(t.assistant.iter().cloned());
-        out.extend(t.results.iter().cloned());
+        out.extend(t.assistant.iter().chain(&t.results).cloned());
     }
-    let new: u64 = out.iter().map(|b| b.tokens).sum::<u64>() - instructions;
+    let new: u64 = out[prompt.len()..].iter().map(|b| b.tokens).sum();
+    let mut needed = 0u64;
     for (path, first, lines) in needed_lines(needs, seen, applier) {
         let mut text = format!("{path}\n");
         for (i, l) in lines.iter().enumerate() {
@@ -48,9 +49,10 @@ pub fn request(
             lines,
             partial: false,
         };
-        out.push(counter.block(text, vec![view]));
+        let block = counter.block(text, vec![view]);
+        needed += block.tokens;
+        out.push(block);
     }
-    let needed: u64 = out.iter().map(|b| b.tokens).sum::<u64>() - instructions - new;
     let bill = if last.is_none() {
         Bill {
             uncached: new + needed,
@@ -86,29 +88,21 @@ fn needed_lines(needs: &[Need], seen: &Seen, applier: &Applier) -> Vec<(String, 
 }
 
 /// The needed runs of lines per file (1-based, inclusive; a whole-file need is `1..=MAX`),
-/// overlapping and adjacent ones merged, files in the order first needed; only files `knows`.
+/// overlapping and adjacent ones merged ([`text::merged_ranges`]), files in the order first
+/// needed; only files `knows`.
 fn runs_per_file(needs: &[Need], knows: impl Fn(&str) -> bool) -> Vec<(String, Vec<(u64, u64)>)> {
-    let mut out: Vec<(String, Vec<(u64, u64)>)> = Vec::new();
+    let mut per_file: Vec<(String, Vec<[u64; 2]>)> = Vec::new();
     for n in needs.iter().filter(|n| knows(&n.path)) {
         let (a, b) = n.lines.unwrap_or((1, u64::MAX));
-        let run = (a.max(1), b.max(a.max(1)));
-        match out.iter_mut().find(|(p, _)| *p == n.path) {
-            Some((_, runs)) => runs.push(run),
-            None => out.push((n.path.clone(), vec![run])),
+        match per_file.iter_mut().find(|(p, _)| *p == n.path) {
+            Some((_, ranges)) => ranges.push([a, b]),
+            None => per_file.push((n.path.clone(), vec![[a, b]])),
         }
     }
-    for (_, runs) in &mut out {
-        runs.sort_unstable();
-        let mut merged: Vec<(u64, u64)> = Vec::with_capacity(runs.len());
-        for &(a, b) in runs.iter() {
-            match merged.last_mut() {
-                Some(last) if a <= last.1.saturating_add(1) => last.1 = last.1.max(b),
-                _ => merged.push((a, b)),
-            }
-        }
-        *runs = merged;
-    }
-    out
+    per_file
+        .into_iter()
+        .map(|(p, ranges)| (p, text::merged_ranges(&ranges)))
+        .collect()
 }
 
 /// The lines of `text` in each run, as `(first line, lines)`; runs past the end are cut at it,
