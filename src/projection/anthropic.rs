@@ -13,7 +13,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::gather::{Input, MINIMAL_USER_TEXT, Piece};
+use super::parts::{Input, MINIMAL_USER_TEXT, Piece};
 use super::request::Format;
 use super::tools;
 

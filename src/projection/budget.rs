@@ -18,7 +18,7 @@ use std::sync::OnceLock;
 
 use crate::world::tokens::{self, TokenCounter, TokenizerError};
 
-use super::gather::Input;
+use super::parts::Input;
 use super::request::Format;
 use super::{DropReason, Dropped, Part, ProjectionError};
 
@@ -154,7 +154,7 @@ pub fn fit(input: &mut Input, budget: u64, format: Format) -> Result<(), Project
     // The tool definitions go away with the last call, so recompute rather than trust `over`.
     while total(input, format) > budget && !input.commands.is_empty() {
         let c = input.commands.remove(0);
-        if points_at(input, &super::gather::command_key(&c)) {
+        if points_at(input, &super::parts::command_key(&c)) {
             restore_step(input);
         }
         input.report.evicted.push(Dropped {

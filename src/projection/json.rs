@@ -3,8 +3,8 @@
 
 use serde_json::{Value, json};
 
-use super::gather::{EntryPart, Input, Shown};
 use super::ids;
+use super::parts::{EntryPart, Input, Shown};
 
 fn entry(e: &EntryPart) -> Value {
     let mut v = json!({

@@ -11,11 +11,15 @@
 
 mod anthropic;
 mod budget;
+mod entry_calls;
 mod gather;
+mod goal;
+mod harness_parts;
 pub mod ids;
 mod json;
 mod openai_chat;
 mod openai_responses;
+mod parts;
 mod placement;
 mod request;
 mod shown_once;
@@ -30,8 +34,9 @@ use crate::world::World;
 use crate::world::policy::NAMES as POLICY_NAMES;
 use crate::world::tokens::TokenizerError;
 
-pub use gather::{MINIMAL_USER_TEXT, NO_GOAL_TEXT};
+pub use goal::NO_GOAL_TEXT;
 pub use ids::{MAX_ID_LEN, valid_id, valid_tool_name};
+pub use parts::MINIMAL_USER_TEXT;
 pub use request::{Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput};
 
 /// Name of the tokenizer every count uses.

@@ -8,7 +8,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::gather::{Input, Piece};
+use super::parts::{Input, Piece};
 use super::request::Format;
 use super::tools;
 

@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use crate::world::World;
 use crate::world::placements::{Placed, Placement};
 
-use super::gather::{Call, EntryPart, Input, Piece, command_key};
+use super::parts::{Call, EntryPart, Input, Piece, command_key};
 
 fn fingerprint(parts: &[&[u8]]) -> u64 {
     let mut h = blake3::Hasher::new();

@@ -17,7 +17,7 @@ use std::collections::HashMap;
 
 use std::path::{Path, PathBuf};
 
-use super::gather::{CommandPart, EntryPart, Shown, command_key};
+use super::parts::{CommandPart, EntryPart, Shown, command_key};
 use super::request::LineNumbers;
 use crate::world::EntryKind;
 
@@ -92,7 +92,7 @@ impl<'a> Source<'a> {
     }
 }
 
-/// The gutter `style` puts before a line (see [`super::gather`]'s `numbered`), removed.
+/// The gutter `style` puts before a line (see [`super::entry_calls`]'s `numbered`), removed.
 fn strip_own_gutter(line: &str, style: LineNumbers) -> &str {
     match style {
         LineNumbers::Tab => line.split_once('\t').map_or(line, |(_, rest)| rest),

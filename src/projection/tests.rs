@@ -1136,7 +1136,7 @@ fn the_final_fit_never_leaves_a_marker_without_its_lines() {
         .unwrap_or_else(|| panic!("worldfs policy"));
     let full =
         gather::gather(&b.world, &req, policy.as_ref(), 100_000).unwrap_or_else(|e| panic!("{e}"));
-    let step_result = |i: &gather::Input| i.step.as_ref().map(|s| s.result.clone());
+    let step_result = |i: &parts::Input| i.step.as_ref().map(|s| s.result.clone());
     assert!(
         step_result(&full).is_some_and(|r| r.contains("not repeated")),
         "{:?}",

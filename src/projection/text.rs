@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::gather::{EntryPart, Input, Piece, Shown};
+use super::parts::{EntryPart, Input, Piece, Shown};
 use crate::world::EntryKind;
 
 /// A code fence longer than any run of backticks in `body`, so content cannot close it.

@@ -1,0 +1,285 @@
+//! What the harness reported (framing, structured state, the last step, command outputs) as
+//! parts, each with its cost in the requested format; command outputs only while their inputs
+//! are unchanged.
+
+use serde_json::{Map, Value};
+
+use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
+use crate::world::placements::Placement;
+use crate::world::{ReadError, World};
+
+use super::budget::{
+    self, BLOCK_OVERHEAD, CALL_OVERHEAD, JSON_ENTRY_OVERHEAD, JSON_FIELD_OVERHEAD, MESSAGE_OVERHEAD,
+};
+use super::ids;
+use super::parts::{CommandPart, Report, StepPart, TextPart, text_piece_cost, user_text_cost};
+use super::request::Format;
+use super::text;
+use super::{CommandDropReason, DroppedCommand, ProjectionError};
+
+/// The framing as system text: one `Key: value` line per field set, settings as sorted JSON.
+pub fn framing_text(f: &Framing) -> Option<String> {
+    let mut lines = Vec::new();
+    let fields = [
+        ("Workspace", &f.workspace),
+        ("Shell", &f.shell),
+        ("Date", &f.date),
+        ("Timezone", &f.timezone),
+        ("Model", &f.model),
+    ];
+    for (k, v) in fields {
+        if let Some(v) = v.as_deref().map(str::trim).filter(|v| !v.is_empty()) {
+            lines.push(format!("{k}: {v}"));
+        }
+    }
+    if !f.settings.is_empty() {
+        lines.push(format!("Settings: {}", Value::Object(f.settings.clone())));
+    }
+    (!lines.is_empty()).then(|| lines.join("\n"))
+}
+
+pub(super) fn framing_part(
+    f: &Framing,
+    format: Format,
+) -> Result<Option<TextPart>, ProjectionError> {
+    let Some(text) = framing_text(f) else {
+        return Ok(None);
+    };
+    let cost = match format {
+        Format::Text => text_piece_cost(&text::framing_piece(&text))?,
+        Format::Json => JSON_FIELD_OVERHEAD + budget::count_str(&text)?,
+        _ => MESSAGE_OVERHEAD + budget::count_str(&text)?,
+    };
+    Ok(Some(TextPart { text, cost }))
+}
+
+/// Structured state as a short labelled list; `None` when there is nothing to say.
+pub fn state_text(s: &StructuredState) -> Option<String> {
+    let mut out = String::new();
+    if let Some(i) = s.intent.as_deref().map(str::trim).filter(|i| !i.is_empty()) {
+        out.push_str(&format!("Intent: {i}\n"));
+    }
+    let lists = [
+        ("Decisions", &s.decisions),
+        ("Constraints", &s.constraints),
+        ("Open loops", &s.open_loops),
+        ("Ruled out", &s.ruled_out),
+    ];
+    for (label, items) in lists {
+        let items: Vec<&str> = items
+            .iter()
+            .map(|x| x.trim())
+            .filter(|x| !x.is_empty())
+            .collect();
+        if items.is_empty() {
+            continue;
+        }
+        out.push_str(label);
+        out.push_str(":\n");
+        for x in items {
+            out.push_str("- ");
+            out.push_str(x);
+            out.push('\n');
+        }
+    }
+    if out.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "Current state of the work (kept by the harness):\n{}",
+        out.trim_end()
+    ))
+}
+
+pub(super) fn state_part(
+    s: &StructuredState,
+    format: Format,
+) -> Result<Option<TextPart>, ProjectionError> {
+    let Some(text) = state_text(s) else {
+        return Ok(None);
+    };
+    let cost = match format {
+        Format::Text => text_piece_cost(&text::state_piece(&text))?,
+        Format::Json => JSON_FIELD_OVERHEAD + budget::count_str(&text)?,
+        _ => user_text_cost(&text)?,
+    };
+    Ok(Some(TextPart { text, cost }))
+}
+
+/// A raw assistant content usable verbatim: an array of typed blocks with exactly one tool_use,
+/// carrying the step's (valid) id and a valid name, and no empty text.
+fn usable_raw(raw: &Value, id: &str) -> Option<Vec<Value>> {
+    let blocks = raw.as_array()?;
+    let mut uses = 0;
+    for b in blocks {
+        match b.get("type").and_then(Value::as_str)? {
+            "tool_use" => {
+                uses += 1;
+                let ok = b.get("id").and_then(Value::as_str) == Some(id)
+                    && b.get("name")
+                        .and_then(Value::as_str)
+                        .is_some_and(ids::valid_tool_name)
+                    && b.get("input").is_some_and(Value::is_object);
+                if !ok {
+                    return None;
+                }
+            }
+            "text" => {
+                let t = b.get("text").and_then(Value::as_str)?;
+                if t.trim().is_empty() {
+                    return None;
+                }
+            }
+            "tool_result" => return None,
+            _ => {}
+        }
+    }
+    (uses == 1).then(|| blocks.clone())
+}
+
+pub(super) fn step_part(s: &Step, format: Format) -> Result<StepPart, ProjectionError> {
+    let id = ids::step_id(&s.tool_use_id);
+    let name = ids::tool_name(&s.tool_name);
+    // Tool inputs must be JSON objects; anything else is wrapped rather than dropped.
+    let input = match &s.input {
+        Value::Object(m) => m.clone(),
+        other => {
+            let mut m = Map::new();
+            m.insert("input".into(), other.clone());
+            m
+        }
+    };
+    let assistant_text = s.assistant_text.clone().filter(|t| !t.trim().is_empty());
+    let raw_anthropic = match (&s.raw_assistant_content, format) {
+        (Some(raw), Format::Anthropic) if id == s.tool_use_id => usable_raw(raw, &id),
+        _ => None,
+    };
+    let input_json = Value::Object(input.clone()).to_string();
+    let cost = match format {
+        Format::Text => {
+            text_piece_cost(&text::step_piece(&name, &input_json, &s.result, s.is_error))?
+        }
+        Format::Json => {
+            JSON_ENTRY_OVERHEAD
+                + budget::count_str(&id)?
+                + budget::count_str(&name)?
+                + budget::count_str(&input_json)?
+                + budget::count_str(&s.result)?
+                + match &assistant_text {
+                    Some(t) => budget::count_str(t)?,
+                    None => 0,
+                }
+        }
+        _ => {
+            let mut c = 2 * MESSAGE_OVERHEAD
+                + CALL_OVERHEAD
+                + 2 * budget::count_str(&id)?
+                + budget::count_str(&name)?
+                + budget::count_str(&input_json)?
+                + budget::count_str(&s.result)?;
+            if let Some(t) = &assistant_text {
+                c += BLOCK_OVERHEAD + budget::count_str(t)?;
+            }
+            if let Some(raw) = &raw_anthropic {
+                // Thinking blocks and signatures count too: take the serialized size.
+                c += BLOCK_OVERHEAD * raw.len() as u64
+                    + budget::count_str(&Value::Array(raw.clone()).to_string())?;
+            }
+            c
+        }
+    };
+    Ok(StepPart {
+        id,
+        name,
+        input,
+        result: s.result.clone(),
+        is_error: s.is_error,
+        assistant_text,
+        raw_anthropic,
+        cost,
+        verbatim: None,
+        points_at: Vec::new(),
+    })
+}
+
+/// The text a command output is shown as in the message formats.
+fn command_text(c: &CommandOutput) -> String {
+    let cwd = if c.cwd.is_empty() || c.cwd == "." {
+        String::new()
+    } else {
+        format!(" (in {})", c.cwd)
+    };
+    let code = match c.exit_code {
+        Some(n) => format!("exit code {n}"),
+        None => "exit code unknown".into(),
+    };
+    let output = if c.output.trim().is_empty() {
+        "(no output)"
+    } else {
+        c.output.as_str()
+    };
+    format!(
+        "Output of `{}`{cwd}, {code}. Still current: the files it read are unchanged.\n{output}",
+        c.command
+    )
+}
+
+/// Command outputs whose inputs are unchanged now (re-read from SOURCE), oldest first.
+pub(super) fn command_parts(
+    world: &World,
+    commands: &[CommandOutput],
+    format: Format,
+    report: &mut Report,
+) -> Result<Vec<CommandPart>, ProjectionError> {
+    let mut out = Vec::new();
+    'cmds: for c in commands {
+        for (path, recorded) in &c.inputs {
+            let reason = match world.read_current(path) {
+                Ok(cur) if ids::hash_hex(&cur.hash).eq_ignore_ascii_case(recorded) => continue,
+                Ok(_) => CommandDropReason::InputChanged,
+                // Its output may quote the secret: never shown.
+                Err(ReadError::Withheld { .. }) => CommandDropReason::InputWithheld,
+                Err(_) => CommandDropReason::InputUnreadable,
+            };
+            report.stale_dropped_commands.push(DroppedCommand {
+                command: c.command.clone(),
+                cwd: c.cwd.clone(),
+                path: path.to_string_lossy().into_owned(),
+                reason,
+            });
+            continue 'cmds;
+        }
+        let text = command_text(c);
+        let cost = match format {
+            Format::Text => text_piece_cost(&text::command_piece(&text))?,
+            Format::Json => {
+                JSON_ENTRY_OVERHEAD + budget::count_str(&c.command)? + budget::count_str(&c.output)?
+            }
+            _ => user_text_cost(&text)?,
+        };
+        out.push(CommandPart {
+            command: c.command.clone(),
+            turn: c.turn,
+            cwd: c.cwd.clone(),
+            exit_code: c.exit_code,
+            output: c.output.clone(),
+            seq: c.seq,
+            place: Placement::default(),
+            text,
+            cost,
+        });
+    }
+    out.sort_by_key(|c| c.seq);
+    Ok(out)
+}
+
+/// Whether `c` is the output of the step `s` (same text, and the step's input names the
+/// command).
+pub(super) fn is_step_output(c: &CommandPart, s: &Step) -> bool {
+    c.output == s.result
+        && match &s.input {
+            Value::String(v) => *v == c.command,
+            Value::Object(m) => m.values().any(|v| v.as_str() == Some(c.command.as_str())),
+            _ => false,
+        }
+}
