@@ -1,0 +1,171 @@
+//! What the harness sets and reads back whole: the goal, the structured state and the framing.
+//! The patches exist so a harness can change one field without resending the rest; each
+//! applies to a copy, so an error half way leaves what was set as it was.
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Empty, Shared};
+use crate::socket::protocol::RpcError;
+use crate::world::harness::{Framing, StructuredState};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GoalSet {
+    goal: Option<String>,
+}
+
+pub(super) fn goal_set(shared: &Shared, p: GoalSet) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    *w.harness().goal.write() = p.goal.filter(|g| !g.is_empty());
+    Ok(json!({ "goal": *w.harness().goal.read() }))
+}
+
+pub(super) fn goal_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    Ok(json!({ "goal": *w.harness().goal.read() }))
+}
+
+pub(super) fn state_set(shared: &Shared, s: StructuredState) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    *w.harness().state.write() = s;
+    Ok(json!({ "state": *w.harness().state.read() }))
+}
+
+pub(super) fn state_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    Ok(json!({ "state": *w.harness().state.read() }))
+}
+
+pub(super) fn framing_set(shared: &Shared, f: Framing) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    *w.harness().framing.write() = f;
+    Ok(json!({ "framing": *w.harness().framing.read() }))
+}
+
+pub(super) fn framing_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    Ok(json!({ "framing": *w.harness().framing.read() }))
+}
+
+/// A list field of `state.patch`: an array replaces, `{add, remove}` edits.
+fn patch_list(field: &str, v: Value, list: &mut Vec<String>) -> Result<(), RpcError> {
+    let strings = |v: Value, what: &str| -> Result<Vec<String>, RpcError> {
+        serde_json::from_value::<Vec<String>>(v)
+            .map_err(|e| RpcError::invalid_params(format!("state.patch: {field}{what}: {e}")))
+    };
+    match v {
+        Value::Null => list.clear(),
+        a @ Value::Array(_) => *list = strings(a, "")?,
+        Value::Object(mut m) => {
+            let add = m.remove("add");
+            let remove = m.remove("remove");
+            if let Some(k) = m.keys().next() {
+                return Err(RpcError::invalid_params(format!(
+                    "state.patch: {field}: unknown key {k:?} (use \"add\" and \"remove\")"
+                )));
+            }
+            if let Some(r) = remove {
+                let r = strings(r, ".remove")?;
+                list.retain(|x| !r.contains(x));
+            }
+            if let Some(a) = add {
+                for x in strings(a, ".add")? {
+                    if !list.contains(&x) {
+                        list.push(x);
+                    }
+                }
+            }
+        }
+        _ => {
+            return Err(RpcError::invalid_params(format!(
+                "state.patch: {field}: expected an array of strings (replaces the list), \
+                 {{\"add\": [...], \"remove\": [...]}} or null (clears it)"
+            )));
+        }
+    }
+    Ok(())
+}
+
+pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcError> {
+    let Value::Object(m) = params else {
+        return Err(RpcError::invalid_params("state.patch: expected an object"));
+    };
+    // Apply to a copy, so an error half way leaves the state untouched.
+    let mut s = shared.world.harness().state.read().clone();
+    for (k, v) in m {
+        match k.as_str() {
+            "intent" => match v {
+                Value::Null => s.intent = None,
+                Value::String(t) => s.intent = Some(t),
+                _ => {
+                    return Err(RpcError::invalid_params(
+                        "state.patch: intent must be a string or null",
+                    ));
+                }
+            },
+            "decisions" => patch_list(&k, v, &mut s.decisions)?,
+            "constraints" => patch_list(&k, v, &mut s.constraints)?,
+            "open_loops" => patch_list(&k, v, &mut s.open_loops)?,
+            "ruled_out" => patch_list(&k, v, &mut s.ruled_out)?,
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "state.patch: unknown field {other:?} (intent, decisions, constraints, \
+                     open_loops, ruled_out)"
+                )));
+            }
+        }
+    }
+    *shared.world.harness().state.write() = s.clone();
+    Ok(json!({ "state": s }))
+}
+
+pub(super) fn framing_patch(shared: &Shared, params: Value) -> Result<Value, RpcError> {
+    let Value::Object(m) = params else {
+        return Err(RpcError::invalid_params(
+            "framing.patch: expected an object",
+        ));
+    };
+    let mut f = shared.world.harness().framing.read().clone();
+    for (k, v) in m {
+        let slot = match k.as_str() {
+            "workspace" => &mut f.workspace,
+            "shell" => &mut f.shell,
+            "date" => &mut f.date,
+            "timezone" => &mut f.timezone,
+            "model" => &mut f.model,
+            "settings" => {
+                let Value::Object(s) = v else {
+                    return Err(RpcError::invalid_params(
+                        "framing.patch: settings must be an object (a null value removes a key)",
+                    ));
+                };
+                for (sk, sv) in s {
+                    if sv.is_null() {
+                        f.settings.remove(&sk);
+                    } else {
+                        f.settings.insert(sk, sv);
+                    }
+                }
+                continue;
+            }
+            other => {
+                return Err(RpcError::invalid_params(format!(
+                    "framing.patch: unknown field {other:?} (workspace, shell, date, timezone, \
+                     model, settings)"
+                )));
+            }
+        };
+        *slot = match v {
+            Value::Null => None,
+            Value::String(s) => Some(s),
+            _ => {
+                return Err(RpcError::invalid_params(format!(
+                    "framing.patch: {k} must be a string or null"
+                )));
+            }
+        };
+    }
+    *shared.world.harness().framing.write() = f.clone();
+    Ok(json!({ "framing": f }))
+}

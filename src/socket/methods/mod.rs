@@ -1,0 +1,368 @@
+//! The methods: parameter checking and dispatch to the world, the harness state and the renderer.
+//!
+//! Every handler takes its params as a typed struct (`deny_unknown_fields`, so a misspelt
+//! parameter is an error rather than silently ignored) and returns a JSON value or an
+//! [`RpcError`] whose message says what to fix. Nothing here panics on client input.
+//!
+//! One file per method family, so a method's handler is found by its name: `projection`
+//! (`projection.get`), `record` (steps, tools, command outputs, the proxy's calls),
+//! `harness_state` (goal, structured state, framing), `entries` (the world's entries),
+//! `observations` (`changes.since` and subscriptions), `daemon` (`initialize`, `stats`). This
+//! file holds what they share: the server-wide state, the dispatch and the path checks.
+
+mod daemon;
+mod entries;
+mod harness_state;
+mod observations;
+mod projection;
+mod record;
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use crossbeam_channel::Sender;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use super::commands::Validity;
+use super::metrics::{Histogram, ProxyAccount, TokenAccount};
+use super::protocol::{self, Incoming, Parsed, Reply, RpcError};
+use super::render::Renderer;
+use super::render_cache::RenderCache;
+use super::subscriptions::Registry;
+use crate::fs::op_stats::OpStats;
+use crate::world::World;
+
+pub use entries::entry_json;
+
+/// Protocol version reported by `initialize`; bumped on incompatible changes.
+pub const PROTOCOL_VERSION: u32 = 1;
+/// Largest token budget accepted: well above any model's context window.
+pub const MAX_BUDGET: u64 = 2_000_000;
+/// Most items `entries.list` and `changes.since` return per call.
+pub const MAX_LIST: usize = 10_000;
+/// How long `command.record` waits for the world to catch up with the mount's observations.
+const INGEST_BARRIER: Duration = Duration::from_millis(250);
+
+/// Every method, in the order `initialize` lists them.
+pub const METHODS: &[&str] = &[
+    "initialize",
+    "projection.get",
+    "goal.set",
+    "goal.get",
+    "step.record",
+    "tools.declare",
+    "command.record",
+    "commands.list",
+    "commands.forget",
+    "state.set",
+    "state.patch",
+    "state.get",
+    "framing.set",
+    "framing.patch",
+    "framing.get",
+    "entries.list",
+    "entries.read",
+    "entries.pin",
+    "entries.unpin",
+    "entries.forget",
+    "changes.since",
+    "observations.subscribe",
+    "observations.unsubscribe",
+    "proxy.record",
+    "stats",
+];
+
+/// Methods that change nothing a projection shows.
+const READ_ONLY: &[&str] = &[
+    "initialize",
+    "projection.get",
+    "goal.get",
+    "commands.list",
+    "state.get",
+    "framing.get",
+    "entries.list",
+    "entries.read",
+    "changes.since",
+    "observations.subscribe",
+    "observations.unsubscribe",
+    "proxy.record",
+    "stats",
+];
+
+/// What the daemon serves, for `initialize`, `stats` and `worldfs status`.
+#[derive(Debug, Clone, Default)]
+pub struct DaemonInfo {
+    pub socket: PathBuf,
+    /// SOURCE, when serving a mount.
+    pub source: Option<PathBuf>,
+    /// Where SOURCE is mounted (the same path for an in-place mount).
+    pub mount_point: Option<PathBuf>,
+}
+
+/// How many observations the mount has emitted so far (for the ingest barrier).
+pub type EmittedFn = Arc<dyn Fn() -> u64 + Send + Sync>;
+
+/// Server-wide state shared by every connection. Nothing in it is a lock held across a request.
+pub struct Shared {
+    pub world: Arc<World>,
+    pub renderer: Arc<dyn Renderer>,
+    pub info: DaemonInfo,
+    pub op_stats: Option<Arc<OpStats>>,
+    pub emitted: Option<EmittedFn>,
+    pub tokens: TokenAccount,
+    pub proxy: ProxyAccount,
+    pub validity: Validity,
+    pub subs: Arc<Registry>,
+    /// One histogram per method (same order as [`METHODS`]), then one for all requests.
+    latency: Vec<Histogram>,
+    pub conns: ConnCounters,
+    pub started: Instant,
+    pub started_wall: SystemTime,
+    /// The last projections rendered, reused while nothing they depend on changed.
+    renders: RenderCache,
+}
+
+#[derive(Debug, Default)]
+pub struct ConnCounters {
+    pub open: AtomicU64,
+    pub total: AtomicU64,
+    pub refused_peer: AtomicU64,
+    pub refused_busy: AtomicU64,
+    pub requests: AtomicU64,
+    pub errors: AtomicU64,
+    pub lines_too_long: AtomicU64,
+}
+
+impl Shared {
+    pub fn new(
+        world: Arc<World>,
+        renderer: Arc<dyn Renderer>,
+        info: DaemonInfo,
+        op_stats: Option<Arc<OpStats>>,
+        emitted: Option<EmittedFn>,
+        cache_renders: bool,
+    ) -> Self {
+        Self {
+            world,
+            renderer,
+            info,
+            op_stats,
+            emitted,
+            tokens: TokenAccount::default(),
+            proxy: ProxyAccount::default(),
+            validity: Validity::default(),
+            subs: Arc::new(Registry::default()),
+            latency: (0..=METHODS.len()).map(|_| Histogram::default()).collect(),
+            conns: ConnCounters::default(),
+            started: Instant::now(),
+            started_wall: SystemTime::now(),
+            renders: RenderCache::new(cache_renders),
+        }
+    }
+
+    fn record_latency(&self, method: &str, d: Duration) {
+        if let Some(i) = METHODS.iter().position(|m| *m == method) {
+            self.latency[i].record(d);
+        }
+        self.latency[METHODS.len()].record(d);
+    }
+}
+
+/// What a method needs from its connection.
+pub trait Connection {
+    fn id(&self) -> u64;
+    /// The queue notifications for this connection go to (created on first use).
+    fn notifications(&self) -> Result<Sender<Vec<u8>>, String>;
+}
+
+/// Handles one line; returns the response line, if any (notifications get none).
+pub fn handle_line(shared: &Shared, conn: &dyn Connection, line: &[u8]) -> Option<Vec<u8>> {
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return None; // blank lines are keep-alives, not errors
+    }
+    match protocol::parse_line(line) {
+        Incoming::Single(p) => {
+            handle_parsed(shared, conn, p).map(|(id, r)| protocol::response_line(&id, &r))
+        }
+        Incoming::Batch(items) => {
+            let out: Vec<Value> = items
+                .into_iter()
+                .filter_map(|p| handle_parsed(shared, conn, p))
+                .map(|(id, r)| protocol::response(&id, &r.map(Reply::into_value)))
+                .collect();
+            // A batch of notifications only gets no answer at all (JSON-RPC 2.0, section 6).
+            (!out.is_empty()).then(|| protocol::to_line(&Value::Array(out)))
+        }
+    }
+}
+
+/// Runs one parsed request: the id to answer and the outcome (`None` for a notification).
+fn handle_parsed(
+    shared: &Shared,
+    conn: &dyn Connection,
+    p: Parsed,
+) -> Option<(Value, Result<Reply, RpcError>)> {
+    shared.conns.requests.fetch_add(1, Ordering::Relaxed);
+    match p {
+        Err((id, e)) => {
+            shared.conns.errors.fetch_add(1, Ordering::Relaxed);
+            Some((id, Err(e)))
+        }
+        Ok(req) => {
+            let start = Instant::now();
+            let outcome = dispatch(shared, conn, &req.method, req.params);
+            if !READ_ONLY.contains(&req.method.as_str()) {
+                // It may have changed the harness state a projection shows (goal, steps, state,
+                // pins): no rendering made before it may be reused.
+                shared.world.bump_generation();
+            }
+            shared.record_latency(&req.method, start.elapsed());
+            if outcome.is_err() {
+                shared.conns.errors.fetch_add(1, Ordering::Relaxed);
+            }
+            req.id.map(|id| (id, outcome))
+        }
+    }
+}
+
+/// Runs one method.
+pub fn dispatch(
+    shared: &Shared,
+    conn: &dyn Connection,
+    method: &str,
+    params: Value,
+) -> Result<Reply, RpcError> {
+    match method {
+        // The one method whose result may come pre-serialized.
+        "projection.get" => projection::projection_get(shared, parse(method, params)?),
+        _ => dispatch_value(shared, conn, method, params).map(Reply::Value),
+    }
+}
+
+/// Runs one method whose result is built as a value.
+fn dispatch_value(
+    shared: &Shared,
+    conn: &dyn Connection,
+    method: &str,
+    params: Value,
+) -> Result<Value, RpcError> {
+    match method {
+        "initialize" => daemon::initialize(shared),
+        "goal.set" => harness_state::goal_set(shared, parse(method, params)?),
+        "goal.get" => harness_state::goal_get(shared, parse(method, params)?),
+        "step.record" => record::step_record(shared, parse(method, params)?),
+        "tools.declare" => record::tools_declare(shared, parse(method, params)?),
+        "command.record" => record::command_record(shared, parse(method, params)?),
+        "commands.list" => record::commands_list(shared, parse(method, params)?),
+        "commands.forget" => record::commands_forget(shared, parse(method, params)?),
+        "state.set" => harness_state::state_set(shared, parse(method, params)?),
+        "state.patch" => harness_state::state_patch(shared, params),
+        "state.get" => harness_state::state_get(shared, parse(method, params)?),
+        "framing.set" => harness_state::framing_set(shared, parse(method, params)?),
+        "framing.patch" => harness_state::framing_patch(shared, params),
+        "framing.get" => harness_state::framing_get(shared, parse(method, params)?),
+        "entries.list" => entries::entries_list(shared, parse(method, params)?),
+        "entries.read" => entries::entries_read(shared, parse(method, params)?),
+        "entries.pin" | "entries.unpin" => {
+            entries::entries_pin(shared, parse(method, params)?, method == "entries.pin")
+        }
+        "entries.forget" => entries::entries_forget(shared, parse(method, params)?),
+        "changes.since" => observations::changes_since(shared, parse(method, params)?),
+        "observations.subscribe" => {
+            observations::observations_subscribe(shared, conn, parse(method, params)?)
+        }
+        "observations.unsubscribe" => {
+            observations::observations_unsubscribe(shared, conn, parse(method, params)?)
+        }
+        "proxy.record" => record::proxy_record(shared, parse(method, params)?),
+        "stats" => {
+            let _: Empty = parse(method, params)?;
+            Ok(daemon::stats(shared))
+        }
+        other => Err(RpcError::method_not_found(other)),
+    }
+}
+
+fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError> {
+    serde_json::from_value(params).map_err(|e| RpcError::invalid_params(format!("{method}: {e}")))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Empty {}
+
+fn lossy(p: &Path) -> String {
+    p.to_string_lossy().into_owned()
+}
+
+/// A client path as a path relative to the root. Absolute paths are accepted when they lie
+/// under the mount point (or SOURCE), since harnesses often use absolute paths; anything else
+/// absolute, and any `..`, is refused: the world never reads outside its root.
+pub fn rel_path(shared: &Shared, raw: &str) -> Result<PathBuf, RpcError> {
+    if raw.contains('\0') {
+        return Err(RpcError::refused(format!(
+            "path {raw:?} contains a NUL byte"
+        )));
+    }
+    let p = Path::new(raw);
+    let rel = if p.is_absolute() {
+        let bases = [&shared.info.mount_point, &shared.info.source];
+        let stripped = bases
+            .into_iter()
+            .flatten()
+            .find_map(|b| p.strip_prefix(b).ok());
+        match stripped {
+            Some(r) => r,
+            None => {
+                return Err(RpcError::refused(format!(
+                    "path {raw:?} is outside the root: use a path relative to the mount root{}",
+                    shared
+                        .info
+                        .mount_point
+                        .as_ref()
+                        .map(|m| format!(" (or an absolute one under {})", m.display()))
+                        .unwrap_or_default()
+                )));
+            }
+        }
+    } else {
+        p
+    };
+    let mut out = PathBuf::new();
+    for c in rel.components() {
+        match c {
+            Component::Normal(n) => out.push(n),
+            Component::CurDir => {}
+            Component::ParentDir => {
+                return Err(RpcError::refused(format!(
+                    "path {raw:?} contains `..`: only paths below the root are accepted"
+                )));
+            }
+            Component::RootDir | Component::Prefix(_) => {
+                return Err(RpcError::refused(format!(
+                    "path {raw:?} is outside the root"
+                )));
+            }
+        }
+    }
+    Ok(out)
+}
+
+fn millis(t: SystemTime) -> u64 {
+    t.duration_since(UNIX_EPOCH)
+        .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+        .unwrap_or(0)
+}
+
+/// Waits (briefly) until the world has applied what the mount emitted so far, so a command's
+/// reads are in the ring when its inputs are collected.
+fn ingest_barrier(shared: &Shared) {
+    let Some(emitted) = &shared.emitted else {
+        return;
+    };
+    shared.world.await_ingest(emitted(), INGEST_BARRIER);
+}

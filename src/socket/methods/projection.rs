@@ -1,0 +1,105 @@
+//! `projection.get`: the one method that renders, so the only one whose reply may come
+//! pre-serialized from the render cache; its parameters are checked here before any work.
+
+use std::sync::Arc;
+
+use serde::Deserialize;
+use serde_json::json;
+
+use super::{MAX_BUDGET, Shared, ingest_barrier};
+use crate::socket::protocol::{Reply, RpcError, code};
+use crate::socket::render::{Format, LineNumbers, ProjectionParams, StepOutput};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProjectionGet {
+    #[serde(default)]
+    format: Option<Format>,
+    #[serde(default)]
+    budget: Option<u64>,
+    #[serde(default)]
+    policy: Option<String>,
+    #[serde(default)]
+    tool_name: Option<String>,
+    #[serde(default)]
+    path_param: Option<String>,
+    #[serde(default)]
+    max_breakpoints: Option<u8>,
+    #[serde(default)]
+    absolute_paths: bool,
+    #[serde(default)]
+    step_output: StepOutput,
+    #[serde(default = "shows_last_step")]
+    last_step: bool,
+    #[serde(default)]
+    line_numbers: Option<LineNumbers>,
+}
+
+fn shows_last_step() -> bool {
+    true
+}
+
+/// Tool and parameter names as the provider APIs accept them.
+fn check_name(what: &str, v: &Option<String>) -> Result<(), RpcError> {
+    if let Some(n) = v
+        && (n.is_empty()
+            || n.len() > 64
+            || !n
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-'))
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: {what} {n:?} must be 1 to 64 characters of [a-zA-Z0-9_-]"
+        )));
+    }
+    Ok(())
+}
+
+pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply, RpcError> {
+    let w = &*shared.world;
+    let budget = p.budget.unwrap_or(w.config().budget.tokens);
+    if budget == 0 || budget > MAX_BUDGET {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: budget {budget} is out of range: ask for 1 to {MAX_BUDGET} tokens"
+        ))
+        .with_data(json!({ "min_budget": 1, "max_budget": MAX_BUDGET })));
+    }
+    if let Some(n) = p.max_breakpoints
+        && n > 4
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: max_breakpoints {n}: the API allows at most 4"
+        )));
+    }
+    check_name("tool_name", &p.tool_name)?;
+    check_name("path_param", &p.path_param)?;
+    if let Some(name) = &p.policy
+        && w.policy(name).is_none()
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: unknown policy {name:?}"
+        )));
+    }
+    let params = ProjectionParams {
+        format: p.format.unwrap_or(Format::Anthropic),
+        budget_tokens: budget,
+        policy: p.policy,
+        tool_name: p.tool_name,
+        path_param: p.path_param,
+        max_breakpoints: p.max_breakpoints,
+        absolute_paths: p.absolute_paths,
+        step_output: p.step_output,
+        last_step: p.last_step,
+        line_numbers: p.line_numbers,
+    };
+    // What the mount saw before this request (the agent's last tool call) must be in the world.
+    ingest_barrier(shared);
+    // Outputs whose inputs changed must not reach the renderer.
+    shared.validity.sweep(w);
+    let r = shared
+        .renders
+        .get(w, params, |p| shared.renderer.render(w, p))
+        .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
+    shared.tokens.projection(r.tokens);
+    Ok(Reply::Json(Arc::clone(&r.json)))
+}

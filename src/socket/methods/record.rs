@@ -1,0 +1,284 @@
+//! What the harness records as the session happens: the agent's steps (and the tools a step may
+//! name), command outputs, and the model calls `worldfs proxy` took. Kept together because they
+//! are the session's history: steps and commands add what a history-keeping harness would have
+//! kept, and wait on the ingest barrier so what the mount saw is counted as their doing.
+
+use std::path::Path;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::{Empty, Shared, ingest_barrier, lossy, rel_path};
+use crate::socket::commands;
+use crate::socket::metrics::count_tokens;
+use crate::socket::protocol::{RpcError, code};
+use crate::world::harness::{CommandOutput, MAX_STEP_TOOLS, Step};
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct StepRecord {
+    tool_use_id: String,
+    tool_name: String,
+    #[serde(default)]
+    input: Value,
+    result: String,
+    #[serde(default)]
+    is_error: bool,
+    #[serde(default)]
+    assistant_text: Option<String>,
+    #[serde(default)]
+    raw_assistant_content: Option<Value>,
+    /// What the result showed of which files (see `world::views`).
+    #[serde(default)]
+    views: Vec<ViewDecl>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ViewDecl {
+    path: String,
+    /// 1-based inclusive first and last line; absent or null: the whole file.
+    #[serde(default)]
+    lines: Option<[u64; 2]>,
+}
+
+/// At most this many views per step (a result showing more files than this is a listing).
+const MAX_VIEWS: usize = 64;
+
+pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcError> {
+    if p.tool_use_id.is_empty() || p.tool_use_id.len() > 256 {
+        return Err(RpcError::invalid_params(
+            "step.record: tool_use_id must be 1 to 256 characters",
+        ));
+    }
+    if p.tool_name.is_empty() || p.tool_name.len() > 256 {
+        return Err(RpcError::invalid_params(
+            "step.record: tool_name must be 1 to 256 characters",
+        ));
+    }
+    if p.views.len() > MAX_VIEWS {
+        return Err(RpcError::invalid_params(format!(
+            "step.record: {} views; at most {MAX_VIEWS}",
+            p.views.len()
+        )));
+    }
+    let mut views = Vec::with_capacity(p.views.len());
+    for v in &p.views {
+        if let Some([a, b]) = v.lines
+            && (a == 0 || b < a)
+        {
+            return Err(RpcError::invalid_params(format!(
+                "step.record: view of {}: lines [{a}, {b}] must be 1-based with first <= last",
+                v.path
+            )));
+        }
+        views.push((rel_path(shared, &v.path)?, v.lines.map(|[a, b]| (a, b))));
+    }
+    let w = &*shared.world;
+    // What the mount saw before the step was recorded is the step's doing: it must be applied
+    // before the turn advances, or a read still in the channel would count as the next turn's
+    // (younger than it is, and differently from one run to the next). The views also refine
+    // entries those reads create.
+    ingest_barrier(shared);
+    let mut viewed = 0u64;
+    for (rel, lines) in &views {
+        match w.agent_viewed(rel, *lines) {
+            Ok(true) => viewed += 1,
+            Ok(false) => {}
+            Err(e) => tracing::debug!(path = %rel.display(), "step.record: view not applied: {e}"),
+        }
+    }
+    // What a history-keeping harness would have appended: the call, its result, the text.
+    let mut added = count_tokens(&p.result) + count_tokens(&p.input.to_string());
+    if let Some(t) = &p.assistant_text {
+        added += count_tokens(t);
+    }
+    shared.tokens.add_history(added);
+    let turn = w.advance_turn();
+    w.harness().note_step_tool(&p.tool_name);
+    if let Some(name) = p
+        .raw_assistant_content
+        .as_ref()
+        .and_then(|raw| raw.as_array())
+        .and_then(|blocks| {
+            blocks
+                .iter()
+                .find(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        })
+        .and_then(|b| b.get("name"))
+        .and_then(Value::as_str)
+    {
+        w.harness().note_step_tool(name);
+    }
+    *w.harness().last_step.write() = Some(Step {
+        tool_use_id: p.tool_use_id,
+        tool_name: p.tool_name,
+        input: p.input,
+        result: p.result,
+        is_error: p.is_error,
+        assistant_text: p.assistant_text,
+        raw_assistant_content: p.raw_assistant_content,
+        turn,
+    });
+    Ok(json!({
+        "turn": turn,
+        "history_tokens": shared.tokens.report().history_tokens,
+        "views_applied": viewed,
+    }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ToolsDeclare {
+    names: Vec<String>,
+}
+
+pub(super) fn tools_declare(shared: &Shared, p: ToolsDeclare) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    if p.names.len() > MAX_STEP_TOOLS {
+        return Err(RpcError::invalid_params(format!(
+            "tools.declare: {} names; at most {MAX_STEP_TOOLS}",
+            p.names.len()
+        )));
+    }
+    if let Some(bad) = p.names.iter().find(|n| n.is_empty() || n.len() > 256) {
+        return Err(RpcError::invalid_params(format!(
+            "tools.declare: tool name {bad:?} must be 1 to 256 characters"
+        )));
+    }
+    for name in &p.names {
+        w.harness().note_step_tool(name);
+    }
+    Ok(json!({ "tools": *w.harness().step_tools.read() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CommandRecord {
+    command: String,
+    #[serde(default = "dot")]
+    cwd: String,
+    output: String,
+    #[serde(default)]
+    exit_code: Option<i32>,
+    #[serde(default)]
+    since_seq: Option<u64>,
+    #[serde(default)]
+    files: Option<Vec<String>>,
+}
+
+pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> {
+    if p.command.is_empty() {
+        return Err(RpcError::invalid_params(
+            "command.record: command must not be empty",
+        ));
+    }
+    if p.since_seq.is_none() && p.files.is_none() {
+        return Err(RpcError::invalid_params(
+            "command.record: pass since_seq (the last_seq noted before the command ran) or \
+             files (the paths it read), or both",
+        ));
+    }
+    let w = &*shared.world;
+    let cwd = display_cwd(&rel_path(shared, &p.cwd)?);
+    let mut paths = Vec::new();
+    if let Some(files) = &p.files {
+        if files.len() > commands::MAX_INPUTS {
+            return Err(RpcError::invalid_params(format!(
+                "command.record: {} files; at most {} are tracked",
+                files.len(),
+                commands::MAX_INPUTS
+            )));
+        }
+        for f in files {
+            paths.push(rel_path(shared, f)?);
+        }
+    }
+    // The command's reads are in the world before its inputs are collected and its place
+    // (`seq`, after them) is taken, whichever way the inputs are named.
+    ingest_barrier(shared);
+    if let Some(since) = p.since_seq {
+        let seen = commands::inputs_since(w, since)
+            .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
+        paths.extend(seen);
+    }
+    paths.sort();
+    paths.dedup();
+    let inputs = commands::hash_inputs(w, paths);
+    shared
+        .tokens
+        .add_history(count_tokens(&p.command) + count_tokens(&p.output));
+    let out = CommandOutput {
+        command: p.command,
+        cwd,
+        output: p.output,
+        exit_code: p.exit_code,
+        inputs,
+        turn: w.turn(),
+        seq: w.recent().last_seq(),
+    };
+    let reply = json!({
+        "command": out.command,
+        "cwd": out.cwd,
+        "inputs": out.inputs.iter().map(|(p, h)| json!({"path": lossy(p), "hash": h})).collect::<Vec<_>>(),
+        "turn": out.turn,
+        "seq": out.seq,
+    });
+    w.harness().record_command(out);
+    Ok(reply)
+}
+
+pub(super) fn commands_list(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    shared.validity.sweep(w);
+    Ok(json!({ "commands": *w.harness().commands.read() }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CommandKey {
+    command: String,
+    #[serde(default = "dot")]
+    cwd: String,
+}
+
+pub(super) fn commands_forget(shared: &Shared, p: CommandKey) -> Result<Value, RpcError> {
+    let w = &*shared.world;
+    let cwd = rel_path(shared, &p.cwd)?;
+    let cwd = display_cwd(&cwd);
+    let mut cmds = w.harness().commands.write();
+    let before = cmds.len();
+    cmds.retain(|c| !(c.command == p.command && c.cwd == cwd));
+    Ok(json!({ "forgotten": cmds.len() != before }))
+}
+
+fn dot() -> String {
+    ".".into()
+}
+
+fn display_cwd(p: &Path) -> String {
+    if p.as_os_str().is_empty() {
+        ".".into()
+    } else {
+        lossy(p)
+    }
+}
+
+/// One model call `worldfs proxy` took from the session's main conversation.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct ProxyRecord {
+    /// Tokens of the messages as the client sent them.
+    history_tokens: u64,
+    /// Tokens of the messages sent upstream (or that would have been, under `--observe`).
+    sent_tokens: u64,
+    /// Whether it was sent with the projection.
+    rewritten: bool,
+}
+
+pub(super) fn proxy_record(shared: &Shared, p: ProxyRecord) -> Result<Value, RpcError> {
+    shared
+        .proxy
+        .record(p.history_tokens, p.sent_tokens, p.rewritten);
+    Ok(json!(shared.proxy.report()))
+}
