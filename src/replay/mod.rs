@@ -2,18 +2,22 @@
 //! a real mount and socket, measuring what each context strategy would have sent.
 //!
 //! One file per concept: [`trace`] (the format), [`session`] (the mount and its socket),
-//! [`apply`] (a step as system calls), [`text`] (line arithmetic), [`context`] (a request as
-//! blocks and file views), [`baseline`] (the history strategies), [`caching`] (prompt-cache
-//! billing), [`metrics`] (stale bytes, recall, re-reads), [`report`] (CSV, JSON, table, SVG),
-//! [`sha1`] (checking `disk_sha1_before`). What is too long for the socket is cut by
-//! [`crate::socket::fit`].
+//! [`apply`] (a step as system calls; with `disk`, `git_commands`, `git_effects` and
+//! `reconcile`), [`text`] (line arithmetic), [`context`] (a request as blocks and file views),
+//! [`baseline`] (the history strategies), [`caching`] (prompt-cache billing), [`metrics`] (stale
+//! bytes, recall, re-reads), [`report`] (CSV, JSON, table, SVG), [`sha1`] (checking
+//! `disk_sha1_before`). What is too long for the socket is cut by [`crate::socket::fit`].
 
 pub mod apply;
 pub mod baseline;
 pub mod caching;
 pub mod context;
+mod disk;
+mod git_commands;
+mod git_effects;
 pub mod metrics;
 pub mod oracle;
+mod reconcile;
 pub mod report;
 pub mod session;
 pub mod sha1;
