@@ -11,7 +11,7 @@ use crate::fs::{IoMode, IoUringMode};
 #[derive(Debug, Parser)]
 #[command(name = "worldfs", version, propagate_version = true)]
 pub struct Cli {
-    /// More logging on stderr (-v info, -vv debug); WORLDFS_LOG=<filter> overrides.
+    /// More logging on stderr (-v info, -vv debug); WORLDFS_LOG=FILTER overrides.
     #[arg(short, long, action = clap::ArgAction::Count, global = true)]
     pub verbose: u8,
 
@@ -70,8 +70,8 @@ pub enum Command {
         /// Append every observation to this JSONL file (rotated by size; for audit only).
         #[arg(long, value_name = "FILE")]
         journal: Option<PathBuf>,
-        /// Serve the socket here instead of the default
-        /// ($XDG_RUNTIME_DIR/worldfs/<name>.sock, or /tmp/worldfs-$UID/<name>.sock).
+        /// Serve the socket here instead of the default ($XDG_RUNTIME_DIR/worldfs/NAME.sock, or
+        /// /tmp/worldfs-$UID/NAME.sock, NAME made from the mountpoint path; printed at start).
         #[arg(long, value_name = "PATH")]
         socket: Option<PathBuf>,
     },

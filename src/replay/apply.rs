@@ -78,12 +78,6 @@ pub struct ApplyCounts {
     pub problems: Vec<String>,
 }
 
-/// Opens `p` for reading with O_DIRECT, so that each `pread` reaches the mount as one READ of
-/// exactly its bytes: the mount then sees the ranges the agent saw, no more. Through the page
-/// cache, the kernel reads whole pages and a readahead window past them (sized by the machine),
-/// some of it after `pread` has returned: the ranges would be page-sized and their order with the
-/// socket calls that follow would change from run to run. FUSE takes unaligned O_DIRECT reads;
-/// the daemon opens the backing file without it.
 /// Fails unless `p` is a regular file: opening a FIFO or a device that a base archive brought
 /// along would block or reach hardware, and the agent read neither.
 fn regular(p: &Path) -> Result<()> {
@@ -94,6 +88,12 @@ fn regular(p: &Path) -> Result<()> {
     Ok(())
 }
 
+/// Opens `p` for reading with O_DIRECT, so that each `pread` reaches the mount as one READ of
+/// exactly its bytes: the mount then sees the ranges the agent saw, no more. Through the page
+/// cache, the kernel reads whole pages and a readahead window past them (sized by the machine),
+/// some of it after `pread` has returned: the ranges would be page-sized and their order with the
+/// socket calls that follow would change from run to run. FUSE takes unaligned O_DIRECT reads;
+/// the daemon opens the backing file without it.
 fn open_exact(p: &Path) -> Result<File> {
     OpenOptions::new()
         .read(true)
