@@ -129,6 +129,16 @@ pub enum Command {
         /// Budgets for the worldfs policy (the first is also the seed policy's).
         #[arg(long, value_delimiter = ',', default_value = "8000,16000,32000")]
         budgets: Vec<u64>,
+        /// Also write every projection served into DIR (created if missing), one JSON file per
+        /// trace, turn and strategy: its body, tokens, and what the policy evicted and why. For
+        /// seeing what a policy kept at the turn a metric moved.
+        #[arg(long, value_name = "DIR")]
+        dump_projections: Option<PathBuf>,
+        /// Also write one JSON line per next-step need a strategy missed to FILE (emptied first):
+        /// the path and lines, what of the file the request held, and why the projection evicted
+        /// it; and one per stale view a request held, with where it disagrees with the disk.
+        #[arg(long, value_name = "FILE")]
+        misses: Option<PathBuf>,
     },
     /// Tell the mount what a Claude Code hook event means (the goal, the last tool call).
     ///

@@ -56,6 +56,8 @@ fn main() -> ExitCode {
             traces,
             out,
             budgets,
+            dump_projections,
+            misses,
         } => std::env::current_exe()
             .map_err(anyhow::Error::from)
             .and_then(|exe| {
@@ -64,6 +66,8 @@ fn main() -> ExitCode {
                     out,
                     budgets,
                     exe,
+                    dump_projections,
+                    misses,
                 })
             })
             .and_then(|outcome| {

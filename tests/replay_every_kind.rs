@@ -27,6 +27,15 @@ struct Replayed {
 /// Runs `worldfs replay TRACES --out OUT --budgets BUDGETS` and checks it left nothing mounted
 /// and no scratch behind.
 fn run_replay(traces: &[&Path], out: &Path, budgets: &str) -> std::process::Output {
+    run_replay_with(traces, out, budgets, &[])
+}
+
+fn run_replay_with(
+    traces: &[&Path],
+    out: &Path,
+    budgets: &str,
+    extra: &[&std::ffi::OsStr],
+) -> std::process::Output {
     // its scratch mounts go under a directory of this test's own, so another replay running
     // on the machine (a benchmark) is not taken for one left behind
     let scratch = out.join("scratch");
@@ -38,6 +47,7 @@ fn run_replay(traces: &[&Path], out: &Path, budgets: &str) -> std::process::Outp
             .arg("--out")
             .arg(out)
             .args(["--budgets", budgets])
+            .args(extra)
             .env("TMPDIR", &scratch),
         Duration::from_secs(60),
     );
@@ -273,4 +283,82 @@ fn a_trace_that_cannot_be_replayed_is_listed_and_the_rest_go_on() {
         "{summary}"
     );
     assert!(report.join("every_kind.json").exists());
+}
+
+/// `--dump-projections` and `--misses`, the aids for seeing why a measure moved: one dump per
+/// turn and projection strategy, in a directory made for them; lines for exactly the rows of
+/// the CSV that count a need as missed or hold a stale view, and none left from an earlier run.
+#[test]
+fn a_replay_can_dump_its_projections_and_list_what_they_missed() {
+    common::require_fuse();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/every_kind.jsonl");
+    let (_tmp, out) = common::tempdir();
+    let dumps = out.join("not/yet/there");
+    let misses = out.join("misses.jsonl");
+    std::fs::write(&misses, "{\"left\": \"from an earlier run\"}\n").unwrap();
+    let report = out.join("report");
+    let run = run_replay_with(
+        &[&trace],
+        &report,
+        "8000",
+        &[
+            "--dump-projections".as_ref(),
+            dumps.as_os_str(),
+            "--misses".as_ref(),
+            misses.as_os_str(),
+        ],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let csv = std::fs::read_to_string(report.join("every_kind.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |row: &[&str], name: &str| -> u64 {
+        let i = header.iter().position(|h| *h == name).unwrap();
+        row[i].parse().unwrap_or(0)
+    };
+    let mut projections = 0;
+    let mut missed_rows = std::collections::BTreeSet::new();
+    for l in lines {
+        let row: Vec<&str> = l.split(',').collect();
+        let (turn, strategy) = (row[0], row[1]);
+        if !row[header.iter().position(|h| *h == "budget").unwrap()].is_empty() {
+            projections += 1;
+            let f = dumps.join(format!(
+                "every_kind-t{:03}-{strategy}.json",
+                col(&row, "turn")
+            ));
+            let dump: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap())
+                .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+            assert!(dump["body"]["messages"].is_array(), "{}", f.display());
+            assert!(dump["evicted"].is_array(), "{}", f.display());
+        }
+        // a need not held fresh, or a stale view (listed with where it disagrees with the disk)
+        if col(&row, "fresh_file") < col(&row, "needs_file")
+            || col(&row, "fresh_range") < col(&row, "needs_range")
+            || col(&row, "stale_bytes") > 0
+        {
+            missed_rows.insert((turn.to_string(), strategy.to_string()));
+        }
+    }
+    assert!(projections > 0);
+    assert_eq!(std::fs::read_dir(&dumps).unwrap().count(), projections);
+    let mut listed = std::collections::BTreeSet::new();
+    for l in std::fs::read_to_string(&misses).unwrap().lines() {
+        let v: Value = serde_json::from_str(l).unwrap();
+        assert_eq!(v["trace"], "every_kind", "{l}");
+        assert!(v["miss"]["path"].is_string(), "{l}");
+        listed.insert((
+            v["turn"].to_string(),
+            v["strategy"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert!(
+        !missed_rows.is_empty(),
+        "the history strategies hold stale views"
+    );
+    assert_eq!(listed, missed_rows);
 }

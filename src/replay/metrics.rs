@@ -232,7 +232,7 @@ struct Holdings {
     stale_paths: BTreeMap<String, u64>,
     stale_bytes: u64,
     view_bytes: u64,
-    /// Per stale view, where it first disagrees with the disk (for `WORLDFS_REPLAY_MISSES`).
+    /// Per stale view, where it first disagrees with the disk (for `worldfs replay --misses`).
     stale_detail: Vec<(String, String)>,
 }
 
@@ -322,7 +322,7 @@ fn line_at<'a>(c: &[&'a str], first: u64, i: usize) -> Option<&'a str> {
     c.get(k).copied()
 }
 
-/// A need the request did not hold fresh, for `WORLDFS_REPLAY_MISSES` (a debugging aid).
+/// A need the request did not hold fresh, for `worldfs replay --misses` (a debugging aid).
 #[derive(Debug, Clone, Serialize)]
 pub struct Miss {
     pub path: String,
@@ -339,7 +339,7 @@ pub struct Miss {
 }
 
 /// Measures one request (`blocks`) before the next turn's `needs`; also returns the needs it
-/// missed (file or range level) and its stale views, for `WORLDFS_REPLAY_MISSES`.
+/// missed (file or range level) and its stale views, for `worldfs replay --misses`.
 pub fn measure(
     blocks: &[Block],
     needs: &[Need],

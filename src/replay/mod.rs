@@ -52,6 +52,10 @@ pub struct Options {
     pub budgets: Vec<u64>,
     /// The binary that mounts (normally this one).
     pub exe: PathBuf,
+    /// Write every projection served here, one JSON file per trace, turn and strategy.
+    pub dump_projections: Option<PathBuf>,
+    /// Write one JSON line per next-step need a strategy missed here.
+    pub misses: Option<PathBuf>,
 }
 
 /// A strategy under measurement.
@@ -289,14 +293,14 @@ fn replay(
                     })?;
                     let body = p.get("body").cloned().unwrap_or(Value::Null);
                     evicted = p.get("evicted").cloned().unwrap_or(Value::Null);
-                    if let Some(dir) = std::env::var_os("WORLDFS_REPLAY_DUMP") {
-                        // debugging aid: every projection as served
-                        let f = Path::new(&dir).join(format!(
+                    if let Some(dir) = &opts.dump_projections {
+                        let f = dir.join(format!(
                             "{}-t{turn:03}-{}.json",
                             trace.header.trace_id,
                             st.name()
                         ));
-                        let _ = std::fs::write(f, p.to_string());
+                        std::fs::write(&f, p.to_string())
+                            .with_context(|| format!("writing {}", f.display()))?;
                     }
                     let tokens = p.get("tokens").and_then(Value::as_u64).unwrap_or(u64::MAX);
                     let violations = match crate::projection::validate::anthropic(&body) {
@@ -328,16 +332,16 @@ fn replay(
             };
             let bill = own_bill.unwrap_or_else(|| sims[si].bill(&blocks));
             let (measure, misses) = metrics::measure(&blocks, &needs, &seen, &applier);
-            if let Some(file) = std::env::var_os("WORLDFS_REPLAY_MISSES") {
-                // debugging aid: one JSON line per need a strategy missed
+            if let Some(file) = &opts.misses {
                 write_misses(
-                    Path::new(&file),
+                    file,
                     &trace.header.trace_id,
                     *turn,
                     &st.name(),
                     &misses,
                     &evicted,
-                );
+                )
+                .with_context(|| format!("writing {}", file.display()))?;
             }
             rows.push(Row {
                 turn: *turn,
@@ -384,18 +388,12 @@ fn write_misses(
     strategy: &str,
     misses: &[metrics::Miss],
     evicted: &Value,
-) {
+) -> std::io::Result<()> {
     use std::io::Write as _;
     if misses.is_empty() {
-        return;
+        return Ok(());
     }
-    let Ok(mut f) = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(file)
-    else {
-        return;
-    };
+    let mut f = std::fs::OpenOptions::new().append(true).open(file)?;
     for m in misses {
         let why = evicted.as_array().and_then(|a| {
             a.iter()
@@ -403,8 +401,9 @@ fn write_misses(
         });
         let line =
             json!({"trace": trace, "turn": turn, "strategy": strategy, "miss": m, "evicted": why});
-        let _ = writeln!(f, "{line}");
+        writeln!(f, "{line}")?;
     }
+    Ok(())
 }
 
 /// Most views one step declares (the socket's limit).
@@ -579,6 +578,13 @@ pub struct Outcome {
 pub fn run(opts: &Options) -> Result<Outcome> {
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
+    if let Some(dir) = &opts.dump_projections {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    if let Some(file) = &opts.misses {
+        // Started empty: lines of an earlier run would be counted with this one's.
+        std::fs::File::create(file).with_context(|| format!("creating {}", file.display()))?;
+    }
     let mut results = Vec::new();
     let mut failed = Vec::new();
     for t in &opts.traces {
