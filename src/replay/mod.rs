@@ -54,7 +54,8 @@ pub struct Options {
     pub exe: PathBuf,
     /// Write every projection served here, one JSON file per trace, turn and strategy.
     pub dump_projections: Option<PathBuf>,
-    /// Write one JSON line per next-step need a strategy missed here.
+    /// Write one JSON line per next-step need a strategy missed, and per stale view a request
+    /// held, here (emptied first).
     pub misses: Option<PathBuf>,
 }
 
