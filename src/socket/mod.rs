@@ -2,10 +2,11 @@
 //! session: newline-delimited JSON-RPC 2.0, documented in `docs/protocol.md`.
 //!
 //! One concept per file: `paths` (where the socket lives), `server` (accept loop, connections,
-//! peer credentials, limits), `protocol` (framing and errors), `methods` (dispatch),
-//! `commands` (command-output validity), `subscriptions` (observation notifications),
-//! `metrics` (latency and token accounting), `render` (the seam to the projection renderers),
-//! `client` (what the CLI uses), `fit` (what clients cut to fit a request line).
+//! peer credentials, limits), `protocol` (framing and errors), `methods` (dispatch, and a file
+//! per family of methods), `commands` (command-output validity), `subscriptions` (observation
+//! notifications), `metrics` (latency and token accounting), `render` (the seam to the
+//! projection renderers), `render_cache` (rendered projections reused while nothing they depend on changed), `client` (what
+//! the CLI uses), `fit` (what clients cut to fit a request line).
 
 pub mod client;
 pub mod commands;
