@@ -5,8 +5,9 @@
 //! peer credentials, limits), `protocol` (framing and errors), `methods` (dispatch, and a file
 //! per family of methods), `commands` (command-output validity), `subscriptions` (observation
 //! notifications), `metrics` (latency and token accounting), `render` (the seam to the
-//! projection renderers), `render_cache` (rendered projections reused while nothing they depend on changed), `client` (what
-//! the CLI uses), `fit` (what clients cut to fit a request line).
+//! projection renderers), `render_cache` (rendered projections reused while nothing they
+//! depend on changed), `client` (what the CLI uses), `fit` (what clients cut to fit a request
+//! line).
 
 pub mod client;
 pub mod commands;
