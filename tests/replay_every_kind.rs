@@ -69,7 +69,18 @@ fn replay(name: &str) -> Replayed {
     let json: Value =
         serde_json::from_str(&std::fs::read_to_string(out.join(format!("{name}.json"))).unwrap())
             .unwrap();
-    let csv = std::fs::read_to_string(out.join(format!("{name}.csv"))).unwrap();
+    let rows = csv_rows(&out.join(format!("{name}.csv")));
+    Replayed {
+        _tmp: tmp,
+        out,
+        json,
+        rows,
+    }
+}
+
+/// A per-turn CSV, one map of column to value per row.
+fn csv_rows(path: &Path) -> Vec<std::collections::HashMap<String, String>> {
+    let csv = std::fs::read_to_string(path).unwrap();
     let mut lines = csv.lines();
     let header: Vec<String> = lines
         .next()
@@ -77,7 +88,7 @@ fn replay(name: &str) -> Replayed {
         .split(',')
         .map(str::to_string)
         .collect();
-    let rows = lines
+    lines
         .map(|l| {
             header
                 .iter()
@@ -85,13 +96,7 @@ fn replay(name: &str) -> Replayed {
                 .zip(l.split(',').map(str::to_string))
                 .collect()
         })
-        .collect();
-    Replayed {
-        _tmp: tmp,
-        out,
-        json,
-        rows,
-    }
+        .collect()
 }
 
 /// Every projection row: API-valid, within budget, no stale bytes. Returns how many there were.
@@ -313,35 +318,25 @@ fn a_replay_can_dump_its_projections_and_list_what_they_missed() {
         "{}",
         String::from_utf8_lossy(&run.stderr)
     );
-    let csv = std::fs::read_to_string(report.join("every_kind.csv")).unwrap();
-    let mut lines = csv.lines();
-    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
-    let col = |row: &[&str], name: &str| -> u64 {
-        let i = header.iter().position(|h| *h == name).unwrap();
-        row[i].parse().unwrap_or(0)
-    };
+    let num = |v: &str| -> u64 { v.parse().unwrap_or(0) };
     let mut projections = 0;
     let mut missed_rows = std::collections::BTreeSet::new();
-    for l in lines {
-        let row: Vec<&str> = l.split(',').collect();
-        let (turn, strategy) = (row[0], row[1]);
-        if !row[header.iter().position(|h| *h == "budget").unwrap()].is_empty() {
+    for row in csv_rows(&report.join("every_kind.csv")) {
+        let (turn, strategy) = (&row["turn"], &row["strategy"]);
+        if !row["budget"].is_empty() {
             projections += 1;
-            let f = dumps.join(format!(
-                "every_kind-t{:03}-{strategy}.json",
-                col(&row, "turn")
-            ));
+            let f = dumps.join(format!("every_kind-t{:03}-{strategy}.json", num(turn)));
             let dump: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap())
                 .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
             assert!(dump["body"]["messages"].is_array(), "{}", f.display());
             assert!(dump["evicted"].is_array(), "{}", f.display());
         }
         // a need not held fresh, or a stale view (listed with where it disagrees with the disk)
-        if col(&row, "fresh_file") < col(&row, "needs_file")
-            || col(&row, "fresh_range") < col(&row, "needs_range")
-            || col(&row, "stale_bytes") > 0
+        if num(&row["fresh_file"]) < num(&row["needs_file"])
+            || num(&row["fresh_range"]) < num(&row["needs_range"])
+            || num(&row["stale_bytes"]) > 0
         {
-            missed_rows.insert((turn.to_string(), strategy.to_string()));
+            missed_rows.insert((turn.clone(), strategy.clone()));
         }
     }
     assert!(projections > 0);
