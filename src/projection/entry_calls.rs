@@ -341,34 +341,27 @@ fn content_calls(
     };
     part.whole = ranges.is_none();
     for (first, count) in spans {
-        let lines_arg = match &ranges {
-            Some(_) => Some((first as u64 + 1, count as u64)),
-            None if n as u64 > READ_DEFAULT_LINES => Some((1, n as u64)),
-            None => None,
-        };
-        let tag = match &ranges {
-            Some(_) => format!("L{}+{}", first + 1, count),
-            None => String::new(),
-        };
         let result = if n == 0 {
             EMPTY_FILE_TEXT.to_owned()
         } else {
             numbered(bytes, &starts, first, count, req.line_numbers)
         };
-        // A part of a file is named by what it shows, so an edit elsewhere in the file leaves
-        // its id, bytes and place alone.
-        let id = match &ranges {
-            Some(_) => ids::call_id(&part.path, blake3::hash(result.as_bytes()).as_bytes(), &tag),
-            None => ids::call_id(&part.path, &c.hash, &tag),
+        let call = match &ranges {
+            Some(_) => range_call(req, part, first as u64 + 1, count as u64, result),
+            None => Call {
+                id: ids::call_id(&part.path, &c.hash, ""),
+                input: input_for(
+                    req,
+                    &part.display,
+                    (n as u64 > READ_DEFAULT_LINES).then_some((1, n as u64)),
+                ),
+                lines: None,
+                result,
+                is_error: false,
+                place: Placement::default(),
+            },
         };
-        part.calls.push(Call {
-            id,
-            input: input_for(req, &part.display, lines_arg),
-            lines: ranges.as_ref().map(|_| (first as u64 + 1, count as u64)),
-            result,
-            is_error: false,
-            place: Placement::default(),
-        });
+        part.calls.push(call);
         if req.format == Format::Json && n > 0 {
             let start = starts[first];
             let end = starts.get(first + count).copied().unwrap_or(bytes.len());
@@ -382,8 +375,33 @@ fn content_calls(
     Ok(())
 }
 
+/// The call that reads lines `first..first + count` (1-based) of `part`'s file and returns
+/// `result`, those lines with their gutter. A part of a file is named by what it shows, so an
+/// edit elsewhere in the file leaves its id, bytes and place alone; and the same lines give
+/// the same call however they came to be one part ([`super::rejoin`]).
+pub(super) fn range_call(
+    req: &ProjectionRequest,
+    part: &EntryPart,
+    first: u64,
+    count: u64,
+    result: String,
+) -> Call {
+    let tag = format!("L{first}+{count}");
+    Call {
+        id: ids::call_id(&part.path, blake3::hash(result.as_bytes()).as_bytes(), &tag),
+        input: input_for(req, &part.display, Some((first, count))),
+        lines: Some((first, count)),
+        result,
+        is_error: false,
+        place: Placement::default(),
+    }
+}
+
 /// Exact tokens of an entry's strings plus the format's envelope.
-fn entry_cost(req: &ProjectionRequest, part: &EntryPart) -> Result<u64, ProjectionError> {
+pub(super) fn entry_cost(
+    req: &ProjectionRequest,
+    part: &EntryPart,
+) -> Result<u64, ProjectionError> {
     let result_tokens = |call: &Call| -> Result<u64, ProjectionError> {
         Ok(match part.hash {
             Some(h) if part.shown == Shown::Content => {

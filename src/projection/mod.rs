@@ -21,6 +21,7 @@ mod openai_chat;
 mod openai_responses;
 mod parts;
 mod placement;
+mod rejoin;
 mod request;
 mod shown_once;
 mod text;
@@ -168,6 +169,7 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         })?;
     let mut input = gather::gather(world, req, policy.as_ref(), budget)?;
     budget::fit(&mut input, budget, req.format)?;
+    rejoin::rejoin(world, req, &mut input)?;
     input.unchanged_prefix = placement::unchanged_prefix(world, &input);
     placement::record(world, &input.layout, &input);
     let tokens = budget::total(&input, req.format);

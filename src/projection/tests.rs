@@ -892,6 +892,68 @@ fn reading_on_adds_only_the_new_lines() {
     assert_eq!(validate_projection(&second), Ok(()));
 }
 
+/// Parts of a file kept apart for the prompt cache are one call again once the stream before
+/// them changed: the request writes them anew anyway, and one call costs one envelope. While
+/// the stream before them is unchanged, they stay apart; joined, they stay joined.
+#[test]
+fn touching_parts_are_joined_where_the_stream_is_written_anew() {
+    let lines: String = (1..=200).map(|i| format!("line {i:03}\n")).collect();
+    let s = reads_with_goal(
+        &[
+            ("a.py", "def a():\n    return 1\n"),
+            ("big.py", lines.as_str()),
+        ],
+        vec![Action::ReadWhole(0)],
+    );
+    let mut b = build(&s);
+    let req = ProjectionRequest::new(Format::Anthropic, 100_000);
+    let calls_of_big = |p: &Projection| -> Vec<(u64, u64)> {
+        p.body["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+            .filter(|b| b["type"] == "tool_use" && b["input"]["file_path"] == "big.py")
+            .map(|b| {
+                let n = |k: &str| b["input"][k].as_u64().unwrap_or(0);
+                (n("offset"), n("limit"))
+            })
+            .collect()
+    };
+    // "line 001\n" is 9 bytes: lines 1-10, then 11-20.
+    read_obs(&mut b, "big.py", 0, 90);
+    let first = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(calls_of_big(&first), vec![(1, 10)]);
+    b.world.advance_turn();
+    read_obs(&mut b, "big.py", 90, 90);
+    let second = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(calls_of_big(&second), vec![(1, 10), (11, 10)], "kept apart");
+
+    // a.py, before both parts in the stream, changes: from it on the stream is new.
+    b.world.advance_turn();
+    b.write_file("a.py", "def a():\n    return 2\n");
+    let third = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(calls_of_big(&third), vec![(1, 20)], "joined");
+    let joined = block_texts(&third.body)
+        .into_iter()
+        .find(|t| t.contains("line 001"))
+        .unwrap_or_default();
+    assert!(joined.contains("10\\tline 010\\n11\\tline 011"), "{joined}");
+    assert!(
+        third.tokens < second.tokens,
+        "{} >= {}",
+        third.tokens,
+        second.tokens
+    );
+    assert_eq!(validate_projection(&third), Ok(()));
+
+    // The joined call is the call a read of those lines renders: it keeps its place.
+    b.world.advance_turn();
+    let fourth = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(block_texts(&fourth.body), block_texts(&third.body));
+    assert_eq!(calls_of_big(&fourth), vec![(1, 20)]);
+}
+
 /// A file too big to show whole, shown as the places read last: reading a new place far from
 /// the one shown keeps that one where it was and appends the new one. The places read last
 /// alone would be the new place only, and the earlier part would leave the middle of the
