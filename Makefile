@@ -21,7 +21,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -62,6 +62,9 @@ bench-hook: build
 
 bench-proxy: build
 	scripts/bench.sh proxy
+
+bench-catchup: build
+	scripts/bench.sh catchup
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay

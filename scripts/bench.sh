@@ -2,7 +2,7 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy]...
+#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy|catchup]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -35,6 +35,12 @@
 #            also edits a file read before), each followed by the whole request posted through
 #            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
 #            (scripts/bench-proxy.py). Not in `all`.
+#   catchup  how long the world takes to take in bulk name changes, after CATCHUP_FILES files
+#            were created through a mirror mount of bench-work/catchup/src (a shell loop, as
+#            the agent): CATCHUP_SAVES atomic saves through the mount (write save.tmp, rename
+#            it onto save.txt; timed until a file written after them is a live entry: the
+#            world takes observations in order), then one `rm -rf` of all the files behind
+#            the mount (timed until no entry is live). Not in `all`.
 #   overhead observation on vs off (issue 3: within 5%): two copies of
 #            bench-work/native/tree (bench-work/ovh/srcA, srcB), mirror-mounted at
 #            bench-work/ovh/a and bench-work/ovh/b; fsbench runs twice on them, first with
@@ -62,6 +68,8 @@
 #   SOCKET_NO_PARSE=1     clients do not parse responses (socket_load --no-parse: they only
 #                         check the line answers their id with a result, as a harness that
 #                         forwards the bytes would)
+#   CATCHUP_FILES=20000   files the catchup part creates through the mount
+#   CATCHUP_SAVES=3000    atomic saves the catchup part makes through the mount
 #   OVH_RUNS=7            fsbench timed runs per side in the overhead part
 #   OVH_WORKLOADS=grep,rg,catall,stat,find,lsR,gitstatus,smallfiles,rmtree
 #   BENCH_NO_RECORD=1     print only, do not touch BENCHMARKS.md
@@ -80,9 +88,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket|overhead|hook|proxy) ;;
+    fs|latency|rss|socket|overhead|hook|proxy|catchup) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy)" ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy, catchup)" ;;
   esac
 done
 
@@ -331,6 +339,59 @@ PY
     echo "$out" | grep '^|'
     echo
     echo "$out" | grep '^turns' | sed 's/^/- /'
+  } | record
+}
+
+# ---------- catchup ----------
+bench_catchup() {
+  local n=${CATCHUP_FILES:-20000} saves=${CATCHUP_SAVES:-3000} dir=$BW/catchup out
+  rm -rf "$dir"; mkdir -p "$dir/src/d" "$dir/mnt"
+  wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  wfs_log "creating $n files through the mount"
+  (cd "$dir/mnt" && for ((i = 0; i < n; i++)); do printf x > "d/f$i"; done)
+  out=$(python3 - "$WORLDFS_BIN" "$dir" "$n" "$saves" << 'PY'
+import json, os, shutil, subprocess, sys, time
+bin, dir, n, saves = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+mnt = dir + "/mnt"
+def ctl(method, params=None):
+    args = [bin, "ctl", method] + ([json.dumps(params)] if params else [])
+    return json.loads(subprocess.run(args, cwd=mnt, capture_output=True, check=True).stdout)
+def live(prefix):
+    return ctl("entries.list", {"prefix": prefix, "state": "live", "limit": 1})["total"]
+def until(cond, what, limit=600):
+    t = time.perf_counter()
+    while not cond():
+        if time.perf_counter() - t > limit:
+            sys.exit("the world did not catch up with %s within %d s" % (what, limit))
+        time.sleep(0.02)
+until(lambda: live("d") >= n, "the creates")
+print("| entries before | %d |" % live("d"))
+t = time.perf_counter()
+for i in range(saves):
+    with open(mnt + "/save.tmp", "w") as f:
+        f.write("version %d\n" % i)
+    os.rename(mnt + "/save.tmp", mnt + "/save.txt")
+loop = time.perf_counter() - t
+# A shell's write is the agent's, so it makes an entry, after every rename before it.
+subprocess.run(["sh", "-c", "printf x > sentinel"], cwd=mnt, check=True)
+until(lambda: live("sentinel") == 1, "the saves")
+print("| %d atomic saves through the mount | %.2f | %.2f |" % (saves, loop, time.perf_counter() - t))
+t = time.perf_counter()
+shutil.rmtree(dir + "/src/d")
+loop = time.perf_counter() - t
+until(lambda: live("d") == 0, "the removal")
+print("| `rm -rf` of the %d files behind the mount | %.2f | %.2f |" % (n, loop, time.perf_counter() - t))
+PY
+) || wfs_die "the catchup benchmark failed"
+  wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+  echo "$out"
+  md_header "world catch-up after bulk name changes"
+  {
+    echo "- command: \`scripts/bench.sh catchup\` (\`make bench-catchup\`), CATCHUP_FILES=$n CATCHUP_SAVES=$saves; $(echo "$out" | sed -n 's/^| entries before | \([0-9]*\) |$/\1/p') live entries before the changes"
+    echo
+    echo "| change | the change itself, s | until the world has it, s |"
+    echo "|---|---|---|"
+    echo "$out" | grep '^|' | grep -v 'entries before'
   } | record
 }
 
@@ -805,6 +866,7 @@ for p in "${PARTS[@]}"; do
     overhead) bench_overhead ;;
     hook) bench_hook ;;
     proxy) bench_proxy ;;
+    catchup) bench_catchup ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"

@@ -88,6 +88,10 @@ pub enum Op {
     Rename {
         to: PathBuf,
         exchange: bool,
+        /// A directory moved (either one, for an exchange), so names below it moved too. When
+        /// only files moved, the world changes the two names alone instead of looking at every
+        /// entry for names below them, once per rename (an editor's atomic save).
+        dir: bool,
     },
     /// Space was allocated or a hole punched.
     Fallocate {
@@ -118,7 +122,10 @@ pub enum ExternalChange {
     /// change, which arrives as its own observation, but possibly merged with a change made
     /// behind the mount, so the content is checked again.
     Echo,
+    /// A name is gone: a directory (with everything below it), or a name of unknown kind.
     Removed,
+    /// A name that was not a directory (a file, a link, a device) is gone: nothing was below it.
+    RemovedFile,
     /// The watcher lost events (queue overflow): anything may have changed.
     Rescan,
 }

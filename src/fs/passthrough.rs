@@ -673,20 +673,24 @@ impl Passthrough {
         })
         .map_err(errno)?;
         // Keep reported paths right: the moved inode is now known under its new name.
-        for (dirfd, dir, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
+        // Whether a directory moved, as far as a stat can tell (one that cannot is taken for
+        // one: the world then looks for names below it).
+        let mut dir = false;
+        for (dirfd, parent, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
             .into_iter()
             .take(if exchange { 2 } else { 1 })
         {
-            if let Ok(c) = cstr(n)
-                && let Ok(st) = sys::fstatat(dirfd.as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW)
-                && let Some(id) = self.store.known(st.st_dev, st.st_ino)
-            {
-                self.store.set_name(id, dir.nodeid, n);
+            let st = cstr(n)
+                .ok()
+                .and_then(|c| sys::fstatat(dirfd.as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok());
+            dir |= st.is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
+            if let Some(id) = st.and_then(|st| self.store.known(st.st_dev, st.st_ino)) {
+                self.store.set_name(id, parent.nodeid, n);
             }
         }
         let to = self.store.child_path(np.nodeid, newname);
         if let Some(to) = to {
-            self.emit_child(Op::Rename { to, exchange }, req.pid(), p.nodeid, name);
+            self.emit_child(Op::Rename { to, exchange, dir }, req.pid(), p.nodeid, name);
         }
         Ok(())
     }

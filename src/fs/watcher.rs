@@ -16,7 +16,9 @@ use std::thread::JoinHandle;
 use anyhow::Context;
 use crossbeam_channel::{Receiver, unbounded};
 use fuser::{INodeNo, Notifier};
-use notify::event::{AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RenameMode};
+use notify::event::{
+    AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RemoveKind, RenameMode,
+};
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
@@ -126,6 +128,7 @@ impl Invalidator {
         }
         let change = match ev.kind {
             EventKind::Create(_) => ExternalChange::Created,
+            EventKind::Remove(RemoveKind::File) => ExternalChange::RemovedFile,
             EventKind::Remove(_) => ExternalChange::Removed,
             // Named by the event, not by whether the name exists when the event is read: a
             // watcher running behind would take the new name of a file deleted since for a
@@ -157,7 +160,9 @@ impl Invalidator {
             };
             let name_change = match change {
                 ExternalChange::Created if namespace => Some(NameChange::Created),
-                ExternalChange::Removed if namespace => Some(NameChange::Removed),
+                ExternalChange::Removed | ExternalChange::RemovedFile if namespace => {
+                    Some(NameChange::Removed)
+                }
                 _ => None,
             };
             match (name_change, rel.file_name()) {

@@ -143,7 +143,7 @@ fn changed_paths(op: &Op, path: &Path, out: &mut HashSet<PathBuf>) -> Option<()>
             ExternalChange::Modified | ExternalChange::Echo => {
                 out.insert(path.to_owned());
             }
-            ExternalChange::Created | ExternalChange::Removed => {
+            ExternalChange::Created | ExternalChange::Removed | ExternalChange::RemovedFile => {
                 out.insert(path.to_owned());
                 out.insert(parent(path));
             }
@@ -257,6 +257,7 @@ mod tests {
             &Op::Rename {
                 to: "b.rs".into(),
                 exchange: false,
+                dir: false,
             },
             p,
             &mut s,

@@ -277,6 +277,7 @@ mod tests {
                 op: Op::Rename {
                     to: "b".into(),
                     exchange: false,
+                    dir: false,
                 },
                 path: path.into(),
                 pid: 9,
@@ -292,7 +293,7 @@ mod tests {
         let v = record_json(&rec("src/a", Some(Class::Agent)));
         assert_eq!(
             v,
-            json!({"op":"rename","to":"b","exchange":false,"seq":7,"time_ms":1500,
+            json!({"op":"rename","to":"b","exchange":false,"dir":false,"seq":7,"time_ms":1500,
                    "path":"src/a","pid":9,"class":"agent","comm":"mv"})
         );
     }

@@ -2,9 +2,15 @@
 //! (renames of whole subtrees, deletes).
 //!
 //! Only the ingest thread changes the map's structure; other threads read it or flip flags on an
-//! entry (pins), which `DashMap`'s per-shard locks make safe. Subtree operations scan all keys:
-//! the map holds what the agent observed (thousands of entries, not the whole tree), so an O(n)
-//! pass per directory rename is cheaper than keeping a second, ordered index in sync.
+//! entry (pins), which `DashMap`'s per-shard locks make safe. Subtree operations on a directory
+//! scan all keys: the map holds what was observed (thousands of entries, not the whole tree), so
+//! an O(n) pass per directory rename or removal is cheaper than keeping a second, ordered index
+//! in sync. The same pass per *file* is not: an `rm -rf` or a checkout behind the mount, or
+//! the atomic saves of an editor, would cost a scan each, quadratic in all. So the operations
+//! say when only files are involved (`Op::Rename`'s `dir`, `ExternalChange::RemovedFile`,
+//! unlink), and then only the names themselves are touched. The kind the map holds for an
+//! entry does not decide it: it is what was observed of the name, which may be older than
+//! what the name is now.
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
@@ -185,18 +191,26 @@ impl Cache {
     }
 
     /// Moves `from` and everything below it to `to`; with `exchange`, swaps the two subtrees.
+    /// Without `dir` (no directory moved), only the two names themselves can have entries.
     ///
     /// Without `exchange`, whatever was at `to` is replaced. When a file lands on a file the agent
     /// had seen (the atomic-save pattern: write `x.tmp`, rename onto `x`), the destination keeps its
     /// history (reads, pins, evictions) and is marked changed, so an editor's save does not make
     /// the agent's knowledge of `x` look brand new.
-    pub fn rename(&self, from: &Path, to: &Path, exchange: bool, at: Stamp) {
+    pub fn rename(&self, from: &Path, to: &Path, exchange: bool, dir: bool, at: Stamp) {
         if from == to || to.starts_with(from) {
             // The kernel refuses moving a directory into itself; nothing sensible to do.
             return;
         }
-        let moved = self.take_under(from);
-        let displaced = self.take_under(to);
+        let take = |p: &Path| {
+            if dir {
+                self.take_under(p)
+            } else {
+                self.map.remove(p).into_iter().collect()
+            }
+        };
+        let moved = take(from);
+        let displaced = take(to);
         let rebase = |p: &Path, old: &Path, new: &Path| -> PathBuf {
             match p.strip_prefix(old) {
                 Ok(rest) if rest.as_os_str().is_empty() => new.to_path_buf(),
@@ -337,7 +351,7 @@ mod tests {
         c.insert("src/a.rs".into(), file(2));
         c.insert("src/m/b.rs".into(), file(3));
         c.insert("srcfoo.rs".into(), file(4));
-        c.rename(Path::new("src"), Path::new("lib"), false, at(5));
+        c.rename(Path::new("src"), Path::new("lib"), false, true, at(5));
         assert_eq!(keys(&c), vec!["lib", "lib/a.rs", "lib/m/b.rs", "srcfoo.rs"]);
     }
 
@@ -352,7 +366,7 @@ mod tests {
         let mut tmp = file(2);
         tmp.agent_wrote = true;
         c.insert("x.tmp".into(), tmp);
-        c.rename(Path::new("x.tmp"), Path::new("x"), false, at(3));
+        c.rename(Path::new("x.tmp"), Path::new("x"), false, false, at(3));
         assert_eq!(keys(&c), vec!["x"]);
         let e = c.get(Path::new("x")).map(|r| r.clone());
         let e = e.as_ref();
@@ -369,7 +383,7 @@ mod tests {
         let mut x = file(1);
         x.needs_rehash = false;
         c.insert("x".into(), x);
-        c.rename(Path::new("unseen"), Path::new("x"), false, at(2));
+        c.rename(Path::new("unseen"), Path::new("x"), false, false, at(2));
         assert_eq!(
             c.get(Path::new("x"))
                 .and_then(|e| e.last_changed)
@@ -383,7 +397,7 @@ mod tests {
         let c = Cache::new();
         c.insert("a/1".into(), file(1));
         c.insert("b/2".into(), file(2));
-        c.rename(Path::new("a"), Path::new("b"), true, at(3));
+        c.rename(Path::new("a"), Path::new("b"), true, true, at(3));
         assert_eq!(keys(&c), vec!["a/2", "b/1"]);
     }
 
@@ -417,7 +431,7 @@ mod tests {
             for (i, p) in paths.iter().enumerate() {
                 c.insert(p.clone(), file(i as u64));
             }
-            c.rename(&from, &to, false, at(1000));
+            c.rename(&from, &to, false, true, at(1000));
             let mut expected: Vec<PathBuf> = paths.iter().filter_map(|p| {
                 if let Ok(rest) = p.strip_prefix(&from) {
                     Some(if rest.as_os_str().is_empty() { to.clone() } else { to.join(rest) })
@@ -434,6 +448,37 @@ mod tests {
             let mut got: Vec<PathBuf> = c.snapshot().into_iter().map(|(p, _)| p).collect();
             got.sort();
             prop_assert_eq!(got, expected);
+        }
+
+        /// Where nothing is below either name, a rename told that no directory moved (which
+        /// looks at the two names only) ends exactly as the move of whole subtrees does.
+        #[test]
+        fn a_rename_of_files_ends_as_the_subtree_move(
+            paths in prop::collection::btree_set(rel_path(), 1..20),
+            from in rel_path(), to in rel_path(), exchange in any::<bool>(),
+        ) {
+            let below = |p: &Path, q: &Path| p != q && p.starts_with(q);
+            let files: Vec<&PathBuf> = paths
+                .iter()
+                .filter(|p| !below(p, &from) && !below(p, &to))
+                .collect();
+            let (subtrees, names) = (Cache::new(), Cache::new());
+            for (i, p) in files.iter().enumerate() {
+                subtrees.insert((*p).clone(), file(i as u64));
+                names.insert((*p).clone(), file(i as u64));
+            }
+            subtrees.rename(&from, &to, exchange, true, at(1000));
+            names.rename(&from, &to, exchange, false, at(1000));
+            let state = |c: &Cache| {
+                let mut v: Vec<(PathBuf, Option<u64>)> = c
+                    .snapshot()
+                    .into_iter()
+                    .map(|(p, e)| (p, e.last_changed.map(|s| s.seq)))
+                    .collect();
+                v.sort();
+                v
+            };
+            prop_assert_eq!(state(&names), state(&subtrees));
         }
     }
 }

@@ -311,8 +311,8 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             world.rules.invalidate(path);
             name_op_class(&cx, attr, path)
         }
-        Op::Rename { to, exchange } => {
-            rename(&cx, path, to, *exchange);
+        Op::Rename { to, exchange, dir } => {
+            rename(&cx, path, to, *exchange, *dir);
             name_op_class(&cx, attr, path)
         }
     };
@@ -359,10 +359,10 @@ fn name_appeared(cx: &Ctx<'_>, path: &Path) {
     cx.world.rules.invalidate(path);
 }
 
-fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool) {
+fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool, dir: bool) {
     let w = cx.world;
     let at = cx.neutral();
-    w.cache.rename(from, to, exchange, at);
+    w.cache.rename(from, to, exchange, dir, at);
     w.cache.parent_listing_changed(from, at);
     w.cache.parent_listing_changed(to, at);
     w.rules.invalidate(from);
@@ -408,6 +408,10 @@ fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
         }
         ExternalChange::Removed => {
             w.cache.delete_subtree(path, at);
+            w.cache.parent_listing_changed(path, at);
+        }
+        ExternalChange::RemovedFile => {
+            w.cache.delete_one(path, at);
             w.cache.parent_listing_changed(path, at);
         }
         ExternalChange::Rescan => {

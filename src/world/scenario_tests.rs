@@ -183,14 +183,15 @@ fn agent_like_session_yields_exactly_the_expected_world() {
     w.ingest(s.take());
 
     // Rename a file, then its directory, then delete one; SOURCE follows along.
-    let rename = |to: &str| Op::Rename {
+    let rename = |to: &str, dir: bool| Op::Rename {
         to: PathBuf::from(to),
         exchange: false,
+        dir,
     };
     fs::rename(root.join("src/main.py"), root.join("src/app.py")).unwrap_or_else(|e| panic!("{e}"));
-    s.push(CLAUDE, "src/main.py", rename("src/app.py"));
+    s.push(CLAUDE, "src/main.py", rename("src/app.py", false));
     fs::rename(root.join("src"), root.join("lib")).unwrap_or_else(|e| panic!("{e}"));
-    s.push(CLAUDE, "src", rename("lib"));
+    s.push(CLAUDE, "src", rename("lib", true));
     fs::remove_file(root.join("lib/old.txt")).unwrap_or_else(|e| panic!("{e}"));
     let unlink_seq = s.push(CLAUDE, "lib/old.txt", Op::Unlink);
 
@@ -368,6 +369,18 @@ fn rescan_marks_everything_stale_and_removed_directories_delete_children() {
     w.ingest(s.take());
     let st = w.stats();
     assert_eq!((st.entries.live, st.entries.deleted), (1, 2));
+    // A file removed behind the mount is deleted alone.
+    fs::remove_file(root.join("README.md")).unwrap_or_else(|e| panic!("{e}"));
+    s.push(
+        0,
+        "README.md",
+        Op::External {
+            change: ExternalChange::RemovedFile,
+        },
+    );
+    w.ingest(s.take());
+    let st = w.stats();
+    assert_eq!((st.entries.live, st.entries.deleted), (0, 3));
 }
 
 #[test]
@@ -392,6 +405,7 @@ fn atomic_save_and_secret_renames() {
         Op::Rename {
             to: "README.md".into(),
             exchange: false,
+            dir: false,
         },
     );
     // Renaming a file to a secret's name withholds it.
@@ -401,6 +415,7 @@ fn atomic_save_and_secret_renames() {
         Op::Rename {
             to: "src/.env.local".into(),
             exchange: false,
+            dir: false,
         },
     );
     w.ingest(s.take());
@@ -562,6 +577,7 @@ fn views_follow_their_lines_through_an_atomic_save() {
         Op::Rename {
             to: "big.py".into(),
             exchange: false,
+            dir: false,
         },
     );
     let e = counted(&w, &mut s, "big.py");
