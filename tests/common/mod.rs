@@ -470,8 +470,45 @@ pub enum Mode {
     InPlace,
 }
 
+/// A tmpfs mounted for a test, lazily unmounted when dropped.
+struct Tmpfs(CString);
+
+impl Tmpfs {
+    fn mount(at: &Path) -> Tmpfs {
+        let c = cpath(at);
+        // SAFETY: valid NUL-terminated strings.
+        let r = unsafe {
+            libc::mount(
+                c"tmpfs".as_ptr(),
+                c.as_ptr(),
+                c"tmpfs".as_ptr(),
+                0,
+                c"size=256m".as_ptr().cast(),
+            )
+        };
+        assert_eq!(
+            r,
+            0,
+            "mount a tmpfs on {}: {}",
+            at.display(),
+            errno_name(errno())
+        );
+        Tmpfs(c)
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        // SAFETY: a valid path string.
+        unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
+    }
+}
+
 /// A running `worldfs mount` on temporary directories. Dropping it unmounts.
 pub struct Mount {
+    /// Before `_tmp`: fields drop in order, after the daemon is gone, so the tmpfs is off
+    /// SOURCE before the directories are removed.
+    _source_tmpfs: Option<Tmpfs>,
     _tmp: tempfile::TempDir,
     /// The temporary directory holding `src`, `mnt` and `scratch`.
     pub base: PathBuf,
@@ -513,6 +550,16 @@ impl Mount {
     /// Creates the temporary directories, lets `prepare` fill SOURCE, then mounts and waits for
     /// the mount to appear (up to 10 s). Panics with the daemon's output if it does not.
     pub fn start(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
+        Self::start_with(mode, args, false, prepare)
+    }
+
+    /// [`Mount::start`] with SOURCE on a tmpfs of its own (256 MiB): its free space changes
+    /// with what the test does only, whatever else writes to the machine's disks.
+    pub fn start_on_tmpfs(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
+        Self::start_with(mode, args, true, prepare)
+    }
+
+    fn start_with(mode: Mode, args: &[&str], tmpfs: bool, prepare: impl FnOnce(&Path)) -> Mount {
         require_fuse();
         let (tmp, base) = tempdir();
         let source = base.join("src");
@@ -527,6 +574,9 @@ impl Mount {
             }
             Mode::InPlace => source.clone(),
         };
+        // Declared after `tmp`: if anything below panics, it is unmounted before the
+        // directories are removed.
+        let source_tmpfs = tmpfs.then(|| Tmpfs::mount(&source));
         prepare(&source);
 
         let c = cpath(&source);
@@ -563,6 +613,7 @@ impl Mount {
         let child = Arc::new(Mutex::new(child));
 
         let mut m = Mount {
+            _source_tmpfs: source_tmpfs,
             _tmp: tmp,
             base,
             source,
