@@ -1,13 +1,23 @@
 //! The FUSE operations: each one is carried out on the backing tree, relative to handles opened
 //! before mounting, and reported to the observation sink after it succeeded.
+//!
+//! This file holds the `Filesystem` impl and the helpers many operations share; the longer
+//! helpers live in child modules, one concern each (after virtiofsd's `passthrough/`): `open`
+//! (OPEN and CREATE: the I/O mode, passthrough registrations, handles), `setattr` (SETATTR
+//! and clearing set-id bits as the caller would) and `names` (namespace changes, noted as the
+//! mount's own for the watcher).
 
-use std::ffi::{CStr, OsStr};
+mod names;
+mod open;
+mod setattr;
+
+use std::ffi::OsStr;
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{
@@ -16,11 +26,10 @@ use fuser::{
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
     ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use tracing::{debug, info, warn};
+use tracing::{debug, info};
 
 use super::attr::{dirent_type, to_attr};
 use super::callers::Callers;
-use super::credentials::AsCaller;
 use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
 use super::kill_priv::{self, run_as_caller_would};
@@ -30,6 +39,8 @@ use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode, IoUringMode};
 use crate::observation::{ObservationSink, Op};
+use open::{FMODE_EXEC, Opened};
+use setattr::AttrChange;
 
 pub struct Passthrough {
     store: Arc<InodeStore>,
@@ -53,135 +64,8 @@ pub struct Passthrough {
 
 type Res<T> = Result<T, Errno>;
 
-/// The kernel's `__FMODE_EXEC` open flag (not in libc): the file is opened to be executed, so
-/// the opener is about to run another program.
-const FMODE_EXEC: i32 = 0o40;
-
-/// The attributes one SETATTR asks to change.
-struct AttrChange {
-    mode: Option<u32>,
-    uid: Option<u32>,
-    gid: Option<u32>,
-    size: Option<u64>,
-    atime: Option<TimeOrNow>,
-    mtime: Option<TimeOrNow>,
-}
-
-/// A file opened on the backing tree, not yet announced to the kernel.
-struct Opened {
-    fh: u64,
-    backing: Option<Arc<fuser::BackingId>>,
-    nodeid: u64,
-    op: Op,
-    /// Set for CREATE, whose reply carries the new entry.
-    attr: Option<FileAttr>,
-    generation: u64,
-    /// The reply's flags when `backing` is `None`: FOPEN_KEEP_CACHE when the pages the kernel
-    /// holds are current, FOPEN_DIRECT_IO for writes that must reach the daemon (set-id bits to
-    /// clear) although kernel passthrough is on (the only non-passthrough mode the kernel lets
-    /// coexist with passthrough opens of the same inode).
-    fopen: FopenFlags,
-}
-
-impl Opened {
-    fn new(
-        inode: &Inode,
-        (fh, backing, fopen): (u64, Option<Arc<fuser::BackingId>>, FopenFlags),
-        op: Op,
-        attr: Option<FileAttr>,
-    ) -> Self {
-        Self {
-            fh,
-            backing,
-            nodeid: inode.nodeid,
-            op,
-            attr,
-            generation: inode.generation,
-            fopen,
-        }
-    }
-}
-
 fn errno(e: io::Error) -> Errno {
     Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
-}
-
-fn system_time_spec(t: Option<TimeOrNow>) -> libc::timespec {
-    match t {
-        None => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_OMIT,
-        },
-        Some(TimeOrNow::Now) => libc::timespec {
-            tv_sec: 0,
-            tv_nsec: libc::UTIME_NOW,
-        },
-        Some(TimeOrNow::SpecificTime(t)) => match t.duration_since(UNIX_EPOCH) {
-            Ok(d) => libc::timespec {
-                tv_sec: d.as_secs() as libc::time_t,
-                tv_nsec: d.subsec_nanos() as libc::c_long,
-            },
-            Err(e) => {
-                // Before 1970: a negative seconds count with a positive nanosecond part.
-                let d = e.duration();
-                let mut secs = -(d.as_secs() as i64);
-                let mut nsec = d.subsec_nanos() as i64;
-                if nsec > 0 {
-                    secs -= 1;
-                    nsec = 1_000_000_000 - nsec;
-                }
-                libc::timespec {
-                    tv_sec: secs as libc::time_t,
-                    tv_nsec: nsec as libc::c_long,
-                }
-            }
-        },
-    }
-}
-
-/// Flags for the daemon's own descriptor of an open file. O_APPEND would make `pwrite` ignore
-/// the offset the kernel already chose, O_DIRECT would demand aligned buffers.
-fn backing_open_flags(flags: i32) -> i32 {
-    flags & !(libc::O_APPEND | libc::O_DIRECT | libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY)
-}
-
-/// Flags for a descriptor opened after the open itself (see `OpenFile`): never truncate again.
-fn late_open_flags(flags: i32) -> i32 {
-    backing_open_flags(flags) & !libc::O_TRUNC
-}
-
-/// What an OPEN or CREATE reply says: the registration to pass through, or the flags of an
-/// open without one.
-fn reply_mode(
-    inode: &Inode,
-    io: Option<OpenIo>,
-    direct: bool,
-    held: Option<&Arc<fuser::BackingId>>,
-) -> (Option<Arc<fuser::BackingId>>, FopenFlags) {
-    match io {
-        Some(OpenIo::Cached { keep_cache }) => {
-            inode.set_may_have_pages();
-            let flags = if keep_cache {
-                FopenFlags::FOPEN_KEEP_CACHE
-            } else {
-                FopenFlags::empty()
-            };
-            (None, flags)
-        }
-        _ if direct => (None, FopenFlags::FOPEN_DIRECT_IO),
-        // A passthrough reply ignores the flags. Without a registration (no kernel passthrough)
-        // the daemon serves every read and the watcher drops pages changed behind the mount, so
-        // they may be kept across opens.
-        _ => (held.cloned(), FopenFlags::FOPEN_KEEP_CACHE),
-    }
-}
-
-fn access_mode(flags: i32) -> (bool, bool) {
-    match flags & libc::O_ACCMODE {
-        libc::O_RDONLY => (true, false),
-        libc::O_WRONLY => (false, true),
-        _ => (true, true),
-    }
 }
 
 /// The attributes for `st` as the kernel will cache them, noting on the inode what it was told
@@ -243,28 +127,6 @@ impl Passthrough {
             .emit(op, pid, || self.store.child_path(parent, name));
     }
 
-    /// Runs `op`, which changes the names in `changes`, noted as the mount's own beforehand:
-    /// inotify queues the event while the system call runs, so the watcher may read it before
-    /// the call returns (in-place `make run`: about one create in six was taken for a change
-    /// behind the mount, which dropped the new name from the kernel's cache and so the inode,
-    /// and with it the echo of the write that followed). A failed call takes its notes back.
-    fn changing_names<T>(
-        &self,
-        changes: &[(&Inode, &OsStr, NameChange)],
-        op: impl FnOnce() -> io::Result<T>,
-    ) -> io::Result<T> {
-        for &(dir, name, change) in changes {
-            self.self_changes.record(dir.dev, dir.ino, name, change);
-        }
-        let r = op();
-        if r.is_err() {
-            for &(dir, name, change) in changes {
-                self.self_changes.withdraw(dir.dev, dir.ino, name, change);
-            }
-        }
-        r
-    }
-
     /// Stats the backing inode: through its name when that still leads to it (one `fstatat`;
     /// every read through the mount makes the kernel ask again, see `attr_of`), else through
     /// its handle (open, `fstat`, close).
@@ -301,120 +163,6 @@ impl Passthrough {
         }
     }
 
-    /// Runs a creating operation as the caller, then looks the new name up.
-    fn create_node(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        make: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<()>,
-    ) -> io::Result<(Arc<Inode>, libc::stat)> {
-        let parent = self.store.get(parent.0)?;
-        let cname = cstr(name)?;
-        let pfd = self.store.path_fd(&parent)?;
-        {
-            let _as = AsCaller::switch(req.uid(), req.gid())?;
-            let created = [(&*parent, name, NameChange::Created)];
-            self.changing_names(&created, || make(pfd.as_fd(), &cname))?;
-        }
-        self.store.lookup(&parent, &cname)
-    }
-
-    /// Registers (or reuses) the inode's kernel passthrough backing for an open descriptor.
-    /// `retain`: keep a new registration after the last close (see `retained`). Only reads
-    /// ask for it: a file being written is as likely deleted soon (build outputs, temporary
-    /// files), and a kept registration turns its unlink into an orphan that ext4 frees later.
-    fn backing_for(
-        &self,
-        inode: &Inode,
-        fd: &OwnedFd,
-        retain: bool,
-        open_backing: impl FnOnce(&OwnedFd) -> io::Result<fuser::BackingId>,
-    ) -> Option<Arc<fuser::BackingId>> {
-        if !self.passthrough.load(Ordering::Relaxed) {
-            return None;
-        }
-        let mut slot = inode.backing_id.lock();
-        if let Some(id) = self.existing_backing(inode, &mut slot) {
-            return Some(id);
-        }
-        match open_backing(fd) {
-            Ok(id) => {
-                let id = Arc::new(id);
-                *slot = Arc::downgrade(&id);
-                if retain {
-                    self.store
-                        .retained
-                        .keep(inode.nodeid, inode.generation, id.clone());
-                }
-                Some(id)
-            }
-            Err(e) => {
-                // Without CAP_SYS_ADMIN (or on a stacked backing file system) passthrough cannot
-                // work at all; serve I/O through the daemon from now on instead of failing opens.
-                warn!(
-                    "kernel passthrough unavailable ({e}); serving reads and writes in the daemon"
-                );
-                self.passthrough.store(false, Ordering::Relaxed);
-                None
-            }
-        }
-    }
-
-    /// Files an open under a new handle; returns it with the registration the reply passes
-    /// through (if any) and the reply's flags otherwise. `io`: the mode `open_mode` chose
-    /// (`None`: no kernel passthrough, or writes that must come through the daemon, `direct`).
-    ///
-    /// `held` is the inode's registration, which a cached open holds too, though its reply does
-    /// not pass it: it keeps the backing inode alive while the handle is open, so a descriptor
-    /// opened later (a page-cache miss after the file was deleted or replaced) still reaches
-    /// it, and the next open of the file finds it.
-    fn insert_opened(
-        &self,
-        inode: &Inode,
-        (fd, held): (Option<OwnedFd>, Option<Arc<fuser::BackingId>>),
-        flags: i32,
-        write: bool,
-        (io, direct): (Option<OpenIo>, bool),
-    ) -> (u64, Option<Arc<fuser::BackingId>>, FopenFlags) {
-        let (reply_backing, fopen) = reply_mode(inode, io, direct, held.as_ref());
-        if write {
-            inode.own_writes.opened_for_writing();
-        }
-        let fh = self.files.insert(OpenFile::new(
-            fd,
-            late_open_flags(flags),
-            inode.nodeid,
-            write,
-            held,
-            (io, reply_backing.is_some()),
-        ));
-        (fh, reply_backing, fopen)
-    }
-
-    /// The inode's passthrough registration if it has one: shared with an open still running,
-    /// or retained since an earlier one closed.
-    fn existing_backing(
-        &self,
-        inode: &Inode,
-        slot: &mut Weak<fuser::BackingId>,
-    ) -> Option<Arc<fuser::BackingId>> {
-        if let Some(id) = slot.upgrade() {
-            return Some(id);
-        }
-        let id = self.store.retained.get(inode.nodeid, inode.generation)?;
-        *slot = Arc::downgrade(&id);
-        Some(id)
-    }
-
-    /// The handle's own descriptor, opened now if the open did without one.
-    fn fd_of<'a>(&self, file: &'a OpenFile) -> io::Result<BorrowedFd<'a>> {
-        file.fd(|flags| {
-            let inode = self.store.get(file.nodeid)?;
-            self.store.open(&inode, flags)
-        })
-    }
-
     /// A path for the xattr calls that reaches exactly this inode: `/proc/self/fd/N` of its
     /// O_PATH descriptor. The calls must follow that magic link (the `l*` variants would act on
     /// the link itself); following it lands on the inode, even a symlink, and goes no further.
@@ -423,276 +171,6 @@ impl Passthrough {
         let fd = self.store.path_fd(inode)?;
         let path = sys::proc_fd_path(fd.as_fd().as_raw_fd());
         Ok((fd, path))
-    }
-
-    /// The caller's gid when an operation on a file with mode `mode` must clear its set-id bits
-    /// as the caller would natively (it lacks CAP_FSETID); `None` when root may keep them.
-    fn kill_for(&self, req: &Request, mode: u32) -> Option<kill_priv::Caller> {
-        if !kill_priv::has_set_id_bits(mode) {
-            return None;
-        }
-        kill_priv::caller_lacking_fsetid(req.pid(), req.uid(), req.gid())
-    }
-
-    /// `kill`: truncate and chown clear set-id bits as the caller would (see `kill_priv`).
-    fn do_setattr(
-        &self,
-        inode: &Inode,
-        change: AttrChange,
-        fh: Option<FileHandle>,
-        kill: Option<kill_priv::Caller>,
-    ) -> io::Result<FileAttr> {
-        let AttrChange {
-            mode,
-            uid,
-            gid,
-            size,
-            atime,
-            mtime,
-        } = change;
-        let file = fh.and_then(|fh| self.files.get(fh.0).ok());
-        // A handle without a descriptor of its own is served by path, as without a handle.
-        let file_fd = file.as_ref().and_then(|f| f.fd_if_open());
-        let writable = file.as_ref().is_some_and(|f| f.writable);
-        let pfd = self.store.path_fd(inode)?;
-        let proc_path = sys::proc_fd_path(pfd.as_fd().as_raw_fd());
-        if let Some(mode) = mode {
-            match file_fd {
-                Some(fd) => cvt(unsafe { libc::fchmod(fd.as_raw_fd(), mode) })?,
-                None => cvt(unsafe { libc::chmod(proc_path.as_ptr(), mode) })?,
-            };
-        }
-        if uid.is_some() || gid.is_some() {
-            let u = uid.unwrap_or(u32::MAX);
-            let g = gid.unwrap_or(u32::MAX);
-            run_as_caller_would(kill.as_ref(), || {
-                cvt(unsafe {
-                    libc::fchownat(
-                        pfd.as_fd().as_raw_fd(),
-                        sys::EMPTY.as_ptr(),
-                        u,
-                        g,
-                        libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-                    )
-                })
-            })?;
-        }
-        if let Some(size) = size {
-            run_as_caller_would(kill.as_ref(), || match file_fd {
-                Some(fd) if writable => {
-                    cvt(unsafe { libc::ftruncate(fd.as_raw_fd(), size as i64) })
-                }
-                _ => cvt(unsafe { libc::truncate(proc_path.as_ptr(), size as i64) }),
-            })?;
-        }
-        if atime.is_some() || mtime.is_some() {
-            let times = [system_time_spec(atime), system_time_spec(mtime)];
-            if inode.is_symlink() {
-                cvt(unsafe {
-                    libc::utimensat(
-                        pfd.as_fd().as_raw_fd(),
-                        sys::EMPTY.as_ptr(),
-                        times.as_ptr(),
-                        libc::AT_EMPTY_PATH,
-                    )
-                })?;
-            } else {
-                match file_fd {
-                    Some(fd) => cvt(unsafe { libc::futimens(fd.as_raw_fd(), times.as_ptr()) })?,
-                    None => cvt(unsafe {
-                        libc::utimensat(libc::AT_FDCWD, proc_path.as_ptr(), times.as_ptr(), 0)
-                    })?,
-                };
-            }
-        }
-        let st = match file_fd {
-            Some(fd) => sys::fstat(fd)?,
-            None => sys::fstat(pfd.as_fd())?,
-        };
-        Ok(told_attr(inode, &st))
-    }
-
-    /// Opens the backing file; the caller replies, so errors never leave a reply unsent.
-    fn do_open(&self, req: &Request, ino: INodeNo, flags: i32, reply: &ReplyOpen) -> Res<Opened> {
-        let inode = self.inode(ino)?;
-        let (read, write) = access_mode(flags);
-        let truncate = flags & libc::O_TRUNC != 0;
-        let reads_only = !write && !truncate;
-        let passthrough = self.passthrough.load(Ordering::Relaxed);
-        // Set-id bits only matter to opens that can write; read-only opens cost nothing more.
-        let mode = if reads_only {
-            0
-        } else {
-            self.stat_inode(&inode).map_err(errno)?.st_mode
-        };
-        // Passthrough writes never reach the daemon, and the backing file system writes them as
-        // root, keeping set-id bits a native write by the caller would clear.
-        let direct = write && kill_priv::has_set_id_bits(mode) && passthrough;
-        let io = (passthrough && !direct)
-            .then(|| inode.opens.lock().open(reads_only, inode.told_size()));
-        let opened = self.open_as(req, &inode, flags, (io, direct, mode), reply);
-        if opened.is_err()
-            && let Some(io) = io
-        {
-            inode.opens.lock().release(io);
-        }
-        let op = Op::Open {
-            read,
-            write,
-            truncate,
-            created: false,
-        };
-        Ok(Opened::new(&inode, opened?, op, None))
-    }
-
-    /// The backing side of `do_open`, once the I/O mode is chosen: a handle, with the
-    /// registration the reply passes through (if any) and the reply's flags otherwise.
-    fn open_as(
-        &self,
-        req: &Request,
-        inode: &Inode,
-        flags: i32,
-        (io, direct, mode): (Option<OpenIo>, bool, u32),
-        reply: &ReplyOpen,
-    ) -> Res<(u64, Option<Arc<fuser::BackingId>>, FopenFlags)> {
-        let (_, write) = access_mode(flags);
-        let truncate = flags & libc::O_TRUNC != 0;
-        let reads_only = !write && !truncate;
-        if reads_only && io.is_some() {
-            // Nothing to open on the backing tree when the inode still has a registration: the
-            // kernel opens its own backing file from it (passthrough), or the handle holds it
-            // while pages are read on demand (cached). Permissions were checked by the kernel
-            // (default_permissions) before OPEN. Its own statement: the slot's lock must be
-            // gone before `backing_for` registers.
-            let existing = self.existing_backing(inode, &mut inode.backing_id.lock());
-            if existing.is_some() {
-                return Ok(self.insert_opened(inode, (None, existing), flags, false, (io, direct)));
-            }
-        }
-        // The kernel sends O_TRUNC in OPEN only with FUSE_ATOMIC_O_TRUNC, which `init` does
-        // not ask for; honoured anyway, as the protocol allows it.
-        let kill = if truncate {
-            self.kill_for(req, mode)
-        } else {
-            None
-        };
-        let fd = run_as_caller_would(kill.as_ref(), || {
-            self.store.open(inode, backing_open_flags(flags))
-        })
-        .map_err(errno)?;
-        let held = if direct {
-            None
-        } else {
-            self.backing_for(inode, &fd, reads_only, |fd| reply.open_backing(fd))
-        };
-        Ok(self.insert_opened(inode, (Some(fd), held), flags, write, (io, direct)))
-    }
-
-    fn do_create(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        flags: i32,
-        reply: &ReplyCreate,
-    ) -> Res<Opened> {
-        let parent_inode = self.inode(parent)?;
-        let cname = cstr(name).map_err(errno)?;
-        let pfd = self.store.path_fd(&parent_inode).map_err(errno)?;
-        // The kernel sends CREATE only for names it believes absent; if it raced with an external
-        // create (no event of ours then), the unmatched note simply expires.
-        let fd = {
-            let _as = AsCaller::switch(req.uid(), req.gid()).map_err(errno)?;
-            let created = [(&*parent_inode, name, NameChange::Created)];
-            self.changing_names(&created, || {
-                sys::openat(
-                    pfd.as_fd(),
-                    &cname,
-                    backing_open_flags(flags) | libc::O_CREAT,
-                    mode,
-                )
-            })
-            .map_err(errno)?
-        };
-        let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
-        let (read, write) = access_mode(flags);
-        let passthrough = self.passthrough.load(Ordering::Relaxed);
-        // As in `do_open`: writes to a set-id file must come through the daemon.
-        let direct = write && kill_priv::has_set_id_bits(st.st_mode) && passthrough;
-        let io = (passthrough && !direct).then(|| inode.opens.lock().open(false, 0));
-        let held = if direct {
-            None
-        } else {
-            self.backing_for(&inode, &fd, false, |fd| reply.open_backing(fd))
-        };
-        let handle = self.insert_opened(&inode, (Some(fd), held), flags, write, (io, direct));
-        let op = Op::Open {
-            read,
-            write,
-            truncate: flags & libc::O_TRUNC != 0,
-            created: true,
-        };
-        let attr = told_attr(&inode, &st);
-        Ok(Opened::new(&inode, handle, op, Some(attr)))
-    }
-
-    fn do_rename(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        newparent: INodeNo,
-        newname: &OsStr,
-        flags: RenameFlags,
-    ) -> Res<()> {
-        let p = self.inode(parent)?;
-        let np = self.inode(newparent)?;
-        let (cname, cnew) = (cstr(name).map_err(errno)?, cstr(newname).map_err(errno)?);
-        let pfd = self.store.path_fd(&p).map_err(errno)?;
-        let npfd = self.store.path_fd(&np).map_err(errno)?;
-        let exchange = flags.contains(RenameFlags::RENAME_EXCHANGE);
-        // Inotify reports an exchange as two renames, one each way.
-        let moved = [
-            (&*p, name, NameChange::Removed),
-            (&*np, newname, NameChange::Created),
-            (&*np, newname, NameChange::Removed),
-            (&*p, name, NameChange::Created),
-        ];
-        let moved = if exchange { &moved[..] } else { &moved[..2] };
-        self.changing_names(moved, || {
-            cvt(unsafe {
-                libc::renameat2(
-                    pfd.as_fd().as_raw_fd(),
-                    cname.as_ptr(),
-                    npfd.as_fd().as_raw_fd(),
-                    cnew.as_ptr(),
-                    flags.bits(),
-                )
-            })
-        })
-        .map_err(errno)?;
-        // Keep reported paths right: the moved inode is now known under its new name.
-        // Whether a directory moved, as far as a stat can tell (one that cannot is taken for
-        // one: the world then looks for names below it).
-        let mut dir = false;
-        for (dirfd, parent, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
-            .into_iter()
-            .take(if exchange { 2 } else { 1 })
-        {
-            let st = cstr(n)
-                .ok()
-                .and_then(|c| sys::fstatat(dirfd.as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok());
-            dir |= st.is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
-            if let Some(id) = st.and_then(|st| self.store.known(st.st_dev, st.st_ino)) {
-                self.store.set_name(id, parent.nodeid, n);
-            }
-        }
-        let to = self.store.child_path(np.nodeid, newname);
-        if let Some(to) = to {
-            self.emit_child(Op::Rename { to, exchange, dir }, req.pid(), p.nodeid, name);
-        }
-        Ok(())
     }
 
     fn list_dir(
@@ -1618,29 +1096,6 @@ impl Filesystem for Passthrough {
                         to,
                     );
                 }
-            }
-            Err(e) => reply.error(errno(e)),
-        }
-    }
-}
-
-impl Passthrough {
-    fn remove(&self, req: &Request, parent: INodeNo, name: &OsStr, flags: i32, reply: ReplyEmpty) {
-        let result = (|| {
-            let p = self.store.get(parent.0)?;
-            let c = cstr(name)?;
-            let pfd = self.store.path_fd(&p)?;
-            self.changing_names(&[(&*p, name, NameChange::Removed)], || {
-                cvt(unsafe { libc::unlinkat(pfd.as_fd().as_raw_fd(), c.as_ptr(), flags) })
-            })?;
-            Ok(())
-        })();
-        match result {
-            Ok(_) => {
-                let _answering = self.observe.answering();
-                reply.ok();
-                let op = if flags == 0 { Op::Unlink } else { Op::Rmdir };
-                self.emit_child(op, req.pid(), parent.0, name);
             }
             Err(e) => reply.error(errno(e)),
         }
