@@ -191,7 +191,9 @@ fn projection(arg: &SocketArg, o: &ProjectionOptions, full: bool) -> Result<(), 
         r.get("budget").and_then(Value::as_u64).unwrap_or(0),
         r.get("tokenizer").and_then(Value::as_str).unwrap_or("?"),
         r.get("entries").and_then(Value::as_u64).unwrap_or(0),
-        count("evicted"),
+        r.get("evicted_total")
+            .and_then(Value::as_u64)
+            .unwrap_or(count("evicted") as u64),
         count("withheld"),
         r.get("policy").and_then(Value::as_str).unwrap_or("?"),
     );

@@ -85,6 +85,51 @@ fn projection_respects_budget_and_formats() {
     );
 }
 
+/// What a projection left out is listed up to `evicted_limit` (100 unless asked), and counted
+/// in full: a big world's list would otherwise be most of every reply.
+#[test]
+fn evicted_entries_are_listed_up_to_a_limit_and_counted_in_full() {
+    let f = Fixture::new();
+    // Written by the agent: a shell reading 150 files would be a scan, not the agent's reads.
+    must(std::fs::create_dir_all(f.root().join("notes")));
+    for i in 0..150 {
+        let p = format!("notes/f{i:03}.txt");
+        f.write(&p, &format!("file {i} {}\n", "word ".repeat(40)));
+    }
+    let mut c = f.connect();
+    let listed = |r: &Value| r["evicted"].as_array().map_or(0, Vec::len);
+    let r = c.call("projection.get", json!({"format": "text", "budget": 300}));
+    let total = r["evicted_total"].as_u64().unwrap_or(0) as usize;
+    assert!(
+        total > 100,
+        "{total} evicted of 150 files at 300 tokens: {r}"
+    );
+    assert_eq!(listed(&r), 100, "the default limit");
+    let all = c.call(
+        "projection.get",
+        json!({"format": "text", "budget": 300, "evicted_limit": 100000}),
+    );
+    assert_eq!(listed(&all), total);
+    assert_eq!(all["evicted_total"], r["evicted_total"]);
+    // The listed ones are the first of the full list, in the same order.
+    assert_eq!(
+        all["evicted"].as_array().map(|a| a[..100].to_vec()),
+        r["evicted"].as_array().cloned()
+    );
+    let none = c.call(
+        "projection.get",
+        json!({"format": "text", "budget": 300, "evicted_limit": 0}),
+    );
+    assert_eq!(
+        (listed(&none), &none["evicted_total"]),
+        (0, &r["evicted_total"])
+    );
+    assert_eq!(
+        none["body"], r["body"],
+        "the limit changes the report, not the projection"
+    );
+}
+
 /// Renders are reused only while nothing they show changed: every harness call that changes
 /// state, every agent access and every change behind the mount makes the next one fresh.
 #[test]

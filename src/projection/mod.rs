@@ -143,7 +143,10 @@ pub struct Projection {
     pub turn: u64,
     /// Entries shown.
     pub entries: usize,
+    /// What was left out, in the policy's order; at most the request's `evicted_limit`.
     pub evicted: Vec<Dropped>,
+    /// How many were left out in all.
+    pub evicted_total: usize,
     /// Secrets known to be present, shown (if at all) as a notice without content.
     pub withheld: Vec<String>,
     pub stale_dropped_commands: Vec<DroppedCommand>,
@@ -180,6 +183,11 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         Format::Text => text::render(&input),
         Format::Json => json::render(&input),
     };
+    let evicted_total = input.report.evicted.len();
+    let mut evicted = input.report.evicted;
+    if let Some(limit) = req.evicted_limit {
+        evicted.truncate(limit);
+    }
     Ok(Projection {
         format: req.format,
         body,
@@ -189,7 +197,8 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         policy: input.policy,
         turn: input.turn,
         entries: input.entries.len(),
-        evicted: input.report.evicted,
+        evicted,
+        evicted_total,
         withheld: input.report.withheld,
         stale_dropped_commands: input.report.stale_dropped_commands,
         skipped: input.report.skipped,

@@ -152,6 +152,10 @@ pub struct ProjectionRequest {
     /// proxy`, which keeps Claude Code's own last tool call verbatim, thinking signature and all)
     /// asks without it, or the call would be there twice.
     pub last_step: bool,
+    /// At most this many evicted entries listed in the result (`None`: all of them). The
+    /// result's `evicted_total` counts them all: a world of 20,000 files listed every one of
+    /// them in every projection, 1.5 MB of JSON for a body of 20 KB.
+    pub evicted_limit: Option<usize>,
 }
 
 impl Default for ProjectionRequest {
@@ -168,6 +172,7 @@ impl Default for ProjectionRequest {
             include_deleted: true,
             step_output: StepOutput::ShownOnce,
             last_step: true,
+            evicted_limit: None,
         }
     }
 }

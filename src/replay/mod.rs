@@ -285,8 +285,9 @@ fn replay(
                 }
                 Strategy::Projection { policy, budget } => {
                     let p = session.call("projection.get", {
-                        let mut q =
-                            json!({"format": "anthropic", "budget": budget, "policy": policy});
+                        // Every evicted entry: `--misses` says which one a miss was.
+                        let mut q = json!({"format": "anthropic", "budget": budget,
+                                           "policy": policy, "evicted_limit": u32::MAX});
                         if let Some(style) = gutter {
                             q["line_numbers"] = json!(style);
                         }

@@ -23,6 +23,10 @@ use crate::world::{Form, World};
 
 pub use crate::projection::{Format, LineNumbers, StepOutput};
 
+/// Evicted entries a projection lists unless asked for another number: enough for a person or
+/// a harness to see what went, not the whole world of a big tree.
+pub const DEFAULT_EVICTED_LIMIT: usize = 100;
+
 /// A validated projection request (mirrors `projection::ProjectionRequest`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProjectionParams {
@@ -45,6 +49,8 @@ pub struct ProjectionParams {
     pub last_step: bool,
     /// Line-number gutter of synthesized reads; `None`: the renderer's default.
     pub line_numbers: Option<LineNumbers>,
+    /// At most this many evicted entries listed (all are counted in `evicted_total`).
+    pub evicted_limit: usize,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -111,7 +117,8 @@ impl Renderer for StandIn {
             "last_step": if p.last_step { h.last_step.read().clone() } else { None },
             "commands": *h.commands.read(),
             "entries": entries,
-            "evicted": sel.evicted,
+            "evicted_total": sel.evicted.len(),
+            "evicted": sel.evicted.iter().take(p.evicted_limit).collect::<Vec<_>>(),
             "text": if p.format == Format::Text { Some(text) } else { None },
         });
         Ok(Rendered {
@@ -149,6 +156,7 @@ impl Renderer for Projections {
         if let Some(l) = p.line_numbers {
             req.line_numbers = l;
         }
+        req.evicted_limit = Some(p.evicted_limit);
         let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
         let tokens = proj.tokens;
         let value =

@@ -192,6 +192,7 @@ mod tests {
             step_output: StepOutput::ShownOnce,
             last_step: true,
             line_numbers: None,
+            evicted_limit: crate::socket::render::DEFAULT_EVICTED_LIMIT,
         }
     }
 

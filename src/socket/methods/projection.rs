@@ -8,7 +8,9 @@ use serde_json::json;
 
 use super::{MAX_BUDGET, Shared, ingest_barrier};
 use crate::socket::protocol::{Reply, RpcError, code};
-use crate::socket::render::{Format, LineNumbers, ProjectionParams, StepOutput};
+use crate::socket::render::{
+    DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
+};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -33,10 +35,16 @@ pub(super) struct ProjectionGet {
     last_step: bool,
     #[serde(default)]
     line_numbers: Option<LineNumbers>,
+    #[serde(default = "default_evicted_limit")]
+    evicted_limit: usize,
 }
 
 fn shows_last_step() -> bool {
     true
+}
+
+fn default_evicted_limit() -> usize {
+    DEFAULT_EVICTED_LIMIT
 }
 
 /// Tool and parameter names as the provider APIs accept them.
@@ -91,6 +99,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         step_output: p.step_output,
         last_step: p.last_step,
         line_numbers: p.line_numbers,
+        evicted_limit: p.evicted_limit,
     };
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);
