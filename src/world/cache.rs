@@ -14,6 +14,7 @@
 
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use dashmap::DashMap;
 use dashmap::mapref::one::{Ref, RefMut};
@@ -23,6 +24,9 @@ use super::entry::{Entry, EntryKind, EntryState, Stamp};
 #[derive(Debug, Default)]
 pub struct Cache {
     map: DashMap<PathBuf, Entry>,
+    /// Entries marked deleted since the last [`Cache::prune_deleted`]: what tells the ingest
+    /// thread a pass is due.
+    deleted_since_prune: AtomicUsize,
 }
 
 /// Entry counts by state.
@@ -157,6 +161,7 @@ impl Cache {
                 n += 1;
             }
         }
+        self.deleted_since_prune.fetch_add(n, Ordering::Relaxed);
         n
     }
 
@@ -167,10 +172,48 @@ impl Cache {
         match self.map.get_mut(path) {
             Some(mut e) if e.state != EntryState::Deleted => {
                 e.deleted(at);
+                self.note_deleted();
                 true
             }
             _ => false,
         }
+    }
+
+    /// Counts an entry marked deleted outside this map's own methods.
+    pub fn note_deleted(&self) {
+        self.deleted_since_prune.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Entries marked deleted since the last [`Cache::prune_deleted`].
+    pub fn deletions_since_prune(&self) -> usize {
+        self.deleted_since_prune.load(Ordering::Relaxed)
+    }
+
+    /// Forgets deleted entries beyond the `keep` deleted last (pinned ones stay). A deleted
+    /// entry is kept so a projection can say the file is gone, which matters for the files
+    /// deleted lately, not for the thousands an `rm -rf` of a build directory leaves; each one
+    /// still costs memory and time in every render. Returns how many were forgotten.
+    pub fn prune_deleted(&self, keep: usize) -> usize {
+        self.deleted_since_prune.store(0, Ordering::Relaxed);
+        let mut deleted: Vec<(u64, PathBuf)> = self
+            .map
+            .iter()
+            .filter(|r| r.value().state == EntryState::Deleted && !r.value().pinned)
+            .map(|r| (r.value().last_changed.map_or(0, |s| s.seq), r.key().clone()))
+            .collect();
+        let Some(excess) = deleted.len().checked_sub(keep).filter(|&n| n > 0) else {
+            return 0;
+        };
+        deleted.sort_unstable();
+        deleted[..excess]
+            .iter()
+            // Only the ingest thread changes the map's structure, but a pin may have come since.
+            .filter(|(_, p)| {
+                self.map
+                    .remove_if(p, |_, e| e.state == EntryState::Deleted && !e.pinned)
+                    .is_some()
+            })
+            .count()
     }
 
     /// Marks the listing of `path`'s parent directory changed, if the agent has seen it.
@@ -413,6 +456,32 @@ mod tests {
         assert_eq!(c.delete_subtree(Path::new("d"), at(4)), 2);
         let counts = c.counts();
         assert_eq!((counts.live, counts.deleted), (1, 2));
+    }
+
+    #[test]
+    fn pruning_forgets_the_oldest_deleted_entries_only() {
+        let c = Cache::new();
+        for i in 0..10u64 {
+            c.insert(format!("f{i}").into(), file(i));
+        }
+        c.insert("live".into(), file(100));
+        // f0..f7 deleted in the order f7, f6, ..., f0; f3 pinned.
+        for i in (0..8u64).rev() {
+            c.delete_one(Path::new(&format!("f{i}")), at(200 - i));
+        }
+        if let Some(mut e) = c.get_mut(Path::new("f3")) {
+            e.pinned = true;
+        }
+        assert_eq!(c.deletions_since_prune(), 8);
+        // 7 unpinned deleted, keep 3: the four deleted first go (f7, f6, f5, f4).
+        assert_eq!(c.prune_deleted(3), 4);
+        assert_eq!(c.deletions_since_prune(), 0);
+        assert_eq!(
+            keys(&c),
+            vec!["f0", "f1", "f2", "f3", "f8", "f9", "live"],
+            "the live, the pinned and the three deleted last stay"
+        );
+        assert_eq!(c.prune_deleted(3), 0, "nothing beyond the limit left");
     }
 
     fn rel_path() -> impl Strategy<Value = PathBuf> {

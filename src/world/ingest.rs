@@ -100,8 +100,22 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
     }
 }
 
-/// Hashes and counts stale entries until the idle budget runs out or observations arrive.
+/// Deleted entries kept (the ones deleted last): their notices are what a projection can still
+/// use, and a few hundred of them already outnumber what a budget shows.
+const KEEP_DELETED: usize = 512;
+/// Deletions between two pruning passes (each looks at every entry once).
+const PRUNE_EVERY: usize = 512;
+
+/// Prunes old deleted entries when enough accumulated, then hashes and counts stale entries
+/// until the idle budget runs out or observations arrive.
 fn idle(world: &World, rx: &Receiver<Observation>) {
+    if world.cache.deletions_since_prune() >= PRUNE_EVERY
+        && world.cache.prune_deleted(KEEP_DELETED) > 0
+    {
+        // A projection rendered before may show a notice of what was forgotten: still true
+        // (the file is gone), but the next one should not.
+        world.bump_generation();
+    }
     let start = Instant::now();
     while start.elapsed() < IDLE_BUDGET && rx.is_empty() {
         if world.refresh_stale(Some(8)) == 0 {
@@ -735,6 +749,8 @@ pub(super) fn refresh(w: &World, path: &Path) {
                     turn: w.turns.current(),
                 };
                 e.deleted(at);
+                drop(e);
+                w.cache.note_deleted();
             }
         }
         Err(ReadError::Source(SourceError::NotRegular { .. }))
