@@ -71,6 +71,15 @@ impl Cache {
         self.map.remove(path).map(|(_, e)| e)
     }
 
+    /// `f` of every entry that gives something, without copying the entries (a render looks
+    /// at all of them, and copying 20,000 took a seventh of its time).
+    pub fn filter_map<T>(&self, mut f: impl FnMut(&Path, &Entry) -> Option<T>) -> Vec<T> {
+        self.map
+            .iter()
+            .filter_map(|r| f(r.key(), r.value()))
+            .collect()
+    }
+
     /// A copy of every entry (paths and metadata only, no content).
     pub fn snapshot(&self) -> Vec<(PathBuf, Entry)> {
         self.map

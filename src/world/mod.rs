@@ -434,13 +434,12 @@ impl World {
     pub fn candidates(&self) -> Vec<Candidate> {
         self.refresh_stale(None);
         let turn = self.turns.current();
-        let mut out = Vec::with_capacity(self.cache.len());
-        for (path, e) in self.cache.snapshot() {
-            if let Some(c) = candidate(path, &e, turn) {
-                out.push(c);
-            }
-        }
-        out.sort_by(|a, b| a.path.cmp(&b.path));
+        let mut out = self
+            .cache
+            .filter_map(|path, e| candidate(path.to_path_buf(), e, turn));
+        // Paths are unique, so an unstable sort gives the one order; it moves the candidates
+        // (a few hundred bytes each) far less than a stable one.
+        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
         out
     }
 
