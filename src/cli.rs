@@ -105,6 +105,10 @@ pub enum Command {
         /// JSON instead of only the body.
         #[arg(long)]
         full: bool,
+        /// List at most N of the entries the projection left out (the daemon lists 100 unless
+        /// told; `evicted_total` counts them all).
+        #[arg(long, value_name = "N")]
+        evicted_limit: Option<usize>,
     },
     /// Human summary of a mount: socket, entries, tokens, what was observed (and what changed
     /// behind the mount), drops.

@@ -31,7 +31,8 @@ pub fn run(cmd: Command) -> ExitCode {
             target,
             options,
             full,
-        } => projection(&target, &options, full),
+            evicted_limit,
+        } => projection(&target, &options, full, evicted_limit),
         Command::Status { target } => status(&target),
         Command::Goal {
             target,
@@ -157,8 +158,16 @@ fn parse_params(s: &str) -> Result<Value, Failure> {
     Ok(v)
 }
 
-fn projection(arg: &SocketArg, o: &ProjectionOptions, full: bool) -> Result<(), Failure> {
+fn projection(
+    arg: &SocketArg,
+    o: &ProjectionOptions,
+    full: bool,
+    evicted_limit: Option<usize>,
+) -> Result<(), Failure> {
     let mut params = json!({ "format": o.format });
+    if let Some(n) = evicted_limit {
+        params["evicted_limit"] = json!(n);
+    }
     if let Some(b) = o.budget {
         params["budget"] = json!(b);
     }

@@ -120,6 +120,22 @@ fn goal_projection_and_status_subcommands() {
     let v: Value = must(serde_json::from_slice(&out.stdout));
     assert_eq!(v["format"], "json");
     assert!(v["body"]["entries"].is_array(), "{v}");
+    // --evicted-limit caps the list of what was left out, not its count.
+    let out = worldfs(&[
+        "projection",
+        "--socket",
+        &s,
+        "--format",
+        "json",
+        "--budget",
+        "30",
+        "--full",
+        "--evicted-limit",
+        "0",
+    ]);
+    let v: Value = must(serde_json::from_slice(&out.stdout));
+    assert_eq!(v["evicted"].as_array().map(Vec::len), Some(0), "{v}");
+    assert!(v["evicted_total"].as_u64().is_some_and(|n| n >= 1), "{v}");
     let out = worldfs(&["projection", "--socket", &s, "--budget", "0"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(
