@@ -172,8 +172,13 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         })?;
     let mut input = gather::gather(world, req, policy.as_ref(), budget)?;
     budget::fit(&mut input, budget, req.format)?;
-    rejoin::rejoin(world, req, &mut input)?;
-    input.unchanged_prefix = placement::unchanged_prefix(world, &input);
+    let prefix = placement::unchanged_prefix(world, &input);
+    input.unchanged_prefix = if rejoin::rejoin(world, req, &mut input, prefix)? {
+        // The joined calls moved to the end: what now follows the prefix may match further.
+        placement::unchanged_prefix(world, &input)
+    } else {
+        prefix
+    };
     placement::record(world, &input.layout, &input);
     let tokens = budget::total(&input, req.format);
     let body = match req.format {

@@ -21,18 +21,19 @@ use super::parts::{Call, EntryPart, Input, Piece, Shown};
 use super::placement;
 use super::request::{Format, ProjectionRequest};
 
-/// Joins the touching parts of a file that sit after the stream's unchanged prefix, and places
-/// the joined calls anew. Costs only go down, so a fitted input stays within its budget.
+/// Joins the touching parts of a file that sit after the stream's unchanged prefix (`prefix`
+/// pieces, [`placement::unchanged_prefix`]), and places the joined calls anew. Costs only go
+/// down, so a fitted input stays within its budget. Whether anything was joined.
 pub fn rejoin(
     world: &World,
     req: &ProjectionRequest,
     input: &mut Input,
-) -> Result<(), ProjectionError> {
+    prefix: usize,
+) -> Result<bool, ProjectionError> {
     // The json format has no calls to save: its parts are segments of one entry object.
     if req.format == Format::Json {
-        return Ok(());
+        return Ok(false);
     }
-    let prefix = placement::unchanged_prefix(world, input);
     // Parts in the unchanged prefix keep their place: the cache serves them.
     let mut settled: HashMap<PathBuf, HashSet<u64>> = HashMap::new();
     for p in input.pieces().iter().take(prefix) {
@@ -56,7 +57,7 @@ pub fn rejoin(
     if joined_any {
         placement::assign(world, &input.layout.clone(), input);
     }
-    Ok(())
+    Ok(joined_any)
 }
 
 /// Joins runs of calls of `e` whose lines follow each other and that do not start at a
