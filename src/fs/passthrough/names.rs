@@ -97,13 +97,11 @@ impl Passthrough {
         // Whether a directory moved, as far as a stat can tell (one that cannot is taken for
         // one: the world then looks for names below it).
         let mut dir = false;
-        for (dirfd, parent, n) in [(&npfd, &np, newname), (&pfd, &p, name)]
+        for (dirfd, parent, n, c) in [(&npfd, &np, newname, &cnew), (&pfd, &p, name, &cname)]
             .into_iter()
             .take(if exchange { 2 } else { 1 })
         {
-            let st = cstr(n)
-                .ok()
-                .and_then(|c| sys::fstatat(dirfd.as_fd(), &c, libc::AT_SYMLINK_NOFOLLOW).ok());
+            let st = sys::fstatat(dirfd.as_fd(), c, libc::AT_SYMLINK_NOFOLLOW).ok();
             dir |= st.is_none_or(|st| st.st_mode & libc::S_IFMT == libc::S_IFDIR);
             if let Some(id) = st.and_then(|st| self.store.known(st.st_dev, st.st_ino)) {
                 self.store.set_name(id, parent.nodeid, n);
