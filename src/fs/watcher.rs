@@ -14,7 +14,6 @@ use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
 
 use anyhow::Context;
-use crossbeam_channel::{Receiver, unbounded};
 use fuser::{INodeNo, Notifier};
 use notify::event::{
     AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RemoveKind, RenameMode,
@@ -22,15 +21,20 @@ use notify::event::{
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
 use tracing::{debug, warn};
 
+use self::inbox::Inbox;
 use super::inode_store::{Inode, InodeStore, ROOT_ID};
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
 
+mod inbox;
+
+type WatchEvent = notify::Result<notify::Event>;
+
 /// A recursive watch on SOURCE whose events wait for a kernel connection to invalidate.
 pub struct Watcher {
     _watcher: RecommendedWatcher,
-    events: Receiver<notify::Result<notify::Event>>,
+    events: Arc<Inbox<WatchEvent>>,
     prefix: PathBuf,
 }
 
@@ -38,18 +42,14 @@ impl Watcher {
     /// Starts watching before the mount exists, so nothing changed in between is missed.
     pub fn start(store: &InodeStore) -> anyhow::Result<Self> {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
-        let (tx, events) = unbounded();
+        let events = Arc::new(Inbox::default());
+        let tx = events.clone();
         // Only changes: notify's default mask includes opens and closes, so every file the
         // mount opens would wake two threads for an event that is then ignored (8% of a
         // `cat` of every file went into queuing them).
         let config = notify::Config::default().with_event_kinds(EventKindMask::CORE);
-        let mut watcher = RecommendedWatcher::new(
-            move |ev| {
-                let _ = tx.send(ev);
-            },
-            config,
-        )
-        .context("creating the inotify watcher")?;
+        let mut watcher = RecommendedWatcher::new(move |ev| tx.push(ev), config)
+            .context("creating the inotify watcher")?;
         watcher
             .watch(&prefix, RecursiveMode::Recursive)
             .context("watching SOURCE for changes behind the mount (inotify watch limit?)")?;
@@ -82,17 +82,37 @@ impl Watcher {
                     events,
                     prefix,
                 } = self;
-                for ev in events.iter() {
-                    match ev {
-                        Ok(ev) => inval.handle(&prefix, ev),
-                        Err(e) => {
-                            warn!("watcher error, invalidating everything: {e}");
-                            inval.everything();
+                let mut batch = Vec::new();
+                loop {
+                    events.take_all(&mut batch);
+                    let mut last: Option<&notify::Event> = None;
+                    for ev in &batch {
+                        match ev {
+                            Ok(ev) if last.is_some_and(|l| repeats(l, ev)) => {}
+                            Ok(ev) => inval.handle(&prefix, ev),
+                            Err(e) => {
+                                warn!("watcher error, invalidating everything: {e}");
+                                inval.everything();
+                            }
                         }
+                        last = ev.as_ref().ok();
                     }
                 }
             })
     }
+}
+
+/// Whether `ev`, right after `prev`, says nothing new: the same content or metadata change of
+/// the same names. A file written in many pieces (behind the mount, or through it when the
+/// kernel writes to the backing file) reports each; handling one stats the names as they are
+/// when it is handled, so its twin queued behind it would find the same and repeat the work.
+fn repeats(prev: &notify::Event, ev: &notify::Event) -> bool {
+    let content = matches!(
+        ev.kind,
+        EventKind::Modify(ModifyKind::Data(_) | ModifyKind::Metadata(_))
+            | EventKind::Access(AccessKind::Close(AccessMode::Write))
+    );
+    content && prev.kind == ev.kind && prev.paths == ev.paths && !ev.need_rescan()
 }
 
 struct Invalidator {
@@ -103,7 +123,7 @@ struct Invalidator {
 }
 
 impl Invalidator {
-    fn handle(&self, prefix: &Path, ev: notify::Event) {
+    fn handle(&self, prefix: &Path, ev: &notify::Event) {
         if ev.need_rescan() {
             self.everything();
             return;
@@ -292,5 +312,29 @@ impl Invalidator {
             0,
             || Some(PathBuf::new()),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use notify::event::{CreateKind, DataChange};
+
+    fn event(kind: EventKind, path: &str) -> notify::Event {
+        notify::Event::new(kind).add_path(PathBuf::from(path))
+    }
+
+    #[test]
+    fn only_a_content_change_right_after_its_twin_is_skipped() {
+        let write = EventKind::Modify(ModifyKind::Data(DataChange::Any));
+        let a = event(write, "/s/a");
+        assert!(repeats(&a, &event(write, "/s/a")));
+        assert!(!repeats(&a, &event(write, "/s/b")));
+        let create = EventKind::Create(CreateKind::File);
+        // A name that comes back is news even if it looks the same.
+        assert!(!repeats(&event(create, "/s/a"), &event(create, "/s/a")));
+        assert!(!repeats(&event(create, "/s/a"), &a));
+        let rescan = event(write, "/s/a").set_flag(notify::event::Flag::Rescan);
+        assert!(!repeats(&a, &rescan));
     }
 }
