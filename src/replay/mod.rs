@@ -39,7 +39,7 @@ use baseline::History;
 use caching::{Bill, CacheSim};
 use context::{Block, Counter};
 use metrics::{Seen, TurnMeasure};
-use session::{REPLAY_CONFIG, Session};
+use session::{Session, replay_config};
 use trace::{Kind, Trace};
 
 use crate::socket::fit;
@@ -199,7 +199,7 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
         .canonicalize()
         .with_context(|| format!("canonicalizing {}", root.display()))?;
     let config = base.join("worldfs.toml");
-    std::fs::write(&config, REPLAY_CONFIG).context("writing the replay config")?;
+    std::fs::write(&config, replay_config()).context("writing the replay config")?;
     let result = (|| -> Result<TraceResult> {
         let mut session = Session::start(&opts.exe, &root, &base.join("socket"), &config)?;
         let r = replay(

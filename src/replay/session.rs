@@ -19,14 +19,26 @@ use crate::socket::client::Client;
 const START_TIMEOUT: Duration = Duration::from_secs(20);
 const EXIT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The world settings of a replay: the replaying process (`worldfs`) stands in for the agent and
-/// every program it ran, so it is the agent, and fan-out (which would take one process reading
-/// dozens of files for a scanner) is off.
-pub const REPLAY_CONFIG: &str = "\
-[attribution]
-agent_programs = [\"worldfs\"]
-fanout_threshold = 1000000
-";
+/// The world settings of a replay: the replaying process stands in for the agent and every
+/// program it ran, so it is the agent, and fan-out (which would take one process reading dozens
+/// of files for a scanner) is off.
+///
+/// The world knows processes by name (`/proc/PID/comm`), so the agent is named as this process
+/// is now, not as `worldfs`: a copy under another name (`/tmp/worldfs-old`, for an A/B run) was
+/// otherwise an unknown program whose reads made no entries, and replayed with recall 11 of 33
+/// instead of 33 of 33 in a trace, without a word.
+pub fn replay_config() -> String {
+    let own = std::fs::read_to_string("/proc/self/comm")
+        .map(|c| c.trim_end_matches('\n').to_owned())
+        .ok()
+        .filter(|c| !c.is_empty())
+        .unwrap_or_else(|| "worldfs".to_owned());
+    // A JSON string is a valid TOML basic string (same escapes).
+    format!(
+        "[attribution]\nagent_programs = [{}]\nfanout_threshold = 1000000\n",
+        serde_json::Value::from(own)
+    )
+}
 
 pub struct Session {
     pub root: PathBuf,
@@ -200,5 +212,20 @@ impl Drop for Session {
         if let Err(e) = self.stop() {
             eprintln!("worldfs replay: {e:#}");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_replay_config_names_this_process_as_the_agent() {
+        let own = std::fs::read_to_string("/proc/self/comm")
+            .unwrap_or_else(|e| panic!("/proc/self/comm: {e}"));
+        let cfg = crate::world::config::Config::parse(&replay_config(), Path::new("replay.toml"))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.attribution.agent_programs, [own.trim_end()]);
+        assert_eq!(cfg.attribution.fanout_threshold, 1_000_000);
     }
 }
