@@ -398,6 +398,18 @@ fn merge_onto(mut dest: Entry, src: Entry, at: Stamp) -> Entry {
     dest
 }
 
+/// `a.cmp(b)` for the normalized relative paths the cache holds, on bytes: the order of
+/// components is the order of the bytes with `/` below every other byte. A render sorts every
+/// candidate by path, and comparing components (`Path::cmp`) was a fifth of a render's time in
+/// a world of 20,000 entries.
+pub(super) fn path_order(a: &Path, b: &Path) -> std::cmp::Ordering {
+    let (a, b) = (a.as_os_str().as_bytes(), b.as_os_str().as_bytes());
+    let same = a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let rank = |c: Option<&u8>| c.map(|&c| if c == b'/' { 0 } else { u16::from(c) + 1 });
+    // A path that ends first is a prefix of the other, and sorts first (None < Some).
+    rank(a.get(same)).cmp(&rank(b.get(same)))
+}
+
 /// `key.starts_with(root)` for the normalized relative paths the cache holds (no `.`, no
 /// doubled or trailing `/`), on bytes: `Path::starts_with` walks components, and subtree
 /// operations ask it of every key.
@@ -409,6 +421,18 @@ fn is_under(key: &Path, root: &Path) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest! {
+        /// Byte order with `/` lowest is `Path`'s order of components.
+        #[test]
+        fn path_order_is_the_order_of_components(
+            a in prop::collection::vec(prop::sample::select(vec!["a", "b", "a.b", "a-b", "ab", "-", "é"]), 0..4),
+            b in prop::collection::vec(prop::sample::select(vec!["a", "b", "a.b", "a-b", "ab", "-", "é"]), 0..4),
+        ) {
+            let (a, b): (PathBuf, PathBuf) = (a.iter().collect(), b.iter().collect());
+            prop_assert_eq!(path_order(&a, &b), a.cmp(&b), "{:?} vs {:?}", a, b);
+        }
+    }
 
     #[test]
     fn under_is_by_component() {

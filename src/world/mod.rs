@@ -439,7 +439,7 @@ impl World {
             .filter_map(|path, e| candidate(path.to_path_buf(), e, turn));
         // Paths are unique, so an unstable sort gives the one order; it moves the candidates
         // (a few hundred bytes each) far less than a stable one.
-        out.sort_unstable_by(|a, b| a.path.cmp(&b.path));
+        out.sort_unstable_by(|a, b| cache::path_order(&a.path, &b.path));
         out
     }
 
