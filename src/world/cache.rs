@@ -385,6 +385,7 @@ fn merge_onto(mut dest: Entry, src: Entry, at: Stamp) -> Entry {
     // the agent's atomic save (`sed -i`, an editor): its lines are the agent's edit of `dest`
     dest.agent_edit_pending |= src.agent_edit_pending || src.agent_wrote;
     dest.pinned |= src.pinned;
+    dest.last_read_seq = dest.last_read_seq.max(src.last_read_seq);
     if src.last_observed.seq > dest.last_observed.seq {
         dest.last_observed = src.last_observed;
         dest.last_agent_turn = dest.last_agent_turn.max(src.last_agent_turn);

@@ -175,14 +175,9 @@ pub struct Entry {
     pub reads: u32,
     /// Weakly attributed reads (a test run importing it, an indexer).
     pub weak_reads: u32,
-    /// Times a selection dropped this entry after having kept it.
-    pub evictions: u16,
-    /// Agent reads that came after an eviction: the thrash signal.
-    pub rereads_after_eviction: u16,
-    /// Kept by the last selection.
-    pub in_projection: bool,
-    /// Evicted by the last selection and not read since.
-    pub evicted_unread: bool,
+    /// Sequence number of the last agent-attributed read: a read after a requester's
+    /// selection left the entry out is what its thrash guard learns from (`world::thrash`).
+    pub last_read_seq: u64,
     /// The lines of the version at `hash`, to move `extent` and `recent` to where their lines
     /// went when the content changes; `None` until counted (and for directories).
     #[serde(skip)]
@@ -225,10 +220,7 @@ impl Entry {
             version: 0,
             reads: 0,
             weak_reads: 0,
-            evictions: 0,
-            rereads_after_eviction: 0,
-            in_projection: false,
-            evicted_unread: false,
+            last_read_seq: 0,
             lines: None,
             agent_edit_pending: false,
             shown: ShownParts::default(),
@@ -238,10 +230,7 @@ impl Entry {
     /// Records an agent-attributed read at `at`.
     pub fn agent_read(&mut self, at: Stamp) {
         self.reads = self.reads.saturating_add(1);
-        if self.evicted_unread {
-            self.rereads_after_eviction = self.rereads_after_eviction.saturating_add(1);
-            self.evicted_unread = false;
-        }
+        self.last_read_seq = self.last_read_seq.max(at.seq);
         self.last_observed = at;
         self.last_agent_turn = at.turn;
     }
@@ -269,7 +258,6 @@ impl Entry {
         self.state = EntryState::Deleted;
         self.last_changed = Some(at);
         self.needs_rehash = false;
-        self.in_projection = false;
     }
 
     /// Whether policies may ever put content of this entry into a projection.
@@ -314,13 +302,12 @@ mod tests {
     }
 
     #[test]
-    fn reread_after_eviction_counts_once() {
+    fn an_agent_read_counts_and_stamps() {
         let mut e = Entry::new(EntryKind::File, EntryState::Live, at(1));
-        e.evicted_unread = true;
         e.agent_read(at(2));
         e.agent_read(at(3));
-        assert_eq!(e.rereads_after_eviction, 1);
         assert_eq!(e.reads, 2);
+        assert_eq!(e.last_read_seq, 3);
         assert_eq!(e.last_agent_turn, 3);
     }
 

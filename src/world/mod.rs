@@ -29,6 +29,7 @@ mod scenario_tests;
 pub mod shown;
 pub mod source;
 pub mod stats;
+mod thrash;
 pub mod tokens;
 pub mod turns;
 pub mod views;
@@ -61,6 +62,7 @@ use cache::Cache;
 use ignore_rules::{IgnoreRules, PathVerdict};
 use journal::{Journal, JournalCounters};
 use stats::Counters;
+use thrash::Thrash;
 use tokens::TokenCounter;
 use turns::TurnClock;
 
@@ -191,6 +193,7 @@ impl WorldBuilder {
             harness: harness::Harness::default(),
             recent: recent::Recent::new(recent::DEFAULT_CAPACITY),
             layouts: Mutex::new(HashMap::new()),
+            last_requester: Mutex::new(None),
             generation: AtomicU64::new(0),
             urgent: AtomicU64::new(0),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
@@ -217,6 +220,26 @@ struct Layout {
     shown_seq: HashMap<PathBuf, u64>,
     /// Where the last projection for this key placed its pieces.
     placed: Arc<placements::Placed>,
+    /// What this requester's selections taught the thrash guard.
+    thrash: Thrash,
+}
+
+/// [`World::last_selection`].
+#[derive(Debug, Default)]
+pub struct LastSelection {
+    kept: HashSet<PathBuf>,
+    thrash: Thrash,
+}
+
+impl LastSelection {
+    pub fn kept(&self, path: &Path) -> bool {
+        self.kept.contains(path)
+    }
+
+    /// Times that selection's requester stopped keeping `path` after keeping it.
+    pub fn evictions(&self, path: &Path) -> u16 {
+        self.thrash.evictions(path)
+    }
 }
 
 impl Layout {
@@ -253,6 +276,8 @@ pub struct World {
     recent: recent::Recent,
     /// What the last selection for each requester key kept ([`World::select_with_extra`]).
     layouts: Mutex<HashMap<String, Layout>>,
+    /// The layout key of the most recent selection.
+    last_requester: Mutex<Option<String>>,
     /// Bumped whenever an observation may have changed what a projection shows (anything but a
     /// read that counted for nothing): lets the socket reuse a rendering while it is unchanged.
     generation: AtomicU64,
@@ -509,19 +534,38 @@ impl World {
         extra: Vec<Candidate>,
         layout: Option<&str>,
     ) -> Selection {
+        // A selection without a layout still has a requester, for the thrash guard's memory.
+        let key = match layout {
+            Some(k) => k.to_owned(),
+            None => format!("select:{}/{budget}", policy.name()),
+        };
         let mut cands = self.candidates();
         let mut extra = extra;
+        let mut thrash = Thrash::default();
         // Against the previous selection first, so `adjust` prices the held form too. The
         // lock is not held over `adjust`, which reads entries.
-        if let Some(key) = layout
-            && let Some(prev) = self.layouts.lock().get(key)
-        {
+        if let Some(prev) = self.layouts.lock().get(&key) {
+            thrash = prev.thrash.clone();
             for c in &mut cands {
-                prev.mark(c);
-                c.held = self.held(c, key);
+                // Read since this requester's last selection left it out: that eviction was
+                // wrong, and the guard learns it (once per selection, however many reads).
+                if c.last_read_seq > prev.seq
+                    && prev.offered.contains(&c.path)
+                    && !prev.kept.contains_key(&c.path)
+                {
+                    thrash.reread(&c.path);
+                }
+                c.rereads_after_eviction = thrash.rereads(&c.path);
+                c.evictions = thrash.evictions(&c.path);
+                if layout.is_some() {
+                    prev.mark(c);
+                    c.held = self.held(c, &key);
+                }
             }
-            for c in &mut extra {
-                prev.mark(c);
+            if layout.is_some() {
+                for c in &mut extra {
+                    prev.mark(c);
+                }
             }
         }
         for c in &mut cands {
@@ -529,15 +573,22 @@ impl World {
         }
         cands.extend(extra);
         let sel = policy.select(&cands, budget);
-        if let Some(key) = layout {
+        let offered: HashSet<PathBuf> = cands.iter().map(|c| c.path.clone()).collect();
+        let kept_before = {
             let mut layouts = self.layouts.lock();
-            if layouts.len() >= MAX_LAYOUTS && !layouts.contains_key(key) {
+            if layouts.len() >= MAX_LAYOUTS && !layouts.contains_key(&key) {
                 // Requesters with ever new budgets: forget them all rather than grow.
                 layouts.clear();
             }
-            let (placed, mut shown_seq) = layouts
-                .get_mut(key)
-                .map(|l| (Arc::clone(&l.placed), std::mem::take(&mut l.shown_seq)))
+            let (placed, mut shown_seq, kept_before) = layouts
+                .get_mut(&key)
+                .map(|l| {
+                    (
+                        Arc::clone(&l.placed),
+                        std::mem::take(&mut l.shown_seq),
+                        std::mem::take(&mut l.kept),
+                    )
+                })
                 .unwrap_or_default();
             let kept: HashSet<&PathBuf> = sel.kept.iter().map(|k| &k.path).collect();
             // Only candidates of this selection: what left the world is forgotten here too.
@@ -552,44 +603,67 @@ impl World {
                     at.map(|at| (c.path.clone(), at))
                 })
                 .collect();
+            for ev in sel
+                .evicted
+                .iter()
+                .filter(|e| kept_before.contains_key(&e.path))
+            {
+                thrash.evicted(&ev.path);
+            }
+            thrash.retain(|p| offered.contains(p));
             layouts.insert(
-                key.to_owned(),
+                key.clone(),
                 Layout {
                     kept: sel
                         .kept
                         .iter()
                         .map(|k| (k.path.clone(), k.form.clone()))
                         .collect(),
-                    offered: cands.iter().map(|c| c.path.clone()).collect(),
                     seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
+                    offered,
                     shown_seq,
                     placed,
+                    thrash,
                 },
             );
-        }
-        for k in &sel.kept {
-            if let Some(mut e) = self.cache.get_mut(&k.path) {
-                e.in_projection = true;
-                match (layout, &k.form) {
-                    (Some(key), Form::Ranges(r)) => e.shown.set(key, r),
-                    (Some(key), _) => e.shown.forget(key),
-                    (None, _) => {}
+            *self.last_requester.lock() = Some(key.clone());
+            kept_before
+        };
+        // What this requester shows of a file in part, for its next selection's held form. An
+        // entry it did not keep last time has nothing recorded: only the ones it stops keeping
+        // are visited, not every entry left out.
+        if layout.is_some() {
+            for k in &sel.kept {
+                if let Some(mut e) = self.cache.get_mut(&k.path) {
+                    match &k.form {
+                        Form::Ranges(r) => e.shown.set(&key, r),
+                        _ => e.shown.forget(&key),
+                    }
                 }
             }
-        }
-        for ev in &sel.evicted {
-            if let Some(mut e) = self.cache.get_mut(&ev.path) {
-                if let Some(key) = layout {
-                    e.shown.forget(key);
+            for ev in sel
+                .evicted
+                .iter()
+                .filter(|e| kept_before.contains_key(&e.path))
+            {
+                if let Some(mut e) = self.cache.get_mut(&ev.path) {
+                    e.shown.forget(&key);
                 }
-                if e.in_projection {
-                    e.evictions = e.evictions.saturating_add(1);
-                }
-                e.in_projection = false;
-                e.evicted_unread = true;
             }
         }
         sel
+    }
+
+    /// The most recent selection, by any requester: what it kept and how often that
+    /// requester stopped keeping each entry (`entries.list`'s `in_projection`, `evictions`).
+    pub fn last_selection(&self) -> Option<LastSelection> {
+        let key = self.last_requester.lock().clone()?;
+        let layouts = self.layouts.lock();
+        let l = layouts.get(&key)?;
+        Some(LastSelection {
+            kept: l.kept.keys().cloned().collect(),
+            thrash: l.thrash.clone(),
+        })
     }
 
     /// Changes when an observation may have changed what a projection shows.
@@ -789,8 +863,9 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         agent_wrote: e.agent_wrote,
         reads: e.reads,
         weak_reads: e.weak_reads,
-        evictions: e.evictions,
-        rereads_after_eviction: e.rereads_after_eviction,
+        evictions: 0,
+        rereads_after_eviction: 0,
+        last_read_seq: e.last_read_seq,
         last_form: None,
         fresh: false,
         unshown: false,

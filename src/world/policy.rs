@@ -79,8 +79,13 @@ pub struct Candidate {
     pub agent_wrote: bool,
     pub reads: u32,
     pub weak_reads: u32,
+    /// Times this requester stopped keeping it after keeping it.
     pub evictions: u16,
+    /// Agent reads of it that came after this requester's selection left it out: the thrash
+    /// signal.
     pub rereads_after_eviction: u16,
+    /// Sequence number of the last agent read (0: none, or not an entry).
+    pub last_read_seq: u64,
     /// The form the previous projection with the same budget and policy showed it in, if it
     /// showed it.
     pub last_form: Option<Form>,
@@ -122,6 +127,7 @@ impl Candidate {
             weak_reads: 0,
             evictions: 0,
             rereads_after_eviction: 0,
+            last_read_seq: seq,
             last_form: None,
             fresh: false,
             unshown: false,

@@ -645,7 +645,7 @@ fn ingest_thread_ends_when_every_sink_is_gone() {
 }
 
 #[test]
-fn thrash_guard_learns_from_evictions() {
+fn thrash_guard_learns_from_each_requesters_own_evictions() {
     let dir = source_tree();
     let root = dir.path();
     write(root, "big.txt", "word ".repeat(4000).as_bytes());
@@ -653,7 +653,6 @@ fn thrash_guard_learns_from_evictions() {
     let policy = w.policy("worldfs").unwrap_or_else(|| panic!("no policy"));
     let mut s = Script::new();
     s.read(CAT, "big.txt");
-    s.read(CAT, "src/main.py");
     w.ingest(s.take());
     let big_cost = w
         .candidates()
@@ -661,28 +660,31 @@ fn thrash_guard_learns_from_evictions() {
         .find(|c| c.path == Path::new("big.txt"))
         .map_or(0, |c| u64::from(c.whole_tokens));
     assert!(big_cost > 1000);
-    // Everything fits: both kept.
-    let sel = w.select(100_000, policy.as_ref());
-    assert_eq!(sel.evicted.len(), 0);
-    // The budget shrinks: big.txt goes, the eviction is recorded.
-    let sel = w.select(200, policy.as_ref());
-    assert!(sel.evicted.iter().any(|e| e.path == Path::new("big.txt")));
-    let e = w
-        .entry(Path::new("big.txt"))
-        .unwrap_or_else(|| panic!("gone"));
-    assert_eq!((e.evictions, e.evicted_unread), (1, true));
-    // The agent reads it again: that is thrash, and it is protected from now on.
+    let big = Path::new("big.txt");
+    let first = |sel: &Selection| sel.kept.first().map(|k| k.path.clone());
+    // Room for big.txt and little more: kept while alone.
+    let budget = big_cost + 10;
+    let sel = w.select(budget, policy.as_ref());
+    assert_eq!(first(&sel), Some(big.to_path_buf()));
+    // A small file read: worth more per token, so the requester drops big.txt, and counts it.
+    s.read(CAT, "src/main.py");
+    w.ingest(s.take());
+    let sel = w.select(budget, policy.as_ref());
+    assert!(sel.evicted.iter().any(|e| e.path == big));
+    let last = w.last_selection().unwrap_or_else(|| panic!("no selection"));
+    assert!(last.kept(Path::new("src/main.py")) && !last.kept(big));
+    assert_eq!(last.evictions(big), 1);
+    // The agent reads it again: that eviction was wrong, and this requester protects it now.
     s.read(CAT, "big.txt");
     w.ingest(s.take());
-    let e = w
-        .entry(Path::new("big.txt"))
-        .unwrap_or_else(|| panic!("gone"));
-    assert_eq!(e.rereads_after_eviction, 1);
-    let sel = w.select(big_cost + 10, policy.as_ref());
-    assert_eq!(
-        sel.kept.first().map(|k| k.path.as_path()),
-        Some(Path::new("big.txt"))
-    );
+    let sel = w.select(budget, policy.as_ref());
+    assert_eq!(first(&sel), Some(big.to_path_buf()));
+    // Another requester never dropped it after a read, so it has nothing to learn: by value
+    // per token, the small file goes first and big.txt does not fit.
+    let sel = w.select(budget + 5, policy.as_ref());
+    assert_eq!(first(&sel), Some(PathBuf::from("src/main.py")));
+    assert!(sel.evicted.iter().any(|e| e.path == big));
+    assert_eq!(w.last_selection().map(|l| l.evictions(big)), Some(0));
 }
 
 /// A ranged world over a source tree with `big.py`: 3,000 lines of about ten tokens each.

@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use super::{MAX_LIST, Shared, lossy, millis, rel_path};
 use crate::socket::protocol::RpcError;
 use crate::world::source::SourceError;
-use crate::world::{Entry, EntryState, Extent, ReadError};
+use crate::world::{Entry, EntryState, Extent, LastSelection, ReadError};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -34,8 +34,9 @@ fn state_name(s: EntryState) -> &'static str {
     }
 }
 
-/// An entry's metadata as the protocol shows it.
-pub fn entry_json(path: &Path, e: &Entry) -> Value {
+/// An entry's metadata as the protocol shows it; `last` is the world's most recent selection,
+/// which says whether it is in the projection and how often that requester dropped it.
+pub fn entry_json(path: &Path, e: &Entry, last: Option<&LastSelection>) -> Value {
     let extent = match &e.extent {
         Extent::None => json!("none"),
         Extent::Whole => json!("whole"),
@@ -58,11 +59,11 @@ pub fn entry_json(path: &Path, e: &Entry) -> Value {
         "stale": e.needs_rehash,
         "pinned": e.pinned,
         "agent_wrote": e.agent_wrote,
-        "in_projection": e.in_projection,
+        "in_projection": last.is_some_and(|l| l.kept(path)),
         "extent": extent,
         "reads": e.reads,
         "weak_reads": e.weak_reads,
-        "evictions": e.evictions,
+        "evictions": last.map_or(0, |l| l.evictions(path)),
         "programs": e.programs.iter().collect::<Vec<_>>(),
         "first_seq": e.first_observed.seq,
         "last_seq": e.last_observed.seq,
@@ -128,11 +129,12 @@ pub(super) fn entries_list(shared: &Shared, p: EntriesList) -> Result<Value, Rpc
         .filter_map(|(_, e)| e.tokens)
         .map(u64::from)
         .sum();
+    let last = shared.world.last_selection();
     let page: Vec<Value> = matching
         .iter()
         .skip(p.offset)
         .take(limit)
-        .map(|(path, e)| entry_json(path, e))
+        .map(|(path, e)| entry_json(path, e, last.as_ref()))
         .collect();
     Ok(json!({ "total": total, "offset": p.offset, "live_tokens": tokens, "entries": page }))
 }
@@ -166,7 +168,8 @@ pub(super) fn entries_read(shared: &Shared, p: PathParam) -> Result<Value, RpcEr
     let path = rel_path(shared, &p.path)?;
     let w = &*shared.world;
     let c = w.read_current(&path).map_err(|e| read_error(&path, e))?;
-    let entry = w.entry(&path).map(|e| entry_json(&path, &e));
+    let last = w.last_selection();
+    let entry = w.entry(&path).map(|e| entry_json(&path, &e, last.as_ref()));
     Ok(json!({
         "path": lossy(&path),
         "kind": c.kind,
