@@ -687,6 +687,73 @@ fn thrash_guard_learns_from_each_requesters_own_evictions() {
     assert_eq!(w.last_selection().map(|l| l.evictions(big)), Some(0));
 }
 
+/// What one requester's projection keeps does not depend on who else asks: a client at a
+/// tight budget beside it (a `worldfs projection --budget` typed beside a proxy, the replay's
+/// strategies) must not change it through what the guard learns from its evictions.
+#[test]
+fn a_requesters_selections_do_not_depend_on_other_requesters() {
+    const FILES: usize = 10;
+    let make = || {
+        let dir = source_tree();
+        for i in 0..FILES {
+            let body = format!("value_{i} = {i}\n").repeat(20 + 40 * i);
+            write(dir.path(), &format!("m{i}.py"), body.as_bytes());
+        }
+        let w = world(dir.path());
+        (dir, w)
+    };
+    // A third of what all the files cost: room for a few of them.
+    let budget = {
+        let (_d, w) = make();
+        let mut s = Script::new();
+        for i in 0..FILES {
+            s.read(CAT, &format!("m{i}.py"));
+        }
+        w.ingest(s.take());
+        w.candidates()
+            .iter()
+            .map(|c| u64::from(c.whole_tokens))
+            .sum::<u64>()
+            / 3
+    };
+    let mut differed_from_tight = false;
+    for seed in 1..=12u64 {
+        let (_d1, alone) = make();
+        let (_d2, shared) = make();
+        let policy = alone
+            .policy("worldfs")
+            .unwrap_or_else(|| panic!("no policy"));
+        let (mut sa, mut sb) = (Script::new(), Script::new());
+        // A fixed pseudo-random walk over the files, with comebacks to what a budget dropped.
+        let mut x = seed;
+        let mut next = || {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (x >> 33) as usize % FILES
+        };
+        for turn in 0..40 {
+            let i = next();
+            for s in [&mut sa, &mut sb] {
+                s.pause(5000);
+                s.read(CAT, &format!("m{i}.py"));
+            }
+            alone.ingest(sa.take());
+            shared.ingest(sb.take());
+            let tight = shared.select(budget / 4, policy.as_ref());
+            let a = alone.select(budget, policy.as_ref());
+            let b = shared.select(budget, policy.as_ref());
+            assert_eq!(a.kept, b.kept, "seed {seed}, turn {turn}: kept");
+            assert_eq!(a.evicted, b.evicted, "seed {seed}, turn {turn}: evicted");
+            differed_from_tight |= tight.kept != b.kept;
+        }
+    }
+    assert!(
+        differed_from_tight,
+        "the tight requester must choose differently"
+    );
+}
+
 /// A ranged world over a source tree with `big.py`: 3,000 lines of about ten tokens each.
 fn big_py_world() -> (tempfile::TempDir, String, Arc<World>) {
     let dir = source_tree();
