@@ -222,6 +222,8 @@ struct Layout {
     placed: Arc<placements::Placed>,
     /// What this requester's selections taught the thrash guard.
     thrash: Thrash,
+    /// When this requester last asked, in selections (larger is more recent).
+    used: u64,
 }
 
 /// [`World::last_selection`].
@@ -577,9 +579,18 @@ impl World {
         let kept_before = {
             let mut layouts = self.layouts.lock();
             if layouts.len() >= MAX_LAYOUTS && !layouts.contains_key(&key) {
-                // Requesters with ever new budgets: forget them all rather than grow.
-                layouts.clear();
+                // Requesters with ever new budgets: the one that asked least recently makes
+                // room, so a requester that keeps asking (a proxy at its budget) keeps its
+                // places and what its thrash guard learnt, whoever else comes and goes.
+                let oldest = layouts
+                    .iter()
+                    .min_by_key(|(_, l)| l.used)
+                    .map(|(k, _)| k.clone());
+                if let Some(k) = oldest {
+                    layouts.remove(&k);
+                }
             }
+            let used = layouts.values().map(|l| l.used).max().unwrap_or(0) + 1;
             let (placed, mut shown_seq, kept_before) = layouts
                 .get_mut(&key)
                 .map(|l| {
@@ -624,6 +635,7 @@ impl World {
                     shown_seq,
                     placed,
                     thrash,
+                    used,
                 },
             );
             *self.last_requester.lock() = Some(key.clone());

@@ -754,6 +754,42 @@ fn a_requesters_selections_do_not_depend_on_other_requesters() {
     );
 }
 
+/// Requesters that come and go (a harness that asks with a new budget every call) make the
+/// least recently asking one give way, not the one that keeps asking: it keeps its places.
+#[test]
+fn a_steady_requester_keeps_its_layout_while_others_come_and_go() {
+    let dir = source_tree();
+    let w = world(dir.path());
+    let policy = w.policy("worldfs").unwrap_or_else(|| panic!("no policy"));
+    let mut s = Script::new();
+    s.read(CAT, "src/main.py");
+    w.ingest(s.take());
+    let select = |key: &str| {
+        w.select_with_extra(10_000, policy.as_ref(), &mut |_| {}, Vec::new(), Some(key))
+    };
+    let marked = |key: &str| placements::Placed {
+        order: vec![PathBuf::from(key)],
+        ..Default::default()
+    };
+    select("steady");
+    w.set_placements("steady", marked("steady"));
+    for i in 0..3 * MAX_LAYOUTS {
+        select(&format!("passing/{i}"));
+        w.set_placements(&format!("passing/{i}"), marked("passing"));
+        if i % 8 == 0 {
+            select("steady");
+        }
+    }
+    let kept = w.placements("steady").map(|p| p.order.clone());
+    assert_eq!(kept, Some(vec![PathBuf::from("steady")]));
+    // The bound holds: the first of the passing requesters is long forgotten.
+    assert!(w.placements("passing/0").is_none());
+    assert!(
+        w.placements(&format!("passing/{}", 3 * MAX_LAYOUTS - 1))
+            .is_some()
+    );
+}
+
 /// A ranged world over a source tree with `big.py`: 3,000 lines of about ten tokens each.
 fn big_py_world() -> (tempfile::TempDir, String, Arc<World>) {
     let dir = source_tree();
