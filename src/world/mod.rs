@@ -470,8 +470,8 @@ impl World {
         out
     }
 
-    /// Chooses what fits in `budget` tokens with `policy`, and records the outcome on the
-    /// entries (evictions feed the thrash guard).
+    /// Chooses what fits in `budget` tokens with `policy`, and records the outcome for this
+    /// requester (policy and budget): its evictions feed its thrash guard.
     pub fn select(&self, budget: u64, policy: &dyn Policy) -> Selection {
         self.select_with(budget, policy, &mut |_| {})
     }
