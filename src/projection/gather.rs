@@ -80,7 +80,7 @@ pub fn gather(
         report,
         framing_fields: (framing != Framing::default()).then_some(framing),
         state_fields: (!state.is_empty()).then_some(state),
-        layout: format!("{}/{budget}/{format:?}", policy.name()),
+        layout: req.requester_key(policy.name(), budget),
         unchanged_prefix: 0,
         step_tools: h
             .step_tools

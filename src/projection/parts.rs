@@ -151,7 +151,8 @@ pub struct Input {
     /// Rendered framing fields, for the json format.
     pub framing_fields: Option<Framing>,
     pub state_fields: Option<StructuredState>,
-    /// The requester's layout key (policy, budget, format): what placements are kept under.
+    /// The requester's layout key ([`super::ProjectionRequest::requester_key`]): what
+    /// placements are kept under.
     pub layout: String,
     /// Leading pieces of the stream that the previous projection for this layout showed first,
     /// unchanged ([`super::placement::unchanged_prefix`]): where a cache lookup should start.

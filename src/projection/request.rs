@@ -189,6 +189,31 @@ impl ProjectionRequest {
         }
     }
 
+    /// The requester this request speaks for: the world keeps each requester's last selection,
+    /// where its projection placed each piece, and what its thrash guard learnt. Everything
+    /// that changes what is chosen or the bytes of a piece is part of it, so two clients with
+    /// the same budget but other options (a `worldfs projection` beside `worldfs proxy`) never
+    /// move each other's pieces or cache breakpoints. The number of breakpoints is not: it only
+    /// marks pieces, and the proxy's changes from call to call (it gets what Claude Code's own
+    /// leave); nor is the length of the evicted list.
+    pub fn requester_key(&self, policy: &str, budget: u64) -> String {
+        let root = self
+            .absolute_paths
+            .as_deref()
+            .map_or_else(String::new, |r| r.to_string_lossy().into_owned());
+        format!(
+            "{policy}/{budget}/{format}/{tool}:{param}/{numbers:?}/{step:?}/last_step={last}\
+             /deleted={deleted}/root={root}",
+            format = self.format.name(),
+            tool = self.tool_name,
+            param = self.path_param,
+            numbers = self.line_numbers,
+            step = self.step_output,
+            last = self.last_step,
+            deleted = self.include_deleted,
+        )
+    }
+
     /// Rejects requests whose output could not be valid, before any work is done.
     pub fn check(&self) -> Result<(), ProjectionError> {
         let bad = |field, reason: String| Err(ProjectionError::InvalidRequest { field, reason });
@@ -232,5 +257,42 @@ impl ProjectionRequest {
             );
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_requester_is_every_option_that_changes_the_pieces_and_only_those() {
+        let base = ProjectionRequest::new(Format::Anthropic, 8000);
+        let key = |r: &ProjectionRequest| r.requester_key("worldfs", 8000);
+        // What only marks pieces, or only shortens the report, is the same requester.
+        let mut same = base.clone();
+        same.max_breakpoints = 4;
+        same.evicted_limit = Some(3);
+        assert_eq!(key(&same), key(&base));
+        // Everything else is another one.
+        let variants: Vec<fn(&mut ProjectionRequest)> = vec![
+            |r| r.format = Format::OpenaiChat,
+            |r| r.tool_name = "View".into(),
+            |r| r.path_param = "path".into(),
+            |r| r.absolute_paths = Some(PathBuf::from("/work")),
+            |r| r.line_numbers = LineNumbers::Arrow,
+            |r| r.include_deleted = false,
+            |r| r.step_output = StepOutput::Verbatim,
+            |r| r.last_step = false,
+        ];
+        let mut seen = vec![key(&base)];
+        for change in variants {
+            let mut r = base.clone();
+            change(&mut r);
+            let k = key(&r);
+            assert!(!seen.contains(&k), "{k}");
+            seen.push(k);
+        }
+        assert_ne!(base.requester_key("seed", 8000), key(&base));
+        assert_ne!(base.requester_key("worldfs", 16000), key(&base));
     }
 }

@@ -685,6 +685,59 @@ fn the_stream_only_grows_at_its_end() {
     assert_eq!(marked.last(), Some(&(msgs.len() - 1)), "{msgs:#?}");
 }
 
+/// Another client asking with the same budget, policy and format but other rendering options
+/// (`worldfs projection` typed beside `worldfs proxy`) is another requester: what the first
+/// one is sent, cache breakpoints included, is the same byte for byte as without it.
+#[test]
+fn a_client_with_other_options_does_not_change_what_another_is_sent() {
+    let s = Scenario {
+        files: vec![
+            ("a.rs".into(), "fn a() {}\n".repeat(8)),
+            ("b.rs".into(), "fn b() {}\n".repeat(8)),
+            ("c.rs".into(), "fn c() {}\n".repeat(8)),
+        ],
+        actions: vec![Action::ReadWhole(0), Action::ReadWhole(1)],
+        goal: Some("g".into()),
+        framing: false,
+        state: None,
+        step: None,
+        commands: vec![],
+    };
+    let mut proxy = ProjectionRequest::new(Format::Anthropic, 100_000);
+    proxy.last_step = false;
+    let run = |others: bool| {
+        let mut b = build(&s);
+        let mut bodies = Vec::new();
+        for next in ["c.rs", "a.rs"] {
+            bodies.push(
+                render(&b.world, &proxy)
+                    .unwrap_or_else(|e| panic!("{e}"))
+                    .body,
+            );
+            if others {
+                for numbers in [LineNumbers::None, LineNumbers::Arrow] {
+                    let mut cli = ProjectionRequest::new(Format::Anthropic, 100_000);
+                    cli.line_numbers = numbers;
+                    render(&b.world, &cli).unwrap_or_else(|e| panic!("{e}"));
+                }
+            }
+            b.world.advance_turn();
+            read_obs(&mut b, next, 0, 100);
+        }
+        bodies.push(
+            render(&b.world, &proxy)
+                .unwrap_or_else(|e| panic!("{e}"))
+                .body,
+        );
+        bodies
+    };
+    let alone = run(false);
+    let beside = run(true);
+    for (turn, (a, b)) in alone.iter().zip(&beside).enumerate() {
+        assert_eq!(a, b, "turn {turn}");
+    }
+}
+
 /// A file that leaves the projection and comes back unchanged is appended, not put back in
 /// the middle where it would invalidate everything after it.
 #[test]

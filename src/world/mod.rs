@@ -525,7 +525,7 @@ impl World {
     /// outputs the harness recorded) competing for the same budget under the same policy. Their
     /// paths must not name entries (use absolute paths: entry paths are relative).
     ///
-    /// With a `layout` key (the requester's budget, policy and format), the candidates are told
+    /// With a `layout` key (the requester: budget, policy, format and options), the candidates are told
     /// what the previous selection under that key kept and what is new since, so a policy can
     /// grow the projection at its end instead of reshuffling it (prompt-cache friendly).
     pub fn select_with_extra(

@@ -3,7 +3,7 @@
 //! rest: a prompt cache holds a prefix, so a piece that moves costs everything after it.
 //!
 //! The world keeps these records beside the requester's last selection (same layout key:
-//! policy, budget, format; same bound) for the projection; it never reads them itself.
+//! `ProjectionRequest::requester_key`; same bound) for the projection; it never reads them itself.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

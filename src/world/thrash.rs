@@ -1,4 +1,4 @@
-//! The thrash guard's memory, one per requester (budget, policy, format).
+//! The thrash guard's memory, one per requester (budget, policy, format and options).
 //!
 //! A policy learns from its own evictions: an entry it dropped that the agent then read again
 //! proved the eviction wrong (see the worldfs policy's thrash protection). That lesson belongs
