@@ -690,19 +690,15 @@ fn the_stream_only_grows_at_its_end() {
 /// one is sent, cache breakpoints included, is the same byte for byte as without it.
 #[test]
 fn a_client_with_other_options_does_not_change_what_another_is_sent() {
-    let s = Scenario {
-        files: vec![
-            ("a.rs".into(), "fn a() {}\n".repeat(8)),
-            ("b.rs".into(), "fn b() {}\n".repeat(8)),
-            ("c.rs".into(), "fn c() {}\n".repeat(8)),
-        ],
-        actions: vec![Action::ReadWhole(0), Action::ReadWhole(1)],
-        goal: Some("g".into()),
-        framing: false,
-        state: None,
-        step: None,
-        commands: vec![],
-    };
+    let (a, b, c) = (
+        "fn a() {}\n".repeat(8),
+        "fn b() {}\n".repeat(8),
+        "fn c() {}\n".repeat(8),
+    );
+    let s = reads_with_goal(
+        &[("a.rs", &a), ("b.rs", &b), ("c.rs", &c)],
+        vec![Action::ReadWhole(0), Action::ReadWhole(1)],
+    );
     let mut proxy = ProjectionRequest::new(Format::Anthropic, 100_000);
     proxy.last_step = false;
     let run = |others: bool| {
