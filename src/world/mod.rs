@@ -576,7 +576,8 @@ impl World {
         cands.extend(extra);
         let sel = policy.select(&cands, budget);
         let offered: HashSet<PathBuf> = cands.iter().map(|c| c.path.clone()).collect();
-        let kept_before = {
+        // What this requester kept last time and left out now.
+        let dropped: Vec<&PathBuf> = {
             let mut layouts = self.layouts.lock();
             if layouts.len() >= MAX_LAYOUTS && !layouts.contains_key(&key) {
                 // Requesters with ever new budgets: the one that asked least recently makes
@@ -614,12 +615,14 @@ impl World {
                     at.map(|at| (c.path.clone(), at))
                 })
                 .collect();
-            for ev in sel
+            let dropped: Vec<&PathBuf> = sel
                 .evicted
                 .iter()
-                .filter(|e| kept_before.contains_key(&e.path))
-            {
-                thrash.evicted(&ev.path);
+                .map(|e| &e.path)
+                .filter(|p| kept_before.contains_key(*p))
+                .collect();
+            for p in &dropped {
+                thrash.evicted(p);
             }
             thrash.retain(|p| offered.contains(p));
             layouts.insert(
@@ -639,7 +642,7 @@ impl World {
                 },
             );
             *self.last_requester.lock() = Some(key.clone());
-            kept_before
+            dropped
         };
         // What this requester shows of a file in part, for its next selection's held form. An
         // entry it did not keep last time has nothing recorded: only the ones it stops keeping
@@ -653,12 +656,8 @@ impl World {
                     }
                 }
             }
-            for ev in sel
-                .evicted
-                .iter()
-                .filter(|e| kept_before.contains_key(&e.path))
-            {
-                if let Some(mut e) = self.cache.get_mut(&ev.path) {
+            for p in dropped {
+                if let Some(mut e) = self.cache.get_mut(p) {
                     e.shown.forget(&key);
                 }
             }
