@@ -309,23 +309,39 @@ def event(i):
         "tool_response": {"type": "text", "file": {"filePath": path,
             "content": "\n".join(str(x) for x in range(10, 30)), "numLines": 20,
             "startLine": 10, "totalLines": 200}}}).encode()
-hook, start = [], []
+def bash_event(name, i):
+    ev = {"hook_event_name": name, "cwd": mnt, "tool_name": "Bash",
+          "tool_use_id": "toolu_bench_bash_%d" % i,
+          "tool_input": {"command": "cat f.txt | wc -l", "description": "count"}}
+    if name == "PostToolUse":
+        ev["tool_response"] = {"stdout": "200", "stderr": "", "interrupted": False,
+                               "isImage": False}
+    return json.dumps(ev).encode()
+def timed(args, **kw):
+    t = time.perf_counter()
+    subprocess.run(args, check=True, **kw)
+    return (time.perf_counter() - t) * 1000
+hook, start, pre, post = [], [], [], []
 for i in range(n):
-    t = time.perf_counter()
-    subprocess.run([bin, "hook"], input=event(i), check=True)
-    hook.append((time.perf_counter() - t) * 1000)
-    t = time.perf_counter()
-    subprocess.run([bin, "--version"], capture_output=True, check=True)
-    start.append((time.perf_counter() - t) * 1000)
-turn = json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True,
-                                 check=True).stdout)["world"]["turn"]
+    hook.append(timed([bin, "hook"], input=event(i)))
+    start.append(timed([bin, "--version"], capture_output=True))
+    # A Bash call: begun, run through the mount (not timed), its output cached.
+    pre.append(timed([bin, "hook"], input=bash_event("PreToolUse", i)))
+    subprocess.run(["cat", path], capture_output=True, check=True)
+    post.append(timed([bin, "hook"], input=bash_event("PostToolUse", i)))
+stats = json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True,
+                                  check=True).stdout)
+turn = stats["world"]["turn"]
 def row(name, a):
     a = sorted(a)
     return "| %s | %d | %.1f | %.1f | %.1f |" % (name, len(a), statistics.median(a),
                                                 a[max(0, int(0.9 * len(a)) - 1)], a[-1])
 print(row("`worldfs hook` (PostToolUse, a Read)", hook))
+print(row("`worldfs hook` (PreToolUse, a Bash call)", pre))
+print(row("`worldfs hook` (PostToolUse, a Bash call: step and output)", post))
 print(row("`worldfs --version` (starting the binary)", start))
-print("turns recorded: %d of %d" % (turn, n))
+print("turns recorded: %d of %d" % (turn, 2 * n))
+print("Bash outputs cached: %d (one command, recorded %d times)" % (stats["commands_cached"], n))
 PY
 ) || wfs_die "the hook benchmark failed"
   wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
@@ -338,7 +354,7 @@ PY
     echo "|---|---|---|---|---|"
     echo "$out" | grep '^|'
     echo
-    echo "$out" | grep '^turns' | sed 's/^/- /'
+    echo "$out" | grep -E '^(turns|Bash)' | sed 's/^/- /'
   } | record
 }
 

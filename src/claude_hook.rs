@@ -10,6 +10,12 @@
 //!   next prompt sets it. `resume` and `compact` keep it.
 //! - `PostToolUse`, `PostToolUseFailure`: the tool call and its result become the last step
 //!   (`step.record`), which advances the turn; a Read's shown lines become the file's view.
+//! - `PreToolUse` of a Bash call, then its `PostToolUse` (exit code 0) or `PostToolUseFailure`
+//!   (any other): the mount saw everything the command read in between, so its output is cached
+//!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
+//!   Only when that can be told: an output is not cached if the command read no file through
+//!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
+//!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
 //!
 //! A hook must never get in the agent's way. Whatever goes wrong (no mount, no socket, a daemon
 //! that does not answer, an event of a shape not known here), it exits 0 without output, so
@@ -44,8 +50,11 @@ pub enum Plan {
     ClearGoal,
     /// The user's prompt: the goal, or an addition to it.
     AddToGoal(String),
-    /// `step.record` with these params.
-    Step(Value),
+    /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
+    Begin(String),
+    /// `step.record` with `step`, after `command.record` with `command` (a Bash call's output,
+    /// recorded first so that it belongs to the turn the step ends).
+    Step { step: Value, command: Option<Value> },
 }
 
 /// Reads one event from `input`, tells the socket, and never fails (see the module docs).
@@ -86,7 +95,23 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
             c.call("goal.set", json!({ "goal": goal }))?;
         }
-        Plan::Step(params) => record_step(&mut c, params)?,
+        Plan::Begin(key) => {
+            c.call("command.begin", json!({ "key": key }))?;
+        }
+        Plan::Step { step, command } => {
+            // The output is a bonus: the step must be recorded whatever becomes of it.
+            if let Some(params) = command {
+                match c.call("command.record", params) {
+                    Ok(r) if r.get("cached") == Some(&Value::Bool(false)) => {
+                        let why = r.get("why").and_then(|w| w.as_str()).unwrap_or("no reason");
+                        tracing::info!("worldfs hook: the command's output is not cached: {why}");
+                    }
+                    Ok(_) => {}
+                    Err(e) => tracing::info!("worldfs hook: command.record: {e}"),
+                }
+            }
+            record_step(&mut c, step)?;
+        }
     }
     Ok(())
 }
@@ -133,11 +158,82 @@ pub fn plan(event: &Value) -> Plan {
             Some("startup" | "clear") => Plan::ClearGoal,
             _ => Plan::Nothing,
         },
+        Some("PreToolUse") => bash_call(event).map_or(Plan::Nothing, |(id, _)| Plan::Begin(id)),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
-            step(event, name == "PostToolUseFailure").map_or(Plan::Nothing, Plan::Step)
+            let failed = name == "PostToolUseFailure";
+            match step(event, failed) {
+                Some(step) => {
+                    let command = command_output(event, failed, &step);
+                    Plan::Step { step, command }
+                }
+                None => Plan::Nothing,
+            }
         }
         _ => Plan::Nothing,
     }
+}
+
+/// The `tool_use_id` and command of a Bash call whose output can be cached: one with an id
+/// (Pre- and PostToolUse must name the same call) that runs in the foreground (a background
+/// call's result only says it started).
+fn bash_call(event: &Value) -> Option<(String, String)> {
+    if event.get("tool_name")?.as_str()? != "Bash" {
+        return None;
+    }
+    let id = event
+        .get("tool_use_id")?
+        .as_str()
+        .filter(|id| !id.is_empty())?;
+    let input = event.get("tool_input")?;
+    if input.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
+    // As the step's input has it, so the projection knows the step's output for this output.
+    let capped = fit::capped_input(input.clone());
+    let command = capped.get("command")?.as_str().filter(|c| !c.is_empty())?;
+    Some((id.to_owned(), command.to_owned()))
+}
+
+/// `command.record` params for a finished Bash call (`step`: its `step.record` params), if its
+/// output can be cached: not interrupted, and begun by a `PreToolUse` event (`begun`).
+fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
+    let (id, command) = bash_call(event)?;
+    let interrupted = if failed {
+        event.get("is_interrupt").and_then(Value::as_bool) == Some(true)
+    } else {
+        event
+            .pointer("/tool_response/interrupted")
+            .and_then(Value::as_bool)
+            == Some(true)
+    };
+    if interrupted {
+        return None;
+    }
+    let cwd = event
+        .get("cwd")
+        .and_then(Value::as_str)
+        .filter(|c| c.starts_with('/'))?;
+    // Claude Code reports a failed command as "Exit code N" and what it printed.
+    let exit_code = if failed {
+        step.get("result")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("Exit code "))
+            .and_then(|r| {
+                let digits = r.split(|c: char| !c.is_ascii_digit() && c != '-').next()?;
+                digits.parse::<i32>().ok()
+            })
+            .map_or(Value::Null, Value::from)
+    } else {
+        Value::from(0)
+    };
+    Some(json!({
+        "command": command,
+        "cwd": cwd,
+        "output": step.get("result").cloned().unwrap_or_default(),
+        "exit_code": exit_code,
+        "begun": id,
+        "only_if_tracked": true,
+    }))
 }
 
 fn step(event: &Value, failed: bool) -> Option<Value> {
@@ -296,9 +392,103 @@ mod tests {
 
     fn step_params(event: &Value) -> Value {
         match plan(event) {
-            Plan::Step(p) => p,
+            Plan::Step { step, .. } => step,
             other => panic!("expected a step, got {other:?}"),
         }
+    }
+
+    fn command_params(event: &Value) -> Option<Value> {
+        match plan(event) {
+            Plan::Step { command, .. } => command,
+            other => panic!("expected a step, got {other:?}"),
+        }
+    }
+
+    fn pre(tool: &str, input: Value) -> Value {
+        let mut ev = post(tool, input, Value::Null);
+        ev["hook_event_name"] = "PreToolUse".into();
+        ev.as_object_mut().map(|o| o.remove("tool_response"));
+        ev
+    }
+
+    #[test]
+    fn a_bash_call_is_begun_before_it_runs_and_its_output_recorded_after() {
+        let input = json!({"command": "pytest -q tests/test_calc.py", "description": "Run"});
+        assert_eq!(
+            plan(&pre("Bash", input.clone())),
+            Plan::Begin("toolu_01abc".into())
+        );
+        let ev = post(
+            "Bash",
+            input,
+            json!({"stdout": "1 passed", "stderr": "", "interrupted": false, "isImage": false}),
+        );
+        let cmd = command_params(&ev).expect("an output to record");
+        assert_eq!(
+            cmd,
+            json!({"command": "pytest -q tests/test_calc.py", "cwd": "/work/project",
+                   "output": "1 passed", "exit_code": 0, "begun": "toolu_01abc",
+                   "only_if_tracked": true})
+        );
+        assert_eq!(
+            cmd["output"],
+            step_params(&ev)["result"],
+            "the step's result, as it is"
+        );
+    }
+
+    #[test]
+    fn a_failed_bash_call_records_its_exit_code() {
+        let mut ev = post("Bash", json!({"command": "pytest"}), Value::Null);
+        ev["hook_event_name"] = "PostToolUseFailure".into();
+        ev["error"] = "Exit code 2\nE   AssertionError".into();
+        let cmd = command_params(&ev).expect("an output to record");
+        assert_eq!(cmd["exit_code"], 2);
+        assert_eq!(cmd["output"], "Exit code 2\nE   AssertionError");
+        ev["error"] = "Command timed out".into();
+        assert_eq!(
+            command_params(&ev).expect("recorded")["exit_code"],
+            Value::Null
+        );
+    }
+
+    #[test]
+    fn outputs_that_say_nothing_lasting_are_not_recorded() {
+        let background = json!({"command": "npm run dev", "run_in_background": true});
+        assert_eq!(plan(&pre("Bash", background.clone())), Plan::Nothing);
+        let ev = post(
+            "Bash",
+            background,
+            json!({"stdout": "", "backgroundTaskId": "b1"}),
+        );
+        assert_eq!(command_params(&ev), None, "a background call only started");
+        let ev = post(
+            "Bash",
+            json!({"command": "sleep 100"}),
+            json!({"stdout": "", "stderr": "", "interrupted": true}),
+        );
+        assert_eq!(command_params(&ev), None, "interrupted");
+        let mut ev = post("Bash", json!({"command": "sleep 100"}), Value::Null);
+        ev["hook_event_name"] = "PostToolUseFailure".into();
+        ev["is_interrupt"] = true.into();
+        assert_eq!(
+            command_params(&ev),
+            None,
+            "interrupted, reported as a failure"
+        );
+        let mut ev = post("Bash", json!({"command": "ls"}), json!({"stdout": "a"}));
+        ev.as_object_mut().map(|o| o.remove("tool_use_id"));
+        assert_eq!(
+            command_params(&ev),
+            None,
+            "no id: no PreToolUse to pair it with"
+        );
+        assert_eq!(
+            plan(&pre("Read", json!({"file_path": "/p/a"}))),
+            Plan::Nothing
+        );
+        let read = post("Read", json!({"file_path": "/p/a"}), json!({"file": {}}));
+        assert_eq!(command_params(&read), None);
     }
 
     #[test]

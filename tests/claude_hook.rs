@@ -115,3 +115,175 @@ fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
         assert!(out.stderr.is_empty(), "{out:?}");
     }
 }
+
+/// The outputs `commands.list` holds, by command.
+fn cached(c: &mut Client) -> Vec<String> {
+    let r = c.call("commands.list", json!({})).expect("commands.list");
+    r["commands"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|o| o["command"].as_str().map(str::to_owned))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Runs `program args` in `dir` (through the mount) as the Bash tool's shell would.
+fn run(dir: &Path, program: &str, args: &[&str]) -> String {
+    let out = std::process::Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("{program}: {e}"));
+    assert!(out.status.success(), "{program} {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+        std::fs::create_dir(src.join("docs")).expect("mkdir");
+        std::fs::write(src.join("docs/a.md"), "add numbers\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    let bash = |name: &str, id: &str, command: &str, response: Value| {
+        let mut ev = json!({
+            "session_id": "s1", "cwd": cwd, "hook_event_name": name, "tool_name": "Bash",
+            "tool_use_id": id, "tool_input": {"command": command, "description": "run"},
+        });
+        if name == "PostToolUse" {
+            ev["tool_response"] = response;
+        } else if name == "PostToolUseFailure" {
+            ev["error"] = response;
+        }
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+    common::hook(
+        Path::new("/"),
+        &json!({"session_id": "s1", "cwd": cwd, "hook_event_name": "UserPromptSubmit",
+                "prompt": "Fix add"})
+        .to_string(),
+    );
+
+    // `cat calc.py`: begun, read through the mount, finished.
+    bash("PreToolUse", "toolu_cat", "cat calc.py", Value::Null);
+    let printed = run(&root, "cat", &["calc.py"]);
+    bash(
+        "PostToolUse",
+        "toolu_cat",
+        "cat calc.py",
+        json!({"stdout": printed, "stderr": "", "interrupted": false, "isImage": false}),
+    );
+    assert_eq!(cached(&mut c), ["cat calc.py"]);
+    let r = c.call("commands.list", json!({})).expect("list");
+    assert_eq!(r["commands"][0]["inputs"][0][0], "calc.py", "{r}");
+    assert_eq!(r["commands"][0]["exit_code"], 0, "{r}");
+
+    // A failing command: recorded with its exit code.
+    bash("PreToolUse", "toolu_fail", "grep sub calc.py", Value::Null);
+    let _ = std::process::Command::new("grep")
+        .args(["sub", "calc.py"])
+        .current_dir(&root)
+        .output()
+        .expect("grep");
+    bash(
+        "PostToolUseFailure",
+        "toolu_fail",
+        "grep sub calc.py",
+        "Exit code 1".into(),
+    );
+    assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
+    let r = c.call("commands.list", json!({})).expect("list");
+    assert_eq!(r["commands"][1]["exit_code"], 1, "{r}");
+
+    // The projection shows the older output while it is current; the newest is the last step's
+    // result, shown once: as the step, or by the client that asks without it (`worldfs proxy`
+    // sends the real last turn).
+    for last_step in [true, false] {
+        let p = c
+            .call(
+                "projection.get",
+                json!({"format": "text", "budget": 8000, "last_step": last_step}),
+            )
+            .expect("projection");
+        let body = p["body"].as_str().unwrap_or_default();
+        assert_eq!(body.matches("Output of `cat calc.py`").count(), 1, "{body}");
+        assert_eq!(
+            body.matches("Output of `grep sub calc.py`").count(),
+            0,
+            "{body}"
+        );
+    }
+
+    // A whole-tree scanner read files meanwhile: what it read is not tracked, so no cache. (A
+    // scanner by its name, `rg`, alive long enough for the mount to name it: a process gone
+    // before that is taken for the agent, and then its reads are inputs, which is safe too.)
+    let rg = m.scratch.join("rg");
+    std::fs::write(
+        &rg,
+        "#!/bin/sh\nwhile read l; do echo \"$l\"; done < calc.py\nsleep 0.5\n",
+    )
+    .expect("write the scanner");
+    std::fs::set_permissions(&rg, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    bash(
+        "PreToolUse",
+        "toolu_scan",
+        "rg add; cat calc.py",
+        Value::Null,
+    );
+    let found = run(&root, &rg.to_string_lossy(), &[]);
+    let printed = run(&root, "cat", &["calc.py"]);
+    bash(
+        "PostToolUse",
+        "toolu_scan",
+        "rg add; cat calc.py",
+        json!({"stdout": format!("{found}{printed}"), "stderr": ""}),
+    );
+    // Nor without its PreToolUse (the hook not installed for it): when it started is unknown.
+    let _ = run(&root, "cat", &["calc.py"]);
+    bash(
+        "PostToolUse",
+        "toolu_unbegun",
+        "head calc.py",
+        json!({"stdout": "def add(a, b):\n", "stderr": ""}),
+    );
+    // Nor one that read nothing through the mount.
+    bash("PreToolUse", "toolu_echo", "echo hi", Value::Null);
+    bash(
+        "PostToolUse",
+        "toolu_echo",
+        "echo hi",
+        json!({"stdout": "hi", "stderr": ""}),
+    );
+    assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
+    let s = c.call("stats", json!({})).expect("stats");
+    assert_eq!(s["commands_begun"], 0, "every begun command was taken: {s}");
+
+    // The file changes (here behind the mount): both outputs that read it are dropped.
+    std::fs::write(
+        m.source.join("calc.py"),
+        "def add(a, b):\n    return b + a\n",
+    )
+    .expect("write behind the mount");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !cached(&mut c).is_empty() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "outputs still cached: {:?}",
+            cached(&mut c)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let p = c
+        .call("projection.get", json!({"format": "text", "budget": 8000}))
+        .expect("projection");
+    assert!(
+        !p["body"].to_string().contains("Output of `cat calc.py`"),
+        "{p}"
+    );
+}

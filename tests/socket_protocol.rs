@@ -527,6 +527,99 @@ fn command_record_with_explicit_files_and_bad_input() {
 }
 
 #[test]
+fn command_begin_marks_where_a_command_starts_for_a_later_record() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let listed = |c: &mut Conn| {
+        c.call("commands.list", json!({}))["commands"]
+            .as_array()
+            .map(Vec::len)
+    };
+    f.read("src/util.rs"); // before the command: not an input
+    let r = c.call("command.begin", json!({"key": "toolu_1"}));
+    assert_eq!(r["key"], "toolu_1", "{r}");
+    assert_eq!(c.call("stats", json!({}))["commands_begun"], 1);
+    f.read("src/main.rs");
+    let r = c.call(
+        "command.record",
+        json!({"command": "cat src/main.rs", "output": "fn main() {}", "exit_code": 0,
+               "begun": "toolu_1", "only_if_tracked": true}),
+    );
+    assert_eq!(
+        (r["cached"].as_bool(), r["scanned"].as_u64()),
+        (Some(true), Some(0)),
+        "{r}"
+    );
+    assert_eq!(r["inputs"].as_array().map(Vec::len), Some(1), "{r}");
+    assert_eq!(r["inputs"][0]["path"], "src/main.rs");
+    assert_eq!(listed(&mut c), Some(1));
+    assert_eq!(
+        c.call("stats", json!({}))["commands_begun"],
+        0,
+        "taken by the record"
+    );
+
+    // A start is recorded once; an unknown key says what may have happened.
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "begun": "toolu_1"}),
+    );
+    assert_eq!(code_, code::NOT_FOUND, "{msg}");
+    assert!(msg.contains("toolu_1"), "{msg}");
+
+    // Only if tracked: not when an indexer scanned meanwhile, nor when nothing was read.
+    c.call("command.begin", json!({"key": "toolu_2"}));
+    f.read("src/lib.rs");
+    f.read_as(INDEXER, "README.md");
+    let r = c.call(
+        "command.record",
+        json!({"command": "cat src/lib.rs", "output": "", "begun": "toolu_2",
+               "only_if_tracked": true}),
+    );
+    assert_eq!(r["cached"], false, "{r}");
+    assert_eq!(r["scanned"], 1, "{r}");
+    assert!(
+        r["why"].as_str().is_some_and(|w| w.contains("scanner")),
+        "{r}"
+    );
+    c.call("command.begin", json!({"key": "toolu_3"}));
+    let r = c.call(
+        "command.record",
+        json!({"command": "echo hi", "output": "hi", "begun": "toolu_3", "only_if_tracked": true}),
+    );
+    assert_eq!(r["cached"], false, "{r}");
+    assert!(
+        r["why"].as_str().is_some_and(|w| w.contains("no file")),
+        "{r}"
+    );
+    assert_eq!(listed(&mut c), Some(1), "neither was cached");
+    // Without `only_if_tracked`, an output that read nothing is cached all the same.
+    c.call("command.begin", json!({"key": "toolu_4"}));
+    let r = c.call(
+        "command.record",
+        json!({"command": "echo hi", "output": "hi", "begun": "toolu_4"}),
+    );
+    assert_eq!(r["cached"], true, "{r}");
+    assert_eq!(listed(&mut c), Some(2));
+
+    for (params, want) in [
+        (json!({"key": ""}), "key"),
+        (json!({"key": "k".repeat(257)}), "key"),
+        (json!({}), "key"),
+    ] {
+        let (code_, msg) = c.call_err("command.begin", params.clone());
+        assert_eq!(code_, code::INVALID_PARAMS, "{params}: {msg}");
+        assert!(msg.contains(want), "{msg}");
+    }
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "begun": "k", "since_seq": 0}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
+    assert!(msg.contains("not both"), "{msg}");
+}
+
+#[test]
 fn command_record_reports_lost_history() {
     let f = Fixture::new();
     let mut c = f.connect();

@@ -36,8 +36,9 @@ pub fn gather(
     let goal_text = h.goal.read().clone();
     let framing = h.framing.read().clone();
     let state = h.state.read().clone();
+    let recorded_step = h.last_step.read().clone();
     let step = if req.last_step {
-        h.last_step.read().clone()
+        recorded_step.clone()
     } else {
         None
     };
@@ -55,14 +56,16 @@ pub fn gather(
     let mut command_parts = command_parts(world, &commands, format, &mut report)?;
     // The last step's own output, recorded as a command output too, is shown once: as the step
     // now, and as a command output in the stream from the next turn on; or, when the step
-    // points at it (below), in the stream already.
-    let mut step_command = match &step {
+    // points at it (below), in the stream already. A client that asks without the last step
+    // sends the real last turn itself (`worldfs proxy`), which shows it.
+    let mut step_command = match &recorded_step {
         Some(s) => command_parts
             .iter()
             .position(|c| is_step_output(c, s))
             .map(|i| command_parts.remove(i)),
         None => None,
-    };
+    }
+    .filter(|_| step.is_some());
     let read_tool = tools::read_tool(req);
 
     let mut input = Input {

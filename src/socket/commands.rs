@@ -45,8 +45,19 @@ pub enum InputsError {
     TooMany(usize),
 }
 
-/// Paths the agent (or a process it started) read after `since_seq`, per the world's ring.
-pub fn inputs_since(world: &World, since_seq: u64) -> Result<Vec<PathBuf>, InputsError> {
+/// What was read through the mount after a sequence number, as a command's inputs.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Reads {
+    /// Paths the agent (or a process it started) read: the inputs.
+    pub paths: Vec<PathBuf>,
+    /// Reads by whole-tree scanners (`rg`, `grep -r`, `git`, a fan-out): not inputs, since an
+    /// indexer running beside the agent would otherwise tie every output to the whole tree, so
+    /// a change to what they read goes unnoticed.
+    pub scanned: u64,
+}
+
+/// What the agent (or a process it started) read after `since_seq`, per the world's ring.
+pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError> {
     let recent = world.recent();
     let got = recent.since_seq(since_seq, recent.capacity());
     if !got.complete {
@@ -57,25 +68,29 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Vec<PathBuf>, Input
         });
     }
     let mut paths = BTreeSet::new();
+    let mut scanned = 0;
     for r in &got.records {
-        // Scans (indexers) and unattributed opens are not the command's reading.
-        if !matches!(r.class, Some(Class::Agent) | Some(Class::Weak)) {
-            continue;
-        }
-        match &r.obs.op {
-            Op::Open { read: true, .. } | Op::Read { .. } | Op::ReadDir => {
-                paths.insert(r.obs.path.clone());
+        let read = match &r.obs.op {
+            Op::Open { read: true, .. } | Op::Read { .. } | Op::ReadDir => &r.obs.path,
+            Op::CopyIn { from, .. } => from,
+            _ => continue,
+        };
+        match r.class {
+            Some(Class::Agent | Class::Weak) => {
+                paths.insert(read.clone());
             }
-            Op::CopyIn { from, .. } => {
-                paths.insert(from.clone());
-            }
-            _ => {}
+            Some(Class::Scan) => scanned += 1,
+            // Unattributed: nothing the world keeps (an ignored path).
+            None => {}
         }
     }
     if paths.len() > MAX_INPUTS {
         return Err(InputsError::TooMany(paths.len()));
     }
-    Ok(paths.into_iter().collect())
+    Ok(Reads {
+        paths: paths.into_iter().collect(),
+        scanned,
+    })
 }
 
 /// The content hash of `path` as stored with an output.

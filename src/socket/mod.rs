@@ -9,6 +9,7 @@
 //! depend on changed), `client` (what the CLI uses), `fit` (what clients cut to fit a request
 //! line).
 
+pub mod begun;
 pub mod client;
 pub mod commands;
 pub mod fit;

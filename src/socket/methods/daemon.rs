@@ -70,12 +70,14 @@ pub(super) fn stats(shared: &Shared) -> Value {
             "subscription_observations": shared.subs.dropped_total(),
             "journal": world.journal.map(|j| j.dropped),
             "commands_invalidated": shared.validity.dropped(),
+            "commands_for_room": w.harness().commands_dropped_for_room.load(Ordering::Relaxed),
         },
         "observations": {
             "last_seq": w.recent().last_seq(),
             "ring_capacity": w.recent().capacity(),
         },
         "commands_cached": w.harness().commands.read().len(),
+        "commands_begun": shared.begun.len(),
         "renders": shared.renders.counts(),
         "latency": latency,
         "connections": {

@@ -27,6 +27,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::begun::Begun;
 use super::commands::Validity;
 use super::metrics::{Histogram, ProxyAccount, TokenAccount};
 use super::protocol::{self, Incoming, Parsed, Reply, RpcError};
@@ -55,6 +56,7 @@ pub const METHODS: &[&str] = &[
     "goal.get",
     "step.record",
     "tools.declare",
+    "command.begin",
     "command.record",
     "commands.list",
     "commands.forget",
@@ -81,6 +83,7 @@ const READ_ONLY: &[&str] = &[
     "initialize",
     "projection.get",
     "goal.get",
+    "command.begin",
     "commands.list",
     "state.get",
     "framing.get",
@@ -116,6 +119,8 @@ pub struct Shared {
     pub tokens: TokenAccount,
     pub proxy: ProxyAccount,
     pub validity: Validity,
+    /// Commands begun and not recorded yet (`command.begin`).
+    pub begun: Begun,
     pub subs: Arc<Registry>,
     /// One histogram per method (same order as [`METHODS`]), then one for all requests.
     latency: Vec<Histogram>,
@@ -155,6 +160,7 @@ impl Shared {
             tokens: TokenAccount::default(),
             proxy: ProxyAccount::default(),
             validity: Validity::default(),
+            begun: Begun::default(),
             subs: Arc::new(Registry::default()),
             latency: (0..=METHODS.len()).map(|_| Histogram::default()).collect(),
             conns: ConnCounters::default(),
@@ -256,6 +262,7 @@ fn dispatch_value(
         "goal.get" => harness_state::goal_get(shared, parse(method, params)?),
         "step.record" => record::step_record(shared, parse(method, params)?),
         "tools.declare" => record::tools_declare(shared, parse(method, params)?),
+        "command.begin" => record::command_begin(shared, parse(method, params)?),
         "command.record" => record::command_record(shared, parse(method, params)?),
         "commands.list" => record::commands_list(shared, parse(method, params)?),
         "commands.forget" => record::commands_forget(shared, parse(method, params)?),

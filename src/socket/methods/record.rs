@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Empty, Shared, ingest_barrier, lossy, rel_path};
-use crate::socket::commands;
 use crate::socket::metrics::count_tokens;
 use crate::socket::protocol::{RpcError, code};
+use crate::socket::{begun, commands};
 use crate::world::harness::{CommandOutput, MAX_STEP_TOOLS, Step};
 
 #[derive(Deserialize)]
@@ -154,6 +154,27 @@ pub(super) fn tools_declare(shared: &Shared, p: ToolsDeclare) -> Result<Value, R
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
+pub(super) struct CommandBegin {
+    key: String,
+}
+
+/// Notes where a command starts, for a client that records its output from another process.
+pub(super) fn command_begin(shared: &Shared, p: CommandBegin) -> Result<Value, RpcError> {
+    if p.key.is_empty() || p.key.len() > begun::MAX_KEY_BYTES {
+        return Err(RpcError::invalid_params(format!(
+            "command.begin: key must be 1 to {} bytes",
+            begun::MAX_KEY_BYTES
+        )));
+    }
+    // No ingest barrier: what the mount saw before and the world has not applied yet gets a
+    // later sequence number, so it can only add inputs, never lose one.
+    let seq = shared.world.recent().last_seq();
+    shared.begun.begin(&p.key, seq);
+    Ok(json!({ "key": p.key, "seq": seq }))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
 pub(super) struct CommandRecord {
     command: String,
     #[serde(default = "dot")]
@@ -163,8 +184,14 @@ pub(super) struct CommandRecord {
     exit_code: Option<i32>,
     #[serde(default)]
     since_seq: Option<u64>,
+    /// The key of a `command.begin`: the same as `since_seq` with the sequence number it noted.
+    #[serde(default)]
+    begun: Option<String>,
     #[serde(default)]
     files: Option<Vec<String>>,
+    /// Cache the output only if a change to what it depends on would be noticed.
+    #[serde(default)]
+    only_if_tracked: bool,
 }
 
 pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> {
@@ -173,14 +200,32 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
             "command.record: command must not be empty",
         ));
     }
-    if p.since_seq.is_none() && p.files.is_none() {
+    if p.since_seq.is_some() && p.begun.is_some() {
         return Err(RpcError::invalid_params(
-            "command.record: pass since_seq (the last_seq noted before the command ran) or \
-             files (the paths it read), or both",
+            "command.record: pass since_seq or begun, not both (both say when the command started)",
+        ));
+    }
+    if p.since_seq.is_none() && p.begun.is_none() && p.files.is_none() {
+        return Err(RpcError::invalid_params(
+            "command.record: pass since_seq (the last_seq noted before the command ran), begun \
+             (the key of its command.begin) or files (the paths it read)",
         ));
     }
     let w = &*shared.world;
     let cwd = display_cwd(&rel_path(shared, &p.cwd)?);
+    let since = match &p.begun {
+        Some(key) => Some(shared.begun.take(key).ok_or_else(|| {
+            RpcError::new(
+                code::NOT_FOUND,
+                format!(
+                    "command.record: no command.begin with key {key:?} is waiting (never begun, \
+                     already recorded, or one of more than {} begun since)",
+                    begun::MAX_OPEN
+                ),
+            )
+        })?),
+        None => p.since_seq,
+    };
     let mut paths = Vec::new();
     if let Some(files) = &p.files {
         if files.len() > commands::MAX_INPUTS {
@@ -197,17 +242,39 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     // The command's reads are in the world before its inputs are collected and its place
     // (`seq`, after them) is taken, whichever way the inputs are named.
     ingest_barrier(shared);
-    if let Some(since) = p.since_seq {
-        let seen = commands::inputs_since(w, since)
+    let mut scanned = 0;
+    if let Some(since) = since {
+        let reads = commands::inputs_since(w, since)
             .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
-        paths.extend(seen);
+        paths.extend(reads.paths);
+        scanned = reads.scanned;
     }
     paths.sort();
     paths.dedup();
+    let untracked = if scanned > 0 {
+        Some(
+            "a whole-tree scanner (rg, grep -r, git, find...) read files meanwhile; those are not \
+             inputs, so a change to them would go unnoticed",
+        )
+    } else if paths.is_empty() {
+        Some("it read no file through the mount, so no change would tell that it is out of date")
+    } else {
+        None
+    };
+    if p.only_if_tracked
+        && let Some(why) = untracked
+    {
+        return Ok(json!({
+            "command": p.command,
+            "cwd": cwd,
+            "cached": false,
+            "why": why,
+            "scanned": scanned,
+        }));
+    }
+    // Not added to the history estimate: a history-keeping harness holds the output once, as
+    // the result of the step that ran the command, which `step.record` counts.
     let inputs = commands::hash_inputs(w, paths);
-    shared
-        .tokens
-        .add_history(count_tokens(&p.command) + count_tokens(&p.output));
     let out = CommandOutput {
         command: p.command,
         cwd,
@@ -220,7 +287,9 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     let reply = json!({
         "command": out.command,
         "cwd": out.cwd,
+        "cached": true,
         "inputs": out.inputs.iter().map(|(p, h)| json!({"path": lossy(p), "hash": h})).collect::<Vec<_>>(),
+        "scanned": scanned,
         "turn": out.turn,
         "seq": out.seq,
     });
