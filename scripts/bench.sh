@@ -29,7 +29,10 @@
 #   hook     what `worldfs hook` adds to each Claude Code tool call: HOOK_EVENTS PostToolUse
 #            events (a Read of 20 lines) piped one by one into `worldfs hook` against a mirror
 #            mount of bench-work/hook/src, against `worldfs --version` (starting the binary
-#            alone), alternately. Not in `all`.
+#            alone), alternately, and the PreToolUse and PostToolUse of as many Bash calls (a
+#            `cat` through the mount in between). Then a long session: HOOK_COMMANDS (2000)
+#            distinct Bash calls printing 10 KB each, and projection.get latency and the
+#            daemon's RSS after them. Not in `all`.
 #   proxy    what `worldfs proxy` adds to each Claude Code model call, and what reaches the API:
 #            PROXY_TURNS Read calls on a mirror mount of 40 generated modules (every fifth
 #            also edits a file read before), each followed by the whole request posted through
@@ -298,9 +301,9 @@ bench_hook() {
   seq 1 200 > "$dir/src/f.txt"
   wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
   cat "$dir/mnt/f.txt" > /dev/null
-  out=$(python3 - "$WORLDFS_BIN" "$dir/mnt" "$n" << 'PY'
+  out=$(python3 - "$WORLDFS_BIN" "$dir/mnt" "$n" "$WFS_PID" "${HOOK_COMMANDS:-2000}" << 'PY'
 import json, statistics, subprocess, sys, time
-bin, mnt, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+bin, mnt, n, daemon, many = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4], int(sys.argv[5])
 path = mnt + "/f.txt"
 def event(i):
     return json.dumps({"hook_event_name": "PostToolUse", "cwd": mnt, "tool_name": "Read",
@@ -342,6 +345,37 @@ print(row("`worldfs hook` (PostToolUse, a Bash call: step and output)", post))
 print(row("`worldfs --version` (starting the binary)", start))
 print("turns recorded: %d of %d" % (turn, 2 * n))
 print("Bash outputs cached: %d (one command, recorded %d times)" % (stats["commands_cached"], n))
+# A long session: `many` distinct Bash commands, each printing 10 KB, through the hook as
+# Claude Code runs it; then what a projection costs and what the daemon holds.
+import random, socket
+random.seed(1)
+words = ["".join(random.choice("abcdefghij") for _ in range(6)) for _ in range(500)]
+for i in range(many):
+    subprocess.run([bin, "hook"], input=bash_event("PreToolUse", n + i), check=True)
+    subprocess.run(["cat", path], capture_output=True, check=True)
+    ev = json.loads(bash_event("PostToolUse", n + i))
+    ev["tool_input"]["command"] = "cat f.txt # run %d" % i
+    ev["tool_response"]["stdout"] = " ".join(random.choice(words) for _ in range(1430))
+    subprocess.run([bin, "hook"], input=json.dumps(ev).encode(), check=True)
+sock = socket.socket(socket.AF_UNIX)
+sock.connect(json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True,
+                                       check=True).stdout)["root"]["socket"])
+f = sock.makefile("rw")
+def call(method, params):
+    f.write(json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}) + "\n")
+    f.flush()
+    return json.loads(f.readline())["result"]
+ms = []
+for j in range(21):
+    t = time.perf_counter()
+    call("projection.get", {"format": "anthropic", "budget": 8000 + j})  # a new render each
+    ms.append((time.perf_counter() - t) * 1000)
+stats = call("stats", {})
+rss = [l.split()[1] for l in open("/proc/%s/status" % daemon) if l.startswith("VmRSS")][0]
+print("long session: %d distinct Bash outputs of 10 KB recorded; %d kept, %d dropped for room; "
+      "projection.get (anthropic, 8000 tokens, a new render each): first %.0f ms, median of "
+      "the next 20 %.1f ms; daemon VmRSS %d MiB" % (many, stats["commands_cached"],
+      stats["drops"]["commands_for_room"], ms[0], statistics.median(ms[1:]), int(rss) // 1024))
 PY
 ) || wfs_die "the hook benchmark failed"
   wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
@@ -354,7 +388,7 @@ PY
     echo "|---|---|---|---|---|"
     echo "$out" | grep '^|'
     echo
-    echo "$out" | grep -E '^(turns|Bash)' | sed 's/^/- /'
+    echo "$out" | grep -E '^(turns|Bash|long session)' | sed 's/^/- /'
   } | record
 }
 
