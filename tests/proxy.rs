@@ -512,6 +512,28 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
         at,
         &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})),
     );
+    // A Bash call: its output stays in the projection while calc.py is unchanged.
+    let bash = |name: &str, extra: Value| {
+        let mut ev = json!({"hook_event_name": name, "tool_name": "Bash",
+                            "tool_use_id": "toolu_grep",
+                            "tool_input": {"command": "grep -n return calc.py"}});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            ev[k] = v.clone();
+        }
+        common::hook(at, &event(ev));
+    };
+    bash("PreToolUse", json!({}));
+    let out = Command::new("grep")
+        .args(["-n", "return", "calc.py"])
+        .current_dir(&m.root)
+        .output()
+        .expect("grep");
+    assert!(out.status.success());
+    let grepped = String::from_utf8_lossy(&out.stdout).into_owned();
+    bash(
+        "PostToolUse",
+        json!({"tool_response": {"stdout": grepped, "stderr": "", "interrupted": false}}),
+    );
     let out = Command::new("cat").arg(&file).output().expect("cat");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -569,6 +591,11 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
         "the later prompt, from the goal the hook kept"
     );
     assert!(all.contains("return a + b"), "the file read, as it is");
+    assert!(
+        all.contains("Output of `grep -n return calc.py`, exit code 0")
+            && all.contains("2:    return a + b"),
+        "the Bash call's output, still current: {all}"
+    );
     assert!(!all.contains("a long stale listing"));
 }
 
