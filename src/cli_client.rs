@@ -322,11 +322,17 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     println!(
-        "drops:    observations {}, to subscribers {}, journal {}, command outputs invalidated {}",
+        "commands: {} outputs cached; {} dropped as what they read changed, {} oldest dropped \
+         for room",
+        num(&s, "/commands_cached"),
+        num(&s, "/drops/commands_invalidated"),
+        num(&s, "/drops/commands_for_room"),
+    );
+    println!(
+        "drops:    observations {}, to subscribers {}, journal {}",
         num(&s, "/drops/observations"),
         num(&s, "/drops/subscription_observations"),
         num(&s, "/drops/journal"),
-        num(&s, "/drops/commands_invalidated"),
     );
     println!(
         "activity: turn {}, last seq {}, {} connections open, {} requests, projection.get p50 {} µs \
