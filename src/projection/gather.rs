@@ -6,6 +6,7 @@
 //! content itself is read at render time ([`World::read_current`]), so a projection is never
 //! stale.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::world::harness::{Framing, Step};
@@ -224,30 +225,36 @@ pub fn gather(
             selection.kept.iter().any(|k| k.path == key)
         })
         .collect();
+    // Command outputs are the absolute paths among the candidates.
+    let command_reasons: HashMap<&Path, EvictReason> = selection
+        .evicted
+        .iter()
+        .filter(|e| e.path.is_absolute())
+        .map(|e| (e.path.as_path(), e.reason))
+        .collect();
     let mut keep = kept_commands.iter();
     let commands = std::mem::take(&mut input.commands);
     for c in commands {
         if keep.next().copied().unwrap_or(false) {
             input.commands.push(c);
         } else {
+            let reason = command_reasons
+                .get(command_key(&c).as_path())
+                .map_or(DropReason::OverBudget, |r| drop_reason(*r));
             input.report.evicted.push(Dropped {
                 part: Part::Command,
                 path: Some(c.command.clone()),
-                reason: DropReason::OverBudget,
+                reason,
                 tokens: c.cost,
             });
         }
     }
 
     for ev in selection.evicted.iter().filter(|e| e.path.is_relative()) {
-        let reason = match ev.reason {
-            EvictReason::OverBudget => DropReason::OverBudget,
-            EvictReason::Aged { .. } => DropReason::Aged,
-        };
         input.report.evicted.push(Dropped {
             part: Part::Entry,
             path: Some(display_path(root, &ev.path)),
-            reason,
+            reason: drop_reason(ev.reason),
             tokens: u64::from(ev.tokens),
         });
     }
@@ -412,5 +419,13 @@ fn dedupe_ids(entries: &mut [EntryPart], step: Option<&StepPart>) {
                 c.id = format!("{base}_{n}");
             }
         }
+    }
+}
+
+/// How a policy's reason for leaving something out is reported.
+fn drop_reason(r: EvictReason) -> DropReason {
+    match r {
+        EvictReason::OverBudget => DropReason::OverBudget,
+        EvictReason::Aged { .. } | EvictReason::Faded => DropReason::Aged,
     }
 }

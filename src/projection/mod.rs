@@ -79,7 +79,8 @@ pub enum Part {
 pub enum DropReason {
     /// The policy found no room for it.
     OverBudget,
-    /// The policy aged it out (seed policy).
+    /// The policy aged it out: seed, its cost times its age exceeded the budget; worldfs, its
+    /// value faded below what a compaction brings back.
     Aged,
     /// The rendered projection was over budget (the policy's estimate was low): dropped, in
     /// order, unpinned oldest entries, command outputs, state, framing, last step, goal.

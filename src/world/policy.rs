@@ -202,6 +202,8 @@ pub enum EvictReason {
     OverBudget,
     /// Seed policy: token cost times age in turns exceeded the budget.
     Aged { cost_times_age: u64 },
+    /// Worldfs policy: its value faded below what a compaction brings back.
+    Faded,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

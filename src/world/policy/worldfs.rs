@@ -30,7 +30,9 @@
 //! afresh (the protected tiers first, keeping their forms and parts) down to half the budget,
 //! what the agent wrote included (only the first tier, pinned and what the agent is looking at
 //! now, may keep more), which leaves room to append again. An entry evicted that way comes back
-//! when the agent reads it again.
+//! when the agent reads it again. A compaction does not bring back what has faded (value below
+//! [`REFILL_FLOOR`]: a file read once and left for nine turns, a command output four turns old):
+//! it would only fill the room the next turns append into, and bring the next compaction on.
 
 use super::{Candidate, EvictReason, Form, Packer, Policy, Selection};
 use crate::world::entry::EntryKind;
@@ -278,7 +280,11 @@ impl Policy for Worldfs {
             p.offer(i, self.forms_sticky(&candidates[i], caps));
         }
         for &i in order.iter().filter(|&&i| Self::tier(&candidates[i]) == 3) {
-            p.offer(i, self.forms(&candidates[i], caps));
+            if compacting && Self::value(&candidates[i]) < REFILL_FLOOR {
+                p.evict(i, EvictReason::Faded);
+            } else {
+                p.offer(i, self.forms(&candidates[i], caps));
+            }
         }
         p.finish(self.name())
     }
@@ -307,6 +313,12 @@ impl Caps {
 /// tokens and compacts less often (60% -> 50%: tokens per request at turns >= 40, 20.4% ->
 /// 19.4% of the baseline; billed 123.0% -> 122.7%).
 const LOW_WATER_PERCENT: u64 = 50;
+/// Below this value ([`Worldfs::value`]) an entry is not brought back by a compaction. On the
+/// replay of the dev traces at 8k (BENCHMARKS.md, session 21), 0.1, 0.2 and 0.3 all took billed
+/// input and forced re-reads down and file recall up (0.2: billed 89.7% -> 88.9%, re-reads 18
+/// -> 17, file recall 96.1% -> 96.9%, whole-run tokens 40.7% -> 40.5%; tokens at turns >= 40
+/// unchanged); 0.5 and 1.0 dropped too much (re-reads 19).
+const REFILL_FLOOR: f64 = 0.2;
 
 impl Worldfs {
     /// Candidates in the order they are offered: tiers first; tiers 0-2 by recency alone, tier 3
@@ -667,6 +679,43 @@ mod tests {
         let s = Worldfs::default().select(&cands, 10_000);
         assert_eq!(s.total_tokens, 8000);
         assert!(kept_paths(&s).contains(&"f0".to_string()));
+    }
+
+    #[test]
+    fn a_compaction_does_not_bring_back_what_has_faded() {
+        let shown = |path: &str, age: u64, seq: u64, kind: EntryKind| {
+            let mut c = cand(path, 500, age, seq);
+            c.kind = kind;
+            c.last_form = Some(Form::Whole);
+            c
+        };
+        let mut cands = vec![
+            shown("read long ago", 12, 1, EntryKind::File),
+            shown("read lately", 2, 2, EntryKind::File),
+            shown("old output", 4, 3, EntryKind::Command),
+            shown("new output", 1, 4, EntryKind::Command),
+        ];
+        // While everything fits, what was shown stays, faded or not.
+        let mut small = cand("small", 100, 0, 5);
+        small.fresh = true;
+        cands.push(small);
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(s.kept.len(), 5, "{s:?}");
+        // An overflow compacts to the low-water mark, which has room for all of them; what
+        // faded is left out all the same.
+        cands.pop();
+        let mut big = cand("big", 9500, 0, 5);
+        big.fresh = true;
+        cands.push(big);
+        let s = Worldfs::default().select(&cands, 10_000);
+        assert_eq!(kept_paths(&s), vec!["read lately", "new output"]);
+        let faded: Vec<&str> = s
+            .evicted
+            .iter()
+            .filter(|e| e.reason == EvictReason::Faded)
+            .filter_map(|e| e.path.to_str())
+            .collect();
+        assert_eq!(faded, vec!["old output", "read long ago"]);
     }
 
     #[test]
