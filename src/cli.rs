@@ -149,10 +149,12 @@ pub enum Command {
     /// Reads one hook event (JSON) on stdin, as Claude Code passes it, and forwards it to the
     /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
     /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
-    /// call becomes the last step, with the lines a Read showed as the file's view. Register it
-    /// for SessionStart, UserPromptSubmit, PostToolUse and PostToolUseFailure (README, "With
-    /// Claude Code"). It always exits 0 without output, so a missing mount never gets in the
-    /// agent's way; `-v` prints what went wrong on stderr.
+    /// call becomes the last step, with the lines a Read showed as the file's view. A Bash
+    /// call's output is cached while the files it read are unchanged: its PreToolUse marks
+    /// where it starts. Register it for SessionStart, UserPromptSubmit, PreToolUse (Bash),
+    /// PostToolUse and PostToolUseFailure (README, "With Claude Code"). It always exits 0
+    /// without output, so a missing mount never gets in the agent's way; `-v` prints what went
+    /// wrong on stderr.
     Hook {
         #[command(flatten)]
         target: SocketArg,
