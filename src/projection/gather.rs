@@ -217,37 +217,36 @@ pub fn gather(
         command_cands,
         Some(&layout),
     );
-    let kept_commands: Vec<bool> = input
-        .commands
+    // What became of each command output (the absolute paths among the candidates): kept
+    // (`None`) or left out, and why.
+    let command_fate: HashMap<&Path, Option<EvictReason>> = selection
+        .kept
         .iter()
-        .map(|c| {
-            let key = command_key(c);
-            selection.kept.iter().any(|k| k.path == key)
-        })
+        .map(|k| (k.path.as_path(), None))
+        .chain(
+            selection
+                .evicted
+                .iter()
+                .map(|e| (e.path.as_path(), Some(e.reason))),
+        )
+        .filter(|(p, _)| p.is_absolute())
         .collect();
-    // Command outputs are the absolute paths among the candidates.
-    let command_reasons: HashMap<&Path, EvictReason> = selection
-        .evicted
-        .iter()
-        .filter(|e| e.path.is_absolute())
-        .map(|e| (e.path.as_path(), e.reason))
-        .collect();
-    let mut keep = kept_commands.iter();
     let commands = std::mem::take(&mut input.commands);
     for c in commands {
-        if keep.next().copied().unwrap_or(false) {
-            input.commands.push(c);
-        } else {
-            let reason = command_reasons
-                .get(command_key(&c).as_path())
-                .map_or(DropReason::OverBudget, |r| drop_reason(*r));
-            input.report.evicted.push(Dropped {
-                part: Part::Command,
-                path: Some(c.command.clone()),
-                reason,
-                tokens: c.cost,
-            });
-        }
+        let reason = match command_fate.get(command_key(&c).as_path()) {
+            Some(None) => {
+                input.commands.push(c);
+                continue;
+            }
+            Some(Some(r)) => drop_reason(*r),
+            None => DropReason::OverBudget,
+        };
+        input.report.evicted.push(Dropped {
+            part: Part::Command,
+            path: Some(c.command.clone()),
+            reason,
+            tokens: c.cost,
+        });
     }
 
     for ev in selection.evicted.iter().filter(|e| e.path.is_relative()) {
