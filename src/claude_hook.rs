@@ -13,6 +13,9 @@
 //! - `PreToolUse` of a Bash call, then its `PostToolUse` (exit code 0) or `PostToolUseFailure`
 //!   (any other): the mount saw everything the command read in between, so its output is cached
 //!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
+//! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
+//!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
+//!   otherwise lives only in the history. A new conversation clears it with the goal.
 //!   Only when that can be told: an output is not cached if the command read no file through
 //!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
 //!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
@@ -32,6 +35,8 @@ use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_at;
 use crate::socket::{Client, ClientError, fit};
 
+mod tasks;
+
 /// Claude Code waits for its hooks; the socket answers in milliseconds, and `step.record` waits
 /// at most 250 ms for the mount's observations.
 const TIMEOUT: Duration = Duration::from_secs(3);
@@ -46,15 +51,20 @@ const MAX_EVENT_BYTES: u64 = 64 * 1024 * 1024;
 pub enum Plan {
     /// An event that says nothing the world needs.
     Nothing,
-    /// A new conversation: the previous goal is over.
+    /// A new conversation: the previous goal and task list are over.
     ClearGoal,
     /// The user's prompt: the goal, or an addition to it.
     AddToGoal(String),
     /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
     Begin(String),
     /// `step.record` with `step`, after `command.record` with `command` (a Bash call's output,
-    /// recorded first so that it belongs to the turn the step ends).
-    Step { step: Value, command: Option<Value> },
+    /// recorded first so that it belongs to the turn the step ends) and `state.patch` with
+    /// `tasks` (a change to the agent's task list, in the state of the turn the step ends).
+    Step {
+        step: Value,
+        command: Option<Value>,
+        tasks: Option<Value>,
+    },
 }
 
 /// Reads one event from `input`, tells the socket, and never fails (see the module docs).
@@ -89,6 +99,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         Plan::Nothing => {}
         Plan::ClearGoal => {
             c.call("goal.set", json!({ "goal": null }))?;
+            c.call("state.patch", json!({ "tasks": null }))?;
         }
         Plan::AddToGoal(prompt) => {
             let now = c.call("goal.get", json!({}))?;
@@ -98,8 +109,18 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
         }
-        Plan::Step { step, command } => {
-            // The output is a bonus: the step must be recorded whatever becomes of it.
+        Plan::Step {
+            step,
+            command,
+            tasks,
+        } => {
+            // The task list and the output are a bonus: the step must be recorded whatever
+            // becomes of them.
+            if let Some(params) = tasks
+                && let Err(e) = c.call("state.patch", params)
+            {
+                tracing::info!("worldfs hook: the task list is not changed: {e}");
+            }
             if let Some(params) = command {
                 match c.call("command.record", params) {
                     Ok(r) if r.get("cached") == Some(&Value::Bool(false)) => {
@@ -164,7 +185,20 @@ pub fn plan(event: &Value) -> Plan {
             match step(event, failed) {
                 Some(step) => {
                     let command = command_output(event, failed, &step);
-                    Plan::Step { step, command }
+                    let tasks = if failed {
+                        None
+                    } else {
+                        let tool = field("tool_name").unwrap_or_default();
+                        let null = Value::Null;
+                        let input = event.get("tool_input").unwrap_or(&null);
+                        let response = event.get("tool_response").unwrap_or(&null);
+                        tasks::patch(tool, input, response)
+                    };
+                    Plan::Step {
+                        step,
+                        command,
+                        tasks,
+                    }
                 }
                 None => Plan::Nothing,
             }
@@ -581,6 +615,33 @@ mod tests {
         // (escaped: each cut newline takes two characters)
         assert!(r.len() < 2 * 2048 + 200, "{}", r.len());
         assert!(r.contains("\"n\":1"), "{r}");
+    }
+
+    #[test]
+    fn a_change_to_the_task_list_comes_with_its_step() {
+        let todo = post(
+            "TodoWrite",
+            json!({"todos": [{"content": "Fix it", "status": "in_progress", "activeForm": "F"}]}),
+            json!({"oldTodos": [], "newTodos": []}),
+        );
+        match plan(&todo) {
+            Plan::Step { step, tasks, .. } => {
+                assert_eq!(step["tool_name"], "TodoWrite");
+                assert_eq!(
+                    tasks,
+                    Some(json!({"tasks": [{"id": "1", "subject": "Fix it",
+                                           "status": "in_progress"}]}))
+                );
+            }
+            other => panic!("expected a step, got {other:?}"),
+        }
+        // A call that failed changed nothing; other tools change no task.
+        let mut failed = todo.clone();
+        failed["hook_event_name"] = "PostToolUseFailure".into();
+        failed["error"] = "InputValidationError".into();
+        assert!(matches!(plan(&failed), Plan::Step { tasks: None, .. }));
+        let read = post("Read", json!({"file_path": "/p/a"}), json!({}));
+        assert!(matches!(plan(&read), Plan::Step { tasks: None, .. }));
     }
 
     #[test]

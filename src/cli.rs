@@ -151,7 +151,9 @@ pub enum Command {
     /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
     /// call becomes the last step, with the lines a Read showed as the file's view. A Bash
     /// call's output is cached while the files it read are unchanged: its PreToolUse marks
-    /// where it starts. Register it for SessionStart, UserPromptSubmit, PreToolUse (Bash),
+    /// where it starts. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
+    /// TaskList) goes into the structured state, so projections carry its plan; a new session
+    /// clears it with the goal. Register it for SessionStart, UserPromptSubmit, PreToolUse (Bash),
     /// PostToolUse and PostToolUseFailure (README, "With Claude Code"). It always exits 0
     /// without output, so a missing mount never gets in the agent's way; `-v` prints what went
     /// wrong on stderr.

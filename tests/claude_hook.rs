@@ -105,6 +105,97 @@ fn claude_code_events_set_the_goal_and_the_last_step() {
     );
 }
 
+/// What the projection's state says of the agent's tasks, line by line.
+fn task_lines(c: &mut Client) -> Vec<String> {
+    let p = c
+        .call("projection.get", json!({"format": "text", "budget": 8000}))
+        .expect("projection");
+    let body = p["body"].as_str().unwrap_or_default().to_owned();
+    body.split_once("Tasks:\n")
+        .map(|(_, rest)| {
+            rest.lines()
+                .take_while(|l| l.starts_with("- ["))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_agents_task_list_is_carried_by_the_projection() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let cwd = m.root.to_string_lossy().into_owned();
+    let mut n = 0;
+    let mut post = |tool: &str, input: Value, response: Value| {
+        n += 1;
+        let ev = json!({"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": cwd,
+                        "tool_name": tool, "tool_use_id": format!("toolu_tasks_{n}"),
+                        "tool_input": input, "tool_response": response});
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+
+    // Claude Code 2.1.142 and later: one task per call, by id.
+    post(
+        "TaskCreate",
+        json!({"subject": "Reproduce the bug", "description": "run calc.py"}),
+        json!({"task": {"id": "1", "subject": "Reproduce the bug"}}),
+    );
+    post(
+        "TaskCreate",
+        json!({"subject": "Fix the rounding", "description": "in calc.py"}),
+        json!({"task": {"id": "2", "subject": "Fix the rounding"}}),
+    );
+    post(
+        "TaskUpdate",
+        json!({"taskId": "1", "status": "completed"}),
+        json!({"success": true, "taskId": "1"}),
+    );
+    post(
+        "TaskUpdate",
+        json!({"taskId": "2", "status": "in_progress"}),
+        json!({"success": true, "taskId": "2"}),
+    );
+    assert_eq!(
+        task_lines(&mut c),
+        [
+            "- [done] Reproduce the bug",
+            "- [in progress] Fix the rounding"
+        ]
+    );
+    post(
+        "TaskUpdate",
+        json!({"taskId": "1", "status": "deleted"}),
+        json!({"success": true, "taskId": "1"}),
+    );
+    assert_eq!(task_lines(&mut c), ["- [in progress] Fix the rounding"]);
+
+    // Older versions: TodoWrite rewrites the whole list.
+    post(
+        "TodoWrite",
+        json!({"todos": [
+            {"content": "Fix the rounding", "status": "completed", "activeForm": "Fixing"},
+            {"content": "Add a test", "status": "pending", "activeForm": "Adding a test"},
+        ]}),
+        json!({"oldTodos": [], "newTodos": []}),
+    );
+    assert_eq!(
+        task_lines(&mut c),
+        ["- [done] Fix the rounding", "- [to do] Add a test"]
+    );
+
+    // A new conversation starts without the old one's plan.
+    let start = json!({"hook_event_name": "SessionStart", "source": "clear", "cwd": cwd});
+    common::hook(Path::new("/"), &start.to_string());
+    assert!(task_lines(&mut c).is_empty());
+    assert_eq!(
+        c.call("state.get", json!({})).expect("state")["state"]["tasks"],
+        json!([])
+    );
+}
+
 #[test]
 fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
     let (_tmp, dir) = common::tempdir();

@@ -148,6 +148,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         constraints: vec![],
         open_loops: vec!["call it from main".into()],
         ruled_out: vec![],
+        tasks: vec![],
     };
     h.record_command(CommandOutput {
         command: "wc -l README.md".into(),

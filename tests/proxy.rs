@@ -546,6 +546,18 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
                               "numLines": 2, "startLine": 1, "totalLines": 2}},
         })),
     );
+    // The agent's plan (TodoWrite): in the history only, so the projection must carry it.
+    common::hook(
+        at,
+        &event(json!({
+            "hook_event_name": "PostToolUse", "tool_name": "TodoWrite", "tool_use_id": "toolu_todo",
+            "tool_input": {"todos": [
+                {"content": "Make add() round", "status": "completed", "activeForm": "Making"},
+                {"content": "Check sub()", "status": "in_progress", "activeForm": "Checking"},
+            ]},
+            "tool_response": {"oldTodos": [], "newTodos": []},
+        })),
+    );
     let later = "now make sub() round too";
     common::hook(
         at,
@@ -595,6 +607,10 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
         all.contains("Output of `grep -n return calc.py`, exit code 0")
             && all.contains("2:    return a + b"),
         "the Bash call's output, still current: {all}"
+    );
+    assert!(
+        all.contains("Tasks:\n- [done] Make add() round\n- [in progress] Check sub()"),
+        "the agent's task list: {all}"
     );
     assert!(!all.contains("a long stale listing"));
 }

@@ -651,7 +651,7 @@ fn structured_state_set_patch_get() {
     assert_eq!(
         r["state"],
         json!({"intent": null, "decisions": ["use serde", "keep API"], "constraints": [],
-               "open_loops": ["b"], "ruled_out": ["rewrite"]})
+               "open_loops": ["b"], "ruled_out": ["rewrite"], "tasks": []})
     );
     // A failing patch changes nothing.
     let (code_, msg) = c.call_err("state.patch", json!({"constraints": ["x"], "nonsense": 1}));
@@ -663,6 +663,58 @@ fn structured_state_set_patch_get() {
     assert_eq!(got["state"]["constraints"], json!([]));
     let (code_, _) = c.call_err("state.set", json!({"decisions": "not a list"}));
     assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+#[test]
+fn the_agents_tasks_are_set_edited_by_id_and_projected() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    c.call(
+        "state.patch",
+        json!({"tasks": [{"id": "1", "subject": "Reproduce the bug", "status": "completed"},
+                         {"id": "2", "subject": "Fix the parser"}]}),
+    );
+    let r = c.call(
+        "state.patch",
+        json!({"tasks": {"upsert": [{"id": "2", "status": "in_progress"},
+                                    {"id": "3", "subject": "Run the tests"}],
+                         "remove": ["1"]}}),
+    );
+    assert_eq!(
+        r["state"]["tasks"],
+        json!([{"id": "2", "subject": "Fix the parser", "status": "in_progress"},
+               {"id": "3", "subject": "Run the tests", "status": "pending"}])
+    );
+    let p = c.call("projection.get", json!({"format": "text"}));
+    let body = p["body"].as_str().unwrap();
+    assert!(
+        body.contains("Tasks:\n- [in progress] Fix the parser\n- [to do] Run the tests"),
+        "{body}"
+    );
+    assert!(!body.contains("Reproduce"), "{body}");
+    // Errors change nothing: an unknown id without a subject, a bad status, a duplicate id.
+    for bad in [
+        json!({"tasks": {"upsert": [{"id": "9", "status": "completed"}]}}),
+        json!({"tasks": {"upsert": [{"id": "2", "status": "finished"}]}}),
+        json!({"tasks": [{"id": "a", "subject": "x"}, {"id": "a", "subject": "y"}]}),
+        json!({"tasks": {"add": []}}),
+        json!({"tasks": "all"}),
+    ] {
+        let (code_, msg) = c.call_err("state.patch", bad.clone());
+        assert_eq!(code_, code::INVALID_PARAMS, "{bad}: {msg}");
+        assert!(msg.contains("tasks"), "{bad}: {msg}");
+    }
+    let (code_, _) = c.call_err(
+        "state.set",
+        json!({"tasks": [{"id": "a", "subject": "x"}, {"id": "a", "subject": "y"}]}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert_eq!(
+        c.call("state.get", json!({}))["state"]["tasks"],
+        r["state"]["tasks"]
+    );
+    c.call("state.patch", json!({"tasks": null}));
+    assert_eq!(c.call("state.get", json!({}))["state"]["tasks"], json!([]));
 }
 
 #[test]

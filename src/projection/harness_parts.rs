@@ -82,6 +82,18 @@ pub fn state_text(s: &StructuredState) -> Option<String> {
             out.push('\n');
         }
     }
+    // The agent's own plan, as it last left it: what is done says as much as what is not.
+    let tasks: Vec<_> = s
+        .tasks
+        .iter()
+        .filter(|t| !t.subject.trim().is_empty())
+        .collect();
+    if !tasks.is_empty() {
+        out.push_str("Tasks:\n");
+        for t in tasks {
+            out.push_str(&format!("- [{}] {}\n", t.status.label(), t.subject.trim()));
+        }
+    }
     if out.is_empty() {
         return None;
     }

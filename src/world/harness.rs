@@ -38,6 +38,11 @@ pub struct StructuredState {
     pub open_loops: Vec<String>,
     #[serde(default)]
     pub ruled_out: Vec<String>,
+    /// The agent's own task list, in its order (Claude Code's `TodoWrite` and `Task*` tools,
+    /// told by `worldfs hook`): a plan that lives only in the history unless the projection
+    /// carries it.
+    #[serde(default)]
+    pub tasks: Vec<Task>,
 }
 
 impl StructuredState {
@@ -47,6 +52,142 @@ impl StructuredState {
             && self.constraints.is_empty()
             && self.open_loops.is_empty()
             && self.ruled_out.is_empty()
+            && self.tasks.is_empty()
+    }
+}
+
+impl StructuredState {
+    /// Replaces the task list. Ids must be unique and not empty.
+    pub fn set_tasks(&mut self, tasks: Vec<Task>) -> Result<(), String> {
+        let mut list: Vec<Task> = Vec::with_capacity(tasks.len());
+        for mut t in tasks {
+            check_id(&t.id)?;
+            if list.iter().any(|x| x.id == t.id) {
+                return Err(format!("task id {:?} given twice", t.id));
+            }
+            t.subject = subject(t.subject);
+            list.push(t);
+        }
+        make_room(&mut list)?;
+        self.tasks = list;
+        Ok(())
+    }
+
+    /// Removes the tasks `remove` names (ids not in the list are ignored), then applies
+    /// `upsert`: a known id gets the fields given, a new one is added at the end and needs a
+    /// subject. On error nothing is changed.
+    pub fn edit_tasks(&mut self, upsert: Vec<TaskEdit>, remove: &[String]) -> Result<(), String> {
+        let mut list = self.tasks.clone();
+        list.retain(|t| !remove.contains(&t.id));
+        for e in upsert {
+            check_id(&e.id)?;
+            if let Some(t) = list.iter_mut().find(|t| t.id == e.id) {
+                if let Some(s) = e.subject {
+                    t.subject = subject(s);
+                }
+                if let Some(st) = e.status {
+                    t.status = st;
+                }
+            } else {
+                let Some(s) = e.subject else {
+                    return Err(format!(
+                        "task {:?} is not in the list and has no subject",
+                        e.id
+                    ));
+                };
+                list.push(Task {
+                    id: e.id,
+                    subject: subject(s),
+                    status: e.status.unwrap_or_default(),
+                });
+            }
+        }
+        make_room(&mut list)?;
+        self.tasks = list;
+        Ok(())
+    }
+}
+
+fn check_id(id: &str) -> Result<(), String> {
+    if id.is_empty() {
+        return Err("a task id must not be empty".into());
+    }
+    Ok(())
+}
+
+fn subject(mut s: String) -> String {
+    if s.len() > MAX_TASK_SUBJECT_BYTES {
+        let mut at = MAX_TASK_SUBJECT_BYTES;
+        while !s.is_char_boundary(at) {
+            at -= 1;
+        }
+        s.truncate(at);
+    }
+    s
+}
+
+/// Over [`MAX_TASKS`], the oldest finished tasks go first; a list of more unfinished ones than
+/// that is refused.
+fn make_room(list: &mut Vec<Task>) -> Result<(), String> {
+    while list.len() > MAX_TASKS {
+        match list.iter().position(|t| t.status == TaskStatus::Completed) {
+            Some(i) => {
+                list.remove(i);
+            }
+            None => {
+                return Err(format!(
+                    "at most {MAX_TASKS} tasks that are not done ({} given)",
+                    list.len()
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A change to one task ([`StructuredState::edit_tasks`]).
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TaskEdit {
+    pub id: String,
+    pub subject: Option<String>,
+    pub status: Option<TaskStatus>,
+}
+
+/// Most tasks a state holds. An agent plans in tens; a runaway one must not fill the budget
+/// with its list.
+pub const MAX_TASKS: usize = 200;
+/// Longest task subject kept, in bytes (cut at a character boundary).
+pub const MAX_TASK_SUBJECT_BYTES: usize = 500;
+
+/// One item of the agent's task list.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Task {
+    /// The agent's id for it (Claude Code's task id, or the item's place in a `TodoWrite` list).
+    pub id: String,
+    pub subject: String,
+    #[serde(default)]
+    pub status: TaskStatus,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TaskStatus {
+    #[default]
+    Pending,
+    InProgress,
+    Completed,
+}
+
+impl TaskStatus {
+    /// How a projection labels it.
+    pub fn label(self) -> &'static str {
+        match self {
+            TaskStatus::Pending => "to do",
+            TaskStatus::InProgress => "in progress",
+            TaskStatus::Completed => "done",
+        }
     }
 }
 
@@ -173,6 +314,103 @@ mod tests {
             .iter()
             .map(|c| c.command.clone())
             .collect()
+    }
+
+    fn task(id: &str, subject: &str, status: TaskStatus) -> Task {
+        Task {
+            id: id.into(),
+            subject: subject.into(),
+            status,
+        }
+    }
+
+    fn edit(id: &str, subject: Option<&str>, status: Option<TaskStatus>) -> TaskEdit {
+        TaskEdit {
+            id: id.into(),
+            subject: subject.map(Into::into),
+            status,
+        }
+    }
+
+    #[test]
+    fn tasks_are_edited_by_id_in_their_order() {
+        let mut s = StructuredState::default();
+        s.edit_tasks(vec![edit("1", Some("reproduce"), None)], &[])
+            .unwrap();
+        s.edit_tasks(
+            vec![
+                edit("2", Some("fix"), Some(TaskStatus::InProgress)),
+                edit("1", None, Some(TaskStatus::Completed)),
+            ],
+            &[],
+        )
+        .unwrap();
+        assert_eq!(
+            s.tasks,
+            [
+                task("1", "reproduce", TaskStatus::Completed),
+                task("2", "fix", TaskStatus::InProgress)
+            ]
+        );
+        // Removing happens first, so an id can be removed and added back in one edit.
+        s.edit_tasks(
+            vec![edit("1", Some("again"), None)],
+            &["1".into(), "9".into()],
+        )
+        .unwrap();
+        assert_eq!(
+            s.tasks,
+            [
+                task("2", "fix", TaskStatus::InProgress),
+                task("1", "again", TaskStatus::Pending)
+            ]
+        );
+        // An unknown id without a subject is refused, and the edit changes nothing.
+        let before = s.clone();
+        let err = s
+            .edit_tasks(
+                vec![edit("2", Some("renamed"), None), edit("7", None, None)],
+                &[],
+            )
+            .unwrap_err();
+        assert!(err.contains("\"7\""), "{err}");
+        assert_eq!(s, before);
+    }
+
+    #[test]
+    fn a_task_list_is_bounded_finished_tasks_going_first() {
+        let mut s = StructuredState::default();
+        let mut list: Vec<Task> = (0..MAX_TASKS)
+            .map(|i| task(&i.to_string(), "t", TaskStatus::Pending))
+            .collect();
+        list[5].status = TaskStatus::Completed;
+        list[9].status = TaskStatus::Completed;
+        s.set_tasks(list).unwrap();
+        s.edit_tasks(vec![edit("new", Some("n"), None)], &[])
+            .unwrap();
+        assert_eq!(s.tasks.len(), MAX_TASKS);
+        assert!(!s.tasks.iter().any(|t| t.id == "5"));
+        assert!(s.tasks.iter().any(|t| t.id == "9"));
+        for t in &mut s.tasks {
+            t.status = TaskStatus::Pending;
+        }
+        let err = s
+            .edit_tasks(vec![edit("more", Some("m"), None)], &[])
+            .unwrap_err();
+        assert!(err.contains("at most"), "{err}");
+        assert_eq!(s.tasks.len(), MAX_TASKS);
+        // Ids are unique and not empty; long subjects are cut at a character boundary.
+        assert!(
+            s.set_tasks(vec![task("a", "x", TaskStatus::Pending); 2])
+                .is_err()
+        );
+        assert!(
+            s.set_tasks(vec![task("", "x", TaskStatus::Pending)])
+                .is_err()
+        );
+        s.set_tasks(vec![task("a", &"é".repeat(400), TaskStatus::Pending)])
+            .unwrap();
+        assert_eq!(s.tasks[0].subject.len(), MAX_TASK_SUBJECT_BYTES);
     }
 
     #[test]

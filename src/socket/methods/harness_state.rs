@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Empty, Shared};
 use crate::socket::protocol::RpcError;
-use crate::world::harness::{Framing, StructuredState};
+use crate::world::harness::{Framing, StructuredState, Task, TaskEdit};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -26,7 +26,10 @@ pub(super) fn goal_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
     Ok(json!({ "goal": *w.harness().goal.read() }))
 }
 
-pub(super) fn state_set(shared: &Shared, s: StructuredState) -> Result<Value, RpcError> {
+pub(super) fn state_set(shared: &Shared, mut s: StructuredState) -> Result<Value, RpcError> {
+    let tasks = std::mem::take(&mut s.tasks);
+    s.set_tasks(tasks)
+        .map_err(|e| RpcError::invalid_params(format!("state.set: tasks: {e}")))?;
     let w = &*shared.world;
     *w.harness().state.write() = s;
     Ok(json!({ "state": *w.harness().state.read() }))
@@ -87,6 +90,45 @@ fn patch_list(field: &str, v: Value, list: &mut Vec<String>) -> Result<(), RpcEr
     Ok(())
 }
 
+/// `tasks` of `state.patch`: an array replaces the list, `{upsert, remove}` edits it by id,
+/// null clears it.
+fn patch_tasks(v: Value, s: &mut StructuredState) -> Result<(), RpcError> {
+    let bad = |e: String| RpcError::invalid_params(format!("state.patch: tasks: {e}"));
+    match v {
+        Value::Null => s.tasks.clear(),
+        a @ Value::Array(_) => {
+            let tasks: Vec<Task> = serde_json::from_value(a).map_err(|e| bad(e.to_string()))?;
+            s.set_tasks(tasks).map_err(bad)?;
+        }
+        Value::Object(mut m) => {
+            let upsert = m.remove("upsert");
+            let remove = m.remove("remove");
+            if let Some(k) = m.keys().next() {
+                return Err(bad(format!(
+                    "unknown key {k:?} (use \"upsert\" and \"remove\")"
+                )));
+            }
+            let upsert: Vec<TaskEdit> = match upsert {
+                Some(u) => serde_json::from_value(u).map_err(|e| bad(format!("upsert: {e}")))?,
+                None => Vec::new(),
+            };
+            let remove: Vec<String> = match remove {
+                Some(r) => serde_json::from_value(r).map_err(|e| bad(format!("remove: {e}")))?,
+                None => Vec::new(),
+            };
+            s.edit_tasks(upsert, &remove).map_err(bad)?;
+        }
+        _ => {
+            return Err(bad(
+                "expected an array of {id, subject, status} (replaces the list), \
+                 {\"upsert\": [...], \"remove\": [ids]} or null (clears it)"
+                    .into(),
+            ));
+        }
+    }
+    Ok(())
+}
+
 pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcError> {
     let Value::Object(m) = params else {
         return Err(RpcError::invalid_params("state.patch: expected an object"));
@@ -108,10 +150,11 @@ pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcEr
             "constraints" => patch_list(&k, v, &mut s.constraints)?,
             "open_loops" => patch_list(&k, v, &mut s.open_loops)?,
             "ruled_out" => patch_list(&k, v, &mut s.ruled_out)?,
+            "tasks" => patch_tasks(v, &mut s)?,
             other => {
                 return Err(RpcError::invalid_params(format!(
                     "state.patch: unknown field {other:?} (intent, decisions, constraints, \
-                     open_loops, ruled_out)"
+                     open_loops, ruled_out, tasks)"
                 )));
             }
         }
