@@ -16,6 +16,9 @@
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
+//! - A subagent's calls (the event has an `agent_id`) are not the session's steps, and their
+//!   Bash outputs are not cached: the session's model never saw them. Its Task tool calls
+//!   still edit the task list, which Claude Code shares between the agents of a session.
 //!   Only when that can be told: an output is not cached if the command read no file through
 //!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
 //!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
@@ -57,6 +60,8 @@ pub enum Plan {
     AddToGoal(String),
     /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
     Begin(String),
+    /// `state.patch` with a change to the task list alone (a subagent's, which is shared).
+    Tasks(Value),
     /// `step.record` with `step`, after `command.record` with `command` (a Bash call's output,
     /// recorded first so that it belongs to the turn the step ends) and `state.patch` with
     /// `tasks` (a change to the agent's task list, in the state of the turn the step ends).
@@ -108,6 +113,9 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
+        }
+        Plan::Tasks(params) => {
+            c.call("state.patch", params)?;
         }
         Plan::Step {
             step,
@@ -179,21 +187,20 @@ pub fn plan(event: &Value) -> Plan {
             Some("startup" | "clear") => Plan::ClearGoal,
             _ => Plan::Nothing,
         },
+        // A subagent's tool calls are steps of its own conversation, which the session's model
+        // never sees (it gets the subagent's answer, the step of its own Agent call). Only the
+        // task list is shared with it.
+        Some("PostToolUse") if in_subagent(event) => tool_tasks(event)
+            .filter(|_| tasks::shared(field("tool_name").unwrap_or_default()))
+            .map_or(Plan::Nothing, Plan::Tasks),
+        Some("PreToolUse" | "PostToolUseFailure") if in_subagent(event) => Plan::Nothing,
         Some("PreToolUse") => bash_call(event).map_or(Plan::Nothing, |(id, _)| Plan::Begin(id)),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
             let failed = name == "PostToolUseFailure";
             match step(event, failed) {
                 Some(step) => {
                     let command = command_output(event, failed, &step);
-                    let tasks = if failed {
-                        None
-                    } else {
-                        let tool = field("tool_name").unwrap_or_default();
-                        let null = Value::Null;
-                        let input = event.get("tool_input").unwrap_or(&null);
-                        let response = event.get("tool_response").unwrap_or(&null);
-                        tasks::patch(tool, input, response)
-                    };
+                    let tasks = if failed { None } else { tool_tasks(event) };
                     Plan::Step {
                         step,
                         command,
@@ -205,6 +212,24 @@ pub fn plan(event: &Value) -> Plan {
         }
         _ => Plan::Nothing,
     }
+}
+
+/// Whether a subagent made the call: Claude Code names it with `agent_id` (absent on the
+/// session's own thread, also in an `--agent` session).
+fn in_subagent(event: &Value) -> bool {
+    event
+        .get("agent_id")
+        .and_then(Value::as_str)
+        .is_some_and(|a| !a.is_empty())
+}
+
+/// The change a finished call made to the task list, if any.
+fn tool_tasks(event: &Value) -> Option<Value> {
+    let tool = event.get("tool_name")?.as_str()?;
+    let null = Value::Null;
+    let input = event.get("tool_input").unwrap_or(&null);
+    let response = event.get("tool_response").unwrap_or(&null);
+    tasks::patch(tool, input, response)
 }
 
 /// The `tool_use_id` and command of a Bash call whose output can be cached: one with an id
@@ -642,6 +667,41 @@ mod tests {
         assert!(matches!(plan(&failed), Plan::Step { tasks: None, .. }));
         let read = post("Read", json!({"file_path": "/p/a"}), json!({}));
         assert!(matches!(plan(&read), Plan::Step { tasks: None, .. }));
+    }
+
+    #[test]
+    fn a_subagents_calls_are_not_the_sessions_steps_but_share_its_tasks() {
+        let sub = |mut ev: Value| {
+            ev["agent_id"] = "a1b2".into();
+            ev["agent_type"] = "general-purpose".into();
+            ev
+        };
+        let bash = json!({"command": "cat calc.py"});
+        assert_eq!(plan(&sub(pre("Bash", bash.clone()))), Plan::Nothing);
+        assert_eq!(
+            plan(&sub(post("Bash", bash, json!({"stdout": "x = 1\n"})))),
+            Plan::Nothing
+        );
+        let todo = json!({"todos": [{"content": "its own", "status": "pending"}]});
+        assert_eq!(
+            plan(&sub(post("TodoWrite", todo, json!({})))),
+            Plan::Nothing
+        );
+        assert_eq!(
+            plan(&sub(post(
+                "TaskUpdate",
+                json!({"taskId": "2", "status": "completed"}),
+                json!({"success": true})
+            ))),
+            Plan::Tasks(json!({"tasks": {"upsert": [{"id": "2", "status": "completed"}]}}))
+        );
+        let mut failed = sub(post("Read", json!({"file_path": "/p/a"}), Value::Null));
+        failed["hook_event_name"] = "PostToolUseFailure".into();
+        assert_eq!(plan(&failed), Plan::Nothing);
+        // An `--agent` session's own thread has an agent_type and no agent_id: its calls count.
+        let mut own = post("Read", json!({"file_path": "/p/a"}), json!({}));
+        own["agent_type"] = "reviewer".into();
+        assert!(matches!(plan(&own), Plan::Step { .. }));
     }
 
     #[test]

@@ -153,7 +153,8 @@ pub enum Command {
     /// call's output is cached while the files it read are unchanged: its PreToolUse marks
     /// where it starts. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
     /// TaskList) goes into the structured state, so projections carry its plan; a new session
-    /// clears it with the goal. Register it for SessionStart, UserPromptSubmit, PreToolUse (Bash),
+    /// clears it with the goal. A subagent's calls are not the session's steps. Register it for
+    /// SessionStart, UserPromptSubmit, PreToolUse (Bash),
     /// PostToolUse and PostToolUseFailure (README, "With Claude Code"). It always exits 0
     /// without output, so a missing mount never gets in the agent's way; `-v` prints what went
     /// wrong on stderr.

@@ -172,6 +172,36 @@ fn the_agents_task_list_is_carried_by_the_projection() {
     );
     assert_eq!(task_lines(&mut c), ["- [in progress] Fix the rounding"]);
 
+    // A subagent: its calls are not the session's steps, but the Task list is shared.
+    let sub = |tool: &str, id: &str, input: Value, response: Value| {
+        let ev = json!({"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": cwd,
+                        "agent_id": "sub1", "agent_type": "general-purpose",
+                        "tool_name": tool, "tool_use_id": id,
+                        "tool_input": input, "tool_response": response});
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+    let before = turn(&mut c);
+    sub(
+        "Bash",
+        "toolu_sub_bash",
+        json!({"command": "cat calc.py"}),
+        json!({"stdout": "x = 1\n", "stderr": "", "interrupted": false}),
+    );
+    sub(
+        "TaskCreate",
+        "toolu_sub_create",
+        json!({"subject": "Check the docs"}),
+        json!({"task": {"id": "3", "subject": "Check the docs"}}),
+    );
+    assert_eq!(turn(&mut c), before, "a subagent's call is not a step");
+    assert_eq!(
+        task_lines(&mut c),
+        [
+            "- [in progress] Fix the rounding",
+            "- [to do] Check the docs"
+        ]
+    );
+
     // Older versions: TodoWrite rewrites the whole list.
     post(
         "TodoWrite",

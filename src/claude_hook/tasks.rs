@@ -69,6 +69,12 @@ pub(super) fn patch(tool: &str, input: &Value, response: &Value) -> Option<Value
     }
 }
 
+/// Whether the list `tool` edits is shared with subagents: the Task tools' list is kept on disk
+/// for every agent of the session, while a TodoWrite list is its caller's own.
+pub(super) fn shared(tool: &str) -> bool {
+    matches!(tool, "TaskCreate" | "TaskUpdate" | "TaskList")
+}
+
 /// A status the state knows; another (a newer Claude Code's) is shown as not done.
 fn status(v: Option<&Value>) -> Option<&'static str> {
     match v?.as_str()? {
