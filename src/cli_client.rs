@@ -235,9 +235,10 @@ fn num(v: &Value, ptr: &str) -> String {
 
 fn status(arg: &SocketArg) -> Result<(), Failure> {
     let path = resolve_socket(arg)?;
-    let stats = Client::connect(&path, TIMEOUT).and_then(|mut c| c.call("stats", json!({})));
-    let s = match stats {
-        Ok(s) => s,
+    let stats = Client::connect(&path, TIMEOUT)
+        .and_then(|mut c| c.call("stats", json!({})).map(|s| (c, s)));
+    let (mut client, s) = match stats {
+        Ok(cs) => cs,
         Err(e) => {
             println!("socket:   {} (not answering)", path.display());
             return Err(Failure::Failed(e.into()));
@@ -344,5 +345,21 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/latency/projection.get/p50_us"),
         num(&s, "/latency/projection.get/p99_us"),
     );
+    // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
+    let state = client
+        .call("state.get", json!({}))
+        .map_err(|e| Failure::Failed(e.into()))?;
+    if let Some(tasks) = state.pointer("/state/tasks").and_then(Value::as_array)
+        && !tasks.is_empty()
+    {
+        let count = |status: &str| tasks.iter().filter(|t| t["status"] == status).count();
+        println!(
+            "tasks:    {} ({} done, {} in progress, {} to do)",
+            tasks.len(),
+            count("completed"),
+            count("in_progress"),
+            count("pending"),
+        );
+    }
     Ok(())
 }

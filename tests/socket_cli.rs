@@ -160,4 +160,16 @@ fn goal_projection_and_status_subcommands() {
     ] {
         assert!(o.contains(needle), "{needle:?} missing from:\n{o}");
     }
+    assert!(!o.contains("tasks:"), "no task list, no line:\n{o}");
+    let tasks = r#"{"tasks": [{"id": "1", "subject": "a", "status": "completed"},
+                               {"id": "2", "subject": "b", "status": "in_progress"},
+                               {"id": "3", "subject": "c"}]}"#;
+    let out = worldfs(&["ctl", "--socket", &s, "state.patch", tasks]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let out = worldfs(&["status", "--socket", &s]);
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("tasks:    3 (1 done, 1 in progress, 1 to do)"),
+        "{o}"
+    );
 }
