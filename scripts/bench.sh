@@ -30,7 +30,8 @@
 #            events (a Read of 20 lines) piped one by one into `worldfs hook` against a mirror
 #            mount of bench-work/hook/src, against `worldfs --version` (starting the binary
 #            alone), alternately, and the PreToolUse and PostToolUse of as many Bash calls (a
-#            `cat` through the mount in between). Then a long session: HOOK_COMMANDS (2000)
+#            `cat` through the mount in between), and as many TodoWrite calls (a plan of five
+#            items, told to the structured state). Then a long session: HOOK_COMMANDS (2000)
 #            distinct Bash calls printing 10 KB each, and projection.get latency and the
 #            daemon's RSS after them. Not in `all`.
 #   proxy    what `worldfs proxy` adds to each Claude Code model call, and what reaches the API:
@@ -320,11 +321,19 @@ def bash_event(name, i):
         ev["tool_response"] = {"stdout": "200", "stderr": "", "interrupted": False,
                                "isImage": False}
     return json.dumps(ev).encode()
+def todo_event(i):
+    # A plan of five items, one more done each time.
+    todos = [{"content": "step %d of the plan" % k, "activeForm": "doing step %d" % k,
+              "status": "completed" if k < i % 5 else "in_progress" if k == i % 5 else "pending"}
+             for k in range(5)]
+    return json.dumps({"hook_event_name": "PostToolUse", "cwd": mnt, "tool_name": "TodoWrite",
+        "tool_use_id": "toolu_bench_todo_%d" % i, "tool_input": {"todos": todos},
+        "tool_response": {"oldTodos": [], "newTodos": todos}}).encode()
 def timed(args, **kw):
     t = time.perf_counter()
     subprocess.run(args, check=True, **kw)
     return (time.perf_counter() - t) * 1000
-hook, start, pre, post = [], [], [], []
+hook, start, pre, post, todo = [], [], [], [], []
 for i in range(n):
     hook.append(timed([bin, "hook"], input=event(i)))
     start.append(timed([bin, "--version"], capture_output=True))
@@ -332,6 +341,7 @@ for i in range(n):
     pre.append(timed([bin, "hook"], input=bash_event("PreToolUse", i)))
     subprocess.run(["cat", path], capture_output=True, check=True)
     post.append(timed([bin, "hook"], input=bash_event("PostToolUse", i)))
+    todo.append(timed([bin, "hook"], input=todo_event(i)))
 stats = json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True,
                                   check=True).stdout)
 turn = stats["world"]["turn"]
@@ -342,8 +352,9 @@ def row(name, a):
 print(row("`worldfs hook` (PostToolUse, a Read)", hook))
 print(row("`worldfs hook` (PreToolUse, a Bash call)", pre))
 print(row("`worldfs hook` (PostToolUse, a Bash call: step and output)", post))
+print(row("`worldfs hook` (PostToolUse, a TodoWrite: step and task list)", todo))
 print(row("`worldfs --version` (starting the binary)", start))
-print("turns recorded: %d of %d" % (turn, 2 * n))
+print("turns recorded: %d of %d" % (turn, 3 * n))
 print("Bash outputs cached: %d (one command, recorded %d times)" % (stats["commands_cached"], n))
 # A long session: `many` distinct Bash commands, each printing 10 KB, through the hook as
 # Claude Code runs it; then what a projection costs and what the daemon holds.

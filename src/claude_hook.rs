@@ -13,15 +13,15 @@
 //! - `PreToolUse` of a Bash call, then its `PostToolUse` (exit code 0) or `PostToolUseFailure`
 //!   (any other): the mount saw everything the command read in between, so its output is cached
 //!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
+//!   Only when that can be told: an output is not cached if the command read no file through
+//!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
+//!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
 //! - A subagent's calls (the event has an `agent_id`) are not the session's steps, and their
 //!   Bash outputs are not cached: the session's model never saw them. Its Task tool calls
 //!   still edit the task list, which Claude Code shares between the agents of a session.
-//!   Only when that can be told: an output is not cached if the command read no file through
-//!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
-//!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
 //!
 //! A hook must never get in the agent's way. Whatever goes wrong (no mount, no socket, a daemon
 //! that does not answer, an event of a shape not known here), it exits 0 without output, so
