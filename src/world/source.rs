@@ -55,6 +55,17 @@ const DIR_FLAGS: libc::c_int =
 const LEAF_FLAGS: libc::c_int =
     libc::O_RDONLY | libc::O_NOFOLLOW | libc::O_CLOEXEC | libc::O_NONBLOCK | libc::O_NOCTTY;
 
+/// Opens a leaf for the world's own reading. Those reads are not the user's: natively nobody
+/// read the file, so they must not move its access time (`find -atime`, a mail client's "new
+/// mail", a test that sets a time and reads it back would all see the daemon). `O_NOATIME` needs
+/// the file's owner or `CAP_FOWNER`; a daemon that is neither reads without it.
+fn open_leaf(dir: libc::c_int, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
+    match openat(dir, name, flags | libc::O_NOATIME) {
+        Err(e) if e.raw_os_error() == Some(libc::EPERM) => openat(dir, name, flags),
+        r => r,
+    }
+}
+
 fn openat(dir: libc::c_int, name: &CStr, flags: libc::c_int) -> io::Result<OwnedFd> {
     // SAFETY: `name` is a valid NUL-terminated string and `dir` a descriptor we own for the
     // duration of the call; the returned descriptor is fresh and owned by nobody else.
@@ -117,7 +128,7 @@ impl SourceRoot {
             source,
         };
         let Some((leaf, dirs)) = parts.split_last() else {
-            let me = openat(self.fd.as_raw_fd(), c".", LEAF_FLAGS | libc::O_DIRECTORY)
+            let me = open_leaf(self.fd.as_raw_fd(), c".", LEAF_FLAGS | libc::O_DIRECTORY)
                 .map_err(open_err)?;
             return Ok(Opened::Dir(me));
         };
@@ -127,7 +138,7 @@ impl SourceRoot {
             cur = Some(openat(at, d, DIR_FLAGS).map_err(open_err)?);
         }
         let at = cur.as_ref().map_or(self.fd.as_raw_fd(), AsRawFd::as_raw_fd);
-        let fd = openat(at, leaf, LEAF_FLAGS).map_err(open_err)?;
+        let fd = open_leaf(at, leaf, LEAF_FLAGS).map_err(open_err)?;
         let file = File::from(fd);
         let meta = file.metadata().map_err(|source| SourceError::Read {
             path: rel.to_owned(),
@@ -175,7 +186,7 @@ impl SourceRoot {
         };
         // O_PATH descriptors cannot be listed; reopen the directory itself for reading.
         let readable =
-            openat(dir.as_raw_fd(), c".", LEAF_FLAGS | libc::O_DIRECTORY).map_err(read_err)?;
+            open_leaf(dir.as_raw_fd(), c".", LEAF_FLAGS | libc::O_DIRECTORY).map_err(read_err)?;
         let raw = readable.into_raw_fd();
         // SAFETY: `raw` is an open directory descriptor; on success fdopendir takes ownership of
         // it (released by closedir below), on failure we still own it and close it.
@@ -297,6 +308,41 @@ mod tests {
                 "{p}"
             );
         }
+    }
+
+    fn atime(p: &Path) -> std::time::SystemTime {
+        fs::metadata(p)
+            .and_then(|m| m.accessed())
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_worlds_own_reads_leave_access_times_alone() {
+        let (d, src) = tree();
+        let root = d.path().join("root");
+        // A day old is what relatime updates on any read; modified after that, too.
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_000_000_000);
+        for p in [root.join("sub/a.txt"), root.join("sub")] {
+            let f = fs::File::open(&p).unwrap_or_else(|e| panic!("{e}"));
+            f.set_times(fs::FileTimes::new().set_accessed(old))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        let got = src.read_prefix(Path::new("sub/a.txt"), 100);
+        assert_eq!(got.ok(), Some(b"hello".to_vec()));
+        let Ok(Opened::Dir(fd)) = src.open_beneath(Path::new("sub")) else {
+            panic!("sub is not a directory")
+        };
+        let names = SourceRoot::list(fd, Path::new("sub")).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(names.len(), 1);
+        assert_eq!(atime(&root.join("sub/a.txt")), old);
+        assert_eq!(atime(&root.join("sub")), old);
+        // A plain read does move it here, so the check above can tell.
+        fs::read(root.join("sub/a.txt")).unwrap_or_else(|e| panic!("{e}"));
+        assert_ne!(
+            atime(&root.join("sub/a.txt")),
+            old,
+            "this file system keeps no atime"
+        );
     }
 
     #[test]
