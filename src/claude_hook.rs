@@ -38,7 +38,7 @@ use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_at;
 use crate::socket::{Client, ClientError, fit};
 
-mod tasks;
+pub(crate) mod tasks;
 
 /// Claude Code waits for its hooks; the socket answers in milliseconds, and `step.record` waits
 /// at most 250 ms for the mount's observations.

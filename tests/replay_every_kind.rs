@@ -211,6 +211,35 @@ fn replay_claude_code_refused_calls_change_nothing() {
     }
 }
 
+/// The agent's TodoWrite list reaches the replayed projections as the hook would tell it.
+#[test]
+fn replay_claude_code_projections_carry_the_agents_task_list() {
+    common::require_fuse();
+    let trace = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/traces/claude_code.jsonl");
+    let (_tmp, out) = common::tempdir();
+    let dumps = out.join("dumps");
+    let run = run_replay_with(
+        &[&trace],
+        &out.join("report"),
+        "8000",
+        &["--dump-projections".as_ref(), dumps.as_os_str()],
+    );
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let body = |turn: u32| -> String {
+        let f = dumps.join(format!("claude_code-t{turn:03}-worldfs_8k.json"));
+        let dump: Value = serde_json::from_str(&std::fs::read_to_string(&f).unwrap())
+            .unwrap_or_else(|e| panic!("{}: {e}", f.display()));
+        dump["body"].to_string()
+    };
+    let line = "Tasks:\\n- [in progress] fix mul typing";
+    assert!(!body(1).contains("Tasks:"), "{}", body(1));
+    assert!(body(22).contains(line), "{}", body(22));
+}
+
 /// A base archive from elsewhere can hold links out of the repository, a FIFO, files that are
 /// not UTF-8: the replay neither writes outside its scratch copy, nor hangs, nor stops; what
 /// it cannot do is listed. Paths a converter left odd (`./src/../src/a.py`, `/repo/src/a.py`)

@@ -10,7 +10,7 @@
 use serde_json::{Value, json};
 
 /// The `state.patch` params that a successful call of `tool` makes to the task list, if any.
-pub(super) fn patch(tool: &str, input: &Value, response: &Value) -> Option<Value> {
+pub(crate) fn patch(tool: &str, input: &Value, response: &Value) -> Option<Value> {
     match tool {
         "TodoWrite" => {
             // Its items have no ids: their places are, as the list is rewritten whole.

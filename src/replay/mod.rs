@@ -497,6 +497,18 @@ fn replay_step(
         .apply(trace, i)
         .with_context(|| format!("step {} ({})", s.step, s.kind.name()))?;
     let (command, step, cut) = record_params(s, &inputs, |rel| applier.disk_text(rel));
+    // What `worldfs hook` tells the mount of a call that edits the agent's task list, so the
+    // projections carry the plan as they would in the session. A trace keeps the call's input
+    // but not the tool's own response: a TodoWrite (the whole list) and a TaskUpdate apply,
+    // a TaskCreate (its id is in the response) does not.
+    if !s.is_error.unwrap_or(false)
+        && let (Some(tool), Some(input)) = (&s.tool, &s.input)
+        && let Some(params) = crate::claude_hook::tasks::patch(tool, input, &Value::Null)
+        && let Err(e) = session.call("state.patch", params)
+    {
+        // A TaskUpdate of a task the trace created before: nothing to change.
+        tracing::debug!("step {}: the task list is not changed: {e:#}", s.step);
+    }
     if let Some(params) = command {
         session
             .call("command.record", params)
