@@ -54,9 +54,7 @@ impl StructuredState {
             && self.ruled_out.is_empty()
             && self.tasks.is_empty()
     }
-}
 
-impl StructuredState {
     /// Replaces the task list. Ids must be unique and not empty.
     pub fn set_tasks(&mut self, tasks: Vec<Task>) -> Result<(), String> {
         let mut list: Vec<Task> = Vec::with_capacity(tasks.len());
