@@ -717,6 +717,35 @@ fn the_agents_tasks_are_set_edited_by_id_and_projected() {
     assert_eq!(c.call("state.get", json!({}))["state"]["tasks"], json!([]));
 }
 
+/// Claude Code runs tool calls in parallel, each with its own hook process: patches that
+/// arrive at once must all land, none over a copy of the state taken before another.
+#[test]
+fn patches_at_the_same_time_all_land() {
+    let f = Fixture::new();
+    let (threads, each) = (8, 20);
+    std::thread::scope(|scope| {
+        for t in 0..threads {
+            let f = &f;
+            scope.spawn(move || {
+                let mut c = f.connect();
+                for i in 0..each {
+                    let id = format!("t{t}-{i}");
+                    c.call(
+                        "state.patch",
+                        json!({"tasks": {"upsert": [{"id": id, "subject": id}]},
+                               "decisions": {"add": [id]}}),
+                    );
+                }
+            });
+        }
+    });
+    let mut c = f.connect();
+    let state = c.call("state.get", json!({}))["state"].clone();
+    let n = |field: &str| state[field].as_array().map_or(0, Vec::len);
+    assert_eq!(n("tasks"), threads * each, "{state}");
+    assert_eq!(n("decisions"), threads * each, "{state}");
+}
+
 #[test]
 fn framing_set_patch_get_kept_apart() {
     let f = Fixture::new();

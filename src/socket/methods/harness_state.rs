@@ -133,8 +133,11 @@ pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcEr
     let Value::Object(m) = params else {
         return Err(RpcError::invalid_params("state.patch: expected an object"));
     };
-    // Apply to a copy, so an error half way leaves the state untouched.
-    let mut s = shared.world.harness().state.read().clone();
+    // Apply to a copy, so an error half way leaves the state untouched. The write lock is held
+    // throughout: two patches at once (Claude Code runs tool calls in parallel, each with its
+    // own hook) must both land, not the second over a copy taken before the first.
+    let mut state = shared.world.harness().state.write();
+    let mut s = state.clone();
     for (k, v) in m {
         match k.as_str() {
             "intent" => match v {
@@ -159,7 +162,7 @@ pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcEr
             }
         }
     }
-    *shared.world.harness().state.write() = s.clone();
+    *state = s.clone();
     Ok(json!({ "state": s }))
 }
 
@@ -169,7 +172,9 @@ pub(super) fn framing_patch(shared: &Shared, params: Value) -> Result<Value, Rpc
             "framing.patch: expected an object",
         ));
     };
-    let mut f = shared.world.harness().framing.read().clone();
+    // Held throughout, as in `state_patch`.
+    let mut framing = shared.world.harness().framing.write();
+    let mut f = framing.clone();
     for (k, v) in m {
         let slot = match k.as_str() {
             "workspace" => &mut f.workspace,
@@ -209,6 +214,6 @@ pub(super) fn framing_patch(shared: &Shared, params: Value) -> Result<Value, Rpc
             }
         };
     }
-    *shared.world.harness().framing.write() = f.clone();
+    *framing = f.clone();
     Ok(json!({ "framing": f }))
 }
