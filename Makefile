@@ -13,6 +13,8 @@
 #   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
 #                       tree, idle and under fsbench load on the mount (SOCKET_SECS=30)
 #   make bench-overhead observation on vs off, two mounts side by side, fsbench run twice with the sides swapped (<= 5%)
+#   make bench-render   projection render time after a change, in a world of 20,000 live entries
+#                       (in-process; RENDER_FILES=N, RENDER_RENDERS=R)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
@@ -21,7 +23,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-render bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -65,6 +67,13 @@ bench-proxy: build
 
 bench-catchup: build
 	scripts/bench.sh catchup
+
+RENDER_FILES ?= 20000
+RENDER_RENDERS ?= 30
+
+# prints only; record results in BENCHMARKS.md by hand, with the command
+bench-render:
+	$(CARGO) run --release --example render_bench -- --files $(RENDER_FILES) --renders $(RENDER_RENDERS)
 
 REPLAY_TRACES ?= ../shared/traces/dev
 REPLAY_OUT ?= bench-work/replay

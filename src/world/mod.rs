@@ -19,6 +19,7 @@ pub mod ignore_rules;
 mod ingest;
 pub mod journal;
 pub mod lines;
+mod path_map;
 pub mod placements;
 pub mod policy;
 pub mod procinfo;
@@ -42,7 +43,7 @@ use std::thread::JoinHandle;
 use std::time::SystemTime;
 
 use crossbeam_channel::Receiver;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use parking_lot::{Mutex, RwLock};
 
@@ -61,6 +62,7 @@ use attribution::Attributor;
 use cache::Cache;
 use ignore_rules::{IgnoreRules, PathVerdict};
 use journal::{Journal, JournalCounters};
+use path_map::{PathMap, PathSet};
 use stats::Counters;
 use thrash::Thrash;
 use tokens::TokenCounter;
@@ -210,14 +212,14 @@ const MAX_LAYOUTS: usize = 64;
 /// made it placed its pieces.
 struct Layout {
     /// What was kept, in which form.
-    kept: HashMap<PathBuf, Form>,
+    kept: PathMap<Form>,
     /// Everything that selection saw: a candidate it did not see is new, whatever its stamp
     /// (a command output held back while it was the last step's own output, for one).
-    offered: HashSet<PathBuf>,
+    offered: PathSet,
     seq: u64,
     /// Per candidate, its stamp (`last_seq`) when a selection under this key last kept it: an
     /// access after that stamp has not been shown yet.
-    shown_seq: HashMap<PathBuf, u64>,
+    shown_seq: PathMap<u64>,
     /// Where the last projection for this key placed its pieces.
     placed: Arc<placements::Placed>,
     /// What this requester's selections taught the thrash guard.
@@ -229,7 +231,7 @@ struct Layout {
 /// [`World::last_selection`].
 #[derive(Debug, Default)]
 pub struct LastSelection {
-    kept: HashSet<PathBuf>,
+    kept: PathSet,
     thrash: Thrash,
 }
 
@@ -553,7 +555,7 @@ impl World {
                 // wrong, and the guard learns it (once per selection, however many reads).
                 if c.last_read_seq > prev.seq
                     && prev.offered.contains(&c.path)
-                    && !prev.kept.contains_key(&c.path)
+                    && !prev.kept.contains(&c.path)
                 {
                     thrash.reread(&c.path);
                 }
@@ -575,7 +577,7 @@ impl World {
         }
         cands.extend(extra);
         let sel = policy.select(&cands, budget);
-        let offered: HashSet<PathBuf> = cands.iter().map(|c| c.path.clone()).collect();
+        let offered: PathSet = cands.iter().map(|c| c.path.as_path()).collect();
         // What this requester kept last time and left out now.
         let dropped: Vec<&PathBuf> = {
             let mut layouts = self.layouts.lock();
@@ -602,24 +604,25 @@ impl World {
                     )
                 })
                 .unwrap_or_default();
-            let kept: HashSet<&PathBuf> = sel.kept.iter().map(|k| &k.path).collect();
-            // Only candidates of this selection: what left the world is forgotten here too.
-            shown_seq = cands
-                .iter()
-                .filter_map(|c| {
-                    let at = if kept.contains(&c.path) {
-                        Some(c.last_seq)
-                    } else {
-                        shown_seq.get(&c.path).copied()
-                    };
-                    at.map(|at| (c.path.clone(), at))
-                })
-                .collect();
+            let kept: PathSet = sel.kept.iter().map(|k| k.path.as_path()).collect();
+            // What this selection kept, at its stamp now; the rest as before, for candidates of
+            // this selection only: what left the world is forgotten here too. Visits the
+            // entries kept, now or before, not every candidate twice.
+            let mut now_shown = PathMap::with_capacity(shown_seq.len() + kept.len());
+            for c in cands.iter().filter(|c| kept.contains(&c.path)) {
+                now_shown.insert(&c.path, c.last_seq);
+            }
+            for (p, &at) in shown_seq.iter() {
+                if !kept.contains(p) && offered.contains(p) {
+                    now_shown.insert(p, at);
+                }
+            }
+            shown_seq = now_shown;
             let dropped: Vec<&PathBuf> = sel
                 .evicted
                 .iter()
                 .map(|e| &e.path)
-                .filter(|p| kept_before.contains_key(*p))
+                .filter(|p| kept_before.contains(p))
                 .collect();
             for p in &dropped {
                 thrash.evicted(p);
@@ -631,7 +634,7 @@ impl World {
                     kept: sel
                         .kept
                         .iter()
-                        .map(|k| (k.path.clone(), k.form.clone()))
+                        .map(|k| (k.path.as_path(), k.form.clone()))
                         .collect(),
                     seq: cands.iter().map(|c| c.last_seq).max().unwrap_or(0),
                     offered,
@@ -672,7 +675,7 @@ impl World {
         let layouts = self.layouts.lock();
         let l = layouts.get(&key)?;
         Some(LastSelection {
-            kept: l.kept.keys().cloned().collect(),
+            kept: l.kept.keys().collect(),
             thrash: l.thrash.clone(),
         })
     }

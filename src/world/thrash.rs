@@ -9,30 +9,31 @@
 //! requester learns from what it did, and a selection touches the world's entries only for
 //! what it keeps and what it stops keeping, not for the thousands it leaves out every time.
 
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+use super::path_map::PathMap;
 
 /// What one requester's selections taught the thrash guard, by path.
 #[derive(Debug, Default, Clone)]
 pub(crate) struct Thrash {
     /// Agent reads of an entry that this requester's previous selection had left out.
-    rereads: HashMap<PathBuf, u16>,
+    rereads: PathMap<u16>,
     /// Times this requester stopped keeping an entry it had kept.
-    evictions: HashMap<PathBuf, u16>,
+    evictions: PathMap<u16>,
 }
 
 impl Thrash {
     /// Counts a read of `path` that came after this requester's selection left it out (at most
     /// once per selection: the next one sees it again).
     pub fn reread(&mut self, path: &Path) -> u16 {
-        let n = self.rereads.entry(path.to_path_buf()).or_insert(0);
+        let n = self.rereads.get_mut_or_insert_with(path, || 0);
         *n = n.saturating_add(1);
         *n
     }
 
     /// Counts that the requester's selection dropped `path` after keeping it.
     pub fn evicted(&mut self, path: &Path) {
-        let n = self.evictions.entry(path.to_path_buf()).or_insert(0);
+        let n = self.evictions.get_mut_or_insert_with(path, || 0);
         *n = n.saturating_add(1);
     }
 
