@@ -14,8 +14,11 @@
 //!   (any other): the mount saw everything the command read in between, so its output is cached
 //!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
 //!   Only when that can be told: an output is not cached if the command read no file through
-//!   the mount, or if a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
-//!   reads are not tracked. Without the `PreToolUse` hook, no output is cached.
+//!   the mount. If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
+//!   reads are not tracked, the output is kept only until anything in the tree changes.
+//!   Without the `PreToolUse` hook, no output is cached.
+//! - `PostToolUse` of `Grep` or `Glob`: the result is cached until anything changes below the
+//!   directory searched (which files it depends on cannot be told), and projected until then.
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
@@ -199,7 +202,8 @@ pub fn plan(event: &Value) -> Plan {
             let failed = name == "PostToolUseFailure";
             match step(event, failed) {
                 Some(step) => {
-                    let command = command_output(event, failed, &step);
+                    let command = command_output(event, failed, &step)
+                        .or_else(|| search_output(event, failed, &step));
                     let tasks = if failed { None } else { tool_tasks(event) };
                     Plan::Step {
                         step,
@@ -292,6 +296,34 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
         "exit_code": exit_code,
         "begun": id,
         "only_if_tracked": true,
+    }))
+}
+
+/// `command.record` params for a finished Grep or Glob call: its result depends on every file
+/// below the directory it searched (a match can appear in any of them), so it is cached until
+/// anything there changes. Named by the tool and its input as the step has them, so the
+/// projection knows it for the step's own output.
+fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
+    let tool = event.get("tool_name")?.as_str()?;
+    if failed || !matches!(tool, "Grep" | "Glob") {
+        return None;
+    }
+    let cwd = event
+        .get("cwd")
+        .and_then(Value::as_str)
+        .filter(|c| c.starts_with('/'))?;
+    let input = step.get("input")?;
+    // Without a path, the tool searches the working directory.
+    let dir = match input.get("path").and_then(Value::as_str) {
+        Some(p) if !p.is_empty() => std::path::Path::new(cwd).join(p),
+        _ => PathBuf::from(cwd),
+    };
+    Some(json!({
+        "command": format!("{tool} {input}"),
+        "cwd": cwd,
+        "output": step.get("result").cloned().unwrap_or_default(),
+        "exit_code": 0,
+        "subtrees": [dir.to_string_lossy()],
     }))
 }
 
@@ -640,6 +672,52 @@ mod tests {
         // (escaped: each cut newline takes two characters)
         assert!(r.len() < 2 * 2048 + 200, "{}", r.len());
         assert!(r.contains("\"n\":1"), "{r}");
+    }
+
+    #[test]
+    fn a_search_result_is_cached_until_anything_below_the_searched_directory_changes() {
+        let grep = post(
+            "Grep",
+            json!({"pattern": "def add", "path": "src", "output_mode": "content"}),
+            json!({"mode": "content", "content": "src/calc.py:1:def add(a, b):", "numLines": 1}),
+        );
+        assert_eq!(
+            command_params(&grep),
+            Some(json!({
+                "command": r#"Grep {"output_mode":"content","path":"src","pattern":"def add"}"#,
+                "cwd": "/work/project",
+                "output": "src/calc.py:1:def add(a, b):",
+                "exit_code": 0,
+                "subtrees": ["/work/project/src"],
+            }))
+        );
+        // No path: the working directory; an absolute one as it is.
+        let glob = post(
+            "Glob",
+            json!({"pattern": "**/*.py"}),
+            json!({"filenames": ["/work/project/a.py"], "numFiles": 1}),
+        );
+        assert_eq!(
+            command_params(&glob).map(|c| c["subtrees"].clone()),
+            Some(json!(["/work/project"]))
+        );
+        let glob = post(
+            "Glob",
+            json!({"pattern": "*.py", "path": "/elsewhere"}),
+            json!({"filenames": []}),
+        );
+        assert_eq!(
+            command_params(&glob).map(|c| c["subtrees"].clone()),
+            Some(json!(["/elsewhere"]))
+        );
+        // A failed search, or a subagent's, is not cached.
+        let mut failed = grep.clone();
+        failed["hook_event_name"] = "PostToolUseFailure".into();
+        failed["error"] = "bad regex".into();
+        assert_eq!(command_params(&failed), None);
+        let mut sub = grep;
+        sub["agent_id"] = "a1".into();
+        assert_eq!(plan(&sub), Plan::Nothing);
     }
 
     #[test]

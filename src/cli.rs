@@ -151,7 +151,8 @@ pub enum Command {
     /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
     /// call becomes the last step, with the lines a Read showed as the file's view. A Bash
     /// call's output is cached while the files it read are unchanged: its PreToolUse marks
-    /// where it starts. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
+    /// where it starts. A Grep or Glob result is cached until anything changes below the
+    /// directory it searched. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
     /// TaskList) goes into the structured state, so projections carry its plan; a new session
     /// clears it with the goal. A subagent's calls are not the session's steps. Register it for
     /// SessionStart, UserPromptSubmit, PreToolUse (Bash),

@@ -340,9 +340,10 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         );
     }
 
-    // A whole-tree scanner read files meanwhile: what it read is not tracked, so no cache. (A
-    // scanner by its name, `rg`, alive long enough for the mount to name it: a process gone
-    // before that is taken for the agent, and then its reads are inputs, which is safe too.)
+    // A whole-tree scanner read files meanwhile: what it read is not tracked, so the output
+    // is kept only until anything in the tree changes. (A scanner by its name, `rg`, alive long
+    // enough for the mount to name it: a process gone before that is taken for the agent, and
+    // then its reads are inputs, which is safe too.)
     let rg = m.scratch.join("rg");
     std::fs::write(
         &rg,
@@ -381,9 +382,53 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         "echo hi",
         json!({"stdout": "hi", "stderr": ""}),
     );
-    assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
+    assert_eq!(
+        cached(&mut c),
+        ["cat calc.py", "grep sub calc.py", "rg add; cat calc.py"]
+    );
     let s = c.call("stats", json!({})).expect("stats");
     assert_eq!(s["commands_begun"], 0, "every begun command was taken: {s}");
+
+    // A Grep call: its result depends on every file below the directory it searched.
+    let grep = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": "PostToolUse",
+        "tool_name": "Grep", "tool_use_id": "toolu_grep",
+        "tool_input": {"pattern": "add", "path": "docs", "output_mode": "files_with_matches"},
+        "tool_response": {"mode": "files_with_matches", "filenames": [root.join("docs/a.md")],
+                          "numFiles": 1}});
+    common::hook(Path::new("/"), &grep.to_string());
+    let grep_name = r#"Grep {"output_mode":"files_with_matches","path":"docs","pattern":"add"}"#;
+    assert_eq!(
+        cached(&mut c),
+        [
+            "cat calc.py",
+            "grep sub calc.py",
+            "rg add; cat calc.py",
+            grep_name
+        ]
+    );
+    // A new file outside `docs`: the scanner's output goes, the Grep's stays.
+    std::fs::write(root.join("notes.txt"), "x\n").expect("write through the mount");
+    let wait_for = |c: &mut Client, want: &[&str]| {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while cached(c) != want {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "cached: {:?}, want {want:?}",
+                cached(c)
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    };
+    wait_for(&mut c, &["cat calc.py", "grep sub calc.py", grep_name]);
+    // Until the step after it, the Grep's result is the last step's own output: shown once.
+    let p = c
+        .call("projection.get", json!({"format": "text", "budget": 8000}))
+        .expect("projection");
+    let body = p["body"].as_str().unwrap_or_default();
+    assert_eq!(body.matches("docs/a.md").count(), 1, "{body}");
+    // One below it (behind the mount): gone too.
+    std::fs::write(m.source.join("docs/b.md"), "more\n").expect("write behind the mount");
+    wait_for(&mut c, &["cat calc.py", "grep sub calc.py"]);
 
     // The file changes (here behind the mount): both outputs that read it are dropped.
     std::fs::write(

@@ -156,6 +156,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         output: "3 README.md\n".into(),
         exit_code: Some(0),
         inputs: vec![("README.md".into(), hash_hex(b"# demo\n\nA tiny crate.\n"))],
+        subtrees: Vec::new(),
         turn: 1,
         seq: 20,
     });
@@ -165,6 +166,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         output: "old notes\n".into(),
         exit_code: Some(0),
         inputs: vec![("notes.txt".into(), hash_hex(b"old notes\n"))],
+        subtrees: Vec::new(),
         turn: 0,
         seq: 10,
     });

@@ -567,7 +567,8 @@ fn command_begin_marks_where_a_command_starts_for_a_later_record() {
     assert_eq!(code_, code::NOT_FOUND, "{msg}");
     assert!(msg.contains("toolu_1"), "{msg}");
 
-    // Only if tracked: not when an indexer scanned meanwhile, nor when nothing was read.
+    // A whole-tree scanner read files meanwhile: what it read is not an input, so the output
+    // depends on the whole tree instead.
     c.call("command.begin", json!({"key": "toolu_2"}));
     f.read("src/lib.rs");
     f.read_as(INDEXER, "README.md");
@@ -576,10 +577,28 @@ fn command_begin_marks_where_a_command_starts_for_a_later_record() {
         json!({"command": "cat src/lib.rs", "output": "", "begun": "toolu_2",
                "only_if_tracked": true}),
     );
+    assert_eq!(
+        (&r["cached"], &r["scanned"], &r["subtrees"]),
+        (&json!(true), &json!(1), &json!(["."])),
+        "{r}"
+    );
+    assert_eq!(listed(&mut c), Some(2));
+    // So a change to a file it never read drops it, and only it.
+    f.write("README.md", "# changed\n");
+    assert_eq!(listed(&mut c), Some(1), "the change anywhere drops it");
+    // Nor when the tree changed while it ran: it may show the tree before or after.
+    c.call("command.begin", json!({"key": "toolu_2b"}));
+    f.read_as(INDEXER, "README.md");
+    f.write("src/util.rs", "// changed\n");
+    let r = c.call(
+        "command.record",
+        json!({"command": "rg util", "output": "", "begun": "toolu_2b", "only_if_tracked": true}),
+    );
     assert_eq!(r["cached"], false, "{r}");
-    assert_eq!(r["scanned"], 1, "{r}");
     assert!(
-        r["why"].as_str().is_some_and(|w| w.contains("scanner")),
+        r["why"]
+            .as_str()
+            .is_some_and(|w| w.contains("src/util.rs changed while it ran")),
         "{r}"
     );
     c.call("command.begin", json!({"key": "toolu_3"}));
@@ -617,6 +636,65 @@ fn command_begin_marks_where_a_command_starts_for_a_later_record() {
     );
     assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
     assert!(msg.contains("not both"), "{msg}");
+}
+
+#[test]
+fn an_output_that_depends_on_a_directory_goes_with_any_change_below_it() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let listed = |c: &mut Conn| -> Vec<String> {
+        let r = c.call("commands.list", json!({}));
+        r["commands"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["command"].as_str().map(str::to_owned))
+            .collect()
+    };
+    // A search tool's result: which files of `src` it depends on cannot be told.
+    let r = c.call(
+        "command.record",
+        json!({"command": "Glob {\"pattern\":\"*.rs\",\"path\":\"src\"}",
+               "output": "src/main.rs\nsrc/lib.rs", "exit_code": 0,
+               "subtrees": [f.root().join("src").to_string_lossy()]}),
+    );
+    assert_eq!(
+        (&r["cached"], &r["subtrees"]),
+        (&json!(true), &json!(["src"])),
+        "{r}"
+    );
+    let r = c.call(
+        "command.record",
+        json!({"command": "Grep {\"pattern\":\"demo\"}", "output": "README.md", "subtrees": ["."]}),
+    );
+    assert_eq!(r["subtrees"], json!(["."]), "{r}");
+    let listed_after = c.call("commands.list", json!({}));
+    assert_eq!(
+        listed_after["commands"][0]["subtrees"],
+        json!(["src"]),
+        "{listed_after}"
+    );
+    // Outside `src`: the Glob's is kept, the whole tree's search is not.
+    f.write("README.md", "# changed\n");
+    assert_eq!(
+        listed(&mut c),
+        ["Glob {\"pattern\":\"*.rs\",\"path\":\"src\"}"]
+    );
+    // Below it, a name appearing is a change too.
+    f.create("src/new.rs", "");
+    assert!(listed(&mut c).is_empty(), "{:?}", listed(&mut c));
+
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "subtrees": ["/etc"]}),
+    );
+    assert_eq!(code_, code::REFUSED, "{msg}");
+    let many: Vec<String> = (0..65).map(|i| format!("d{i}")).collect();
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "subtrees": many}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
 }
 
 #[test]

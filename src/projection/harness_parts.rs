@@ -230,8 +230,16 @@ fn command_text(c: &CommandOutput) -> String {
     } else {
         c.output.as_str()
     };
+    let current = match c.subtrees.as_slice() {
+        [] => "the files it read are unchanged".to_owned(),
+        [t] if t.as_os_str().is_empty() => "no file has changed since it ran".to_owned(),
+        dirs => {
+            let dirs: Vec<String> = dirs.iter().map(|d| d.display().to_string()).collect();
+            format!("nothing below {} has changed since it ran", dirs.join(", "))
+        }
+    };
     format!(
-        "Output of `{}`{cwd}, {code}. Still current: the files it read are unchanged.\n{output}",
+        "Output of `{}`{cwd}, {code}. Still current: {current}.\n{output}",
         c.command
     )
 }
@@ -291,7 +299,48 @@ pub(super) fn is_step_output(c: &CommandPart, s: &Step) -> bool {
     c.output == s.result
         && match &s.input {
             Value::String(v) => *v == c.command,
-            Value::Object(m) => m.values().any(|v| v.as_str() == Some(c.command.as_str())),
+            // A search tool's output is named by the tool and its input (`Grep {...}`).
+            Value::Object(m) => {
+                m.values().any(|v| v.as_str() == Some(c.command.as_str()))
+                    || c.command
+                        .strip_prefix(s.tool_name.as_str())
+                        .and_then(|rest| rest.strip_prefix(' '))
+                        .is_some_and(|rest| {
+                            serde_json::from_str::<Value>(rest).ok().as_ref() == Some(&s.input)
+                        })
+            }
             _ => false,
         }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_output_says_what_keeps_it_current() {
+        let mut c = CommandOutput {
+            command: "Grep {\"pattern\":\"x\"}".into(),
+            cwd: ".".into(),
+            output: "a.py".into(),
+            exit_code: Some(0),
+            inputs: Vec::new(),
+            subtrees: Vec::new(),
+            turn: 1,
+            seq: 1,
+        };
+        let current = |c: &CommandOutput| {
+            let t = command_text(c);
+            let start = t.find("Still current: ").map_or(0, |i| i + 15);
+            t[start..].lines().next().unwrap_or_default().to_owned()
+        };
+        assert_eq!(current(&c), "the files it read are unchanged.");
+        c.subtrees = vec![std::path::PathBuf::new()];
+        assert_eq!(current(&c), "no file has changed since it ran.");
+        c.subtrees = vec!["docs".into(), "src/core".into()];
+        assert_eq!(
+            current(&c),
+            "nothing below docs, src/core has changed since it ran."
+        );
+    }
 }

@@ -289,6 +289,7 @@ fn build(s: &Scenario) -> Built {
             output: format!("output {k}"),
             exit_code: Some(0),
             inputs: vec![(PathBuf::from(name), hash)],
+            subtrees: Vec::new(),
             turn: 0,
             seq: k as u64,
         });
@@ -644,6 +645,7 @@ fn the_stream_only_grows_at_its_end() {
         output: "1 passed".into(),
         exit_code: Some(0),
         inputs: vec![],
+        subtrees: Vec::new(),
         turn: 0,
         seq,
     });
@@ -1088,6 +1090,7 @@ fn ran(b: &Built, command: &str, output: &str) {
         output: output.into(),
         exit_code: Some(0),
         inputs: vec![],
+        subtrees: Vec::new(),
         turn: 0,
         seq: 99,
     });

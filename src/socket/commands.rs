@@ -1,6 +1,8 @@
 //! Command outputs the harness records, and keeping them valid: an output stays cached exactly
 //! as long as the content of every file (or directory listing) the command read through the
-//! mount is unchanged.
+//! mount is unchanged, and nothing changed below the directories it depends on as a whole (a
+//! search's, or a command's that a whole-tree scanner read for: which of their files matter
+//! cannot be told, so any change below them counts).
 //!
 //! Which files a command read comes from the world's ring of recent observations (everything the
 //! agent or its subprocesses read after the sequence number the harness noted before running
@@ -10,8 +12,10 @@
 //! Validity is checked lazily, before anything reads the cached outputs: the observations since
 //! the last check name the paths that may have changed; only outputs depending on those are
 //! re-hashed, and an output is dropped when a hash differs (so rewriting a file with the same
-//! bytes keeps it). If the ring lost observations since the last check (or the watcher asked for
-//! a rescan), every input of every output is re-hashed: correct, only slower.
+//! bytes keeps it), or when one of those paths is below one of its directories. If the ring lost
+//! observations since the last check (or the watcher asked for a rescan), every input of every
+//! output is re-hashed, and every output that depends on a directory is dropped: correct, only
+//! slower.
 
 use std::collections::{BTreeSet, HashSet};
 use std::path::{Path, PathBuf};
@@ -21,6 +25,7 @@ use parking_lot::Mutex;
 
 use crate::observation::{ExternalChange, Op};
 use crate::world::harness::CommandOutput;
+use crate::world::recent::SinceSeq;
 use crate::world::{Class, World};
 
 /// Hash recorded for an input that did not exist (or could not be opened) at recording time:
@@ -56,8 +61,9 @@ pub struct Reads {
     pub scanned: u64,
 }
 
-/// What the agent (or a process it started) read after `since_seq`, per the world's ring.
-pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError> {
+/// Every observation after `since_seq` still in the world's ring; an error if some may have
+/// been dropped from it already.
+fn everything_since(world: &World, since_seq: u64) -> Result<SinceSeq, InputsError> {
     let recent = world.recent();
     let got = recent.since_seq(since_seq, recent.capacity());
     if !got.complete {
@@ -67,6 +73,12 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError>
             capacity: recent.capacity(),
         });
     }
+    Ok(got)
+}
+
+/// What the agent (or a process it started) read after `since_seq`, per the world's ring.
+pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError> {
+    let got = everything_since(world, since_seq)?;
     let mut paths = BTreeSet::new();
     let mut scanned = 0;
     for r in &got.records {
@@ -91,6 +103,32 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError>
         paths: paths.into_iter().collect(),
         scanned,
     })
+}
+
+/// The first path below one of `dirs` (relative to the root; the empty path is the whole tree)
+/// that an observation after `since_seq` may have changed, per the world's ring: an output that
+/// depends on them as a whole cannot be told apart from the change if it ran meanwhile.
+pub fn changed_below(
+    world: &World,
+    since_seq: u64,
+    dirs: &[PathBuf],
+) -> Result<Option<PathBuf>, InputsError> {
+    let got = everything_since(world, since_seq)?;
+    let mut changed = HashSet::new();
+    for r in &got.records {
+        if changed_paths(&r.obs.op, &r.obs.path, &mut changed).is_none() {
+            // A rescan: anything may have changed.
+            return Ok(Some(PathBuf::new()));
+        }
+    }
+    Ok(first_below(&changed, dirs).cloned())
+}
+
+/// A path of `changed` below (or at) one of `dirs`.
+fn first_below<'a>(changed: &'a HashSet<PathBuf>, dirs: &[PathBuf]) -> Option<&'a PathBuf> {
+    changed
+        .iter()
+        .find(|p| dirs.iter().any(|d| p.starts_with(d)))
 }
 
 /// The content hash of `path` as stored with an output.
@@ -220,19 +258,24 @@ impl Validity {
                 break;
             }
         }
+        // A change below a directory an output depends on as a whole drops it: which files
+        // of the directory it depends on cannot be told, so there is nothing to re-hash.
+        let below = |c: &CommandOutput| {
+            !c.subtrees.is_empty() && (everything || first_below(&changed, &c.subtrees).is_some())
+        };
         // Hash outside the harness lock: other requests read the outputs meanwhile.
         let candidates: Vec<CommandOutput> = world
             .harness()
             .commands
             .read()
             .iter()
-            .filter(|c| everything || c.inputs.iter().any(|(p, _)| changed.contains(p)))
+            .filter(|c| everything || below(c) || c.inputs.iter().any(|(p, _)| changed.contains(p)))
             .cloned()
             .collect();
         // Still holding `checked`: two sweeps never race to drop the same output twice.
         let stale: Vec<(String, String, u64)> = candidates
             .into_iter()
-            .filter(|c| !still_valid(world, c))
+            .filter(|c| below(c) || !still_valid(world, c))
             .map(|c| (c.command, c.cwd, c.seq))
             .collect();
         if stale.is_empty() {

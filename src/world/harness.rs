@@ -213,7 +213,8 @@ pub struct Step {
     pub turn: u64,
 }
 
-/// A command's output, valid as long as the files it read through the mount are unchanged.
+/// A command's output, valid as long as the files it read through the mount are unchanged,
+/// and nothing below its `subtrees` changed.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandOutput {
     pub command: String,
@@ -223,6 +224,12 @@ pub struct CommandOutput {
     pub exit_code: Option<i32>,
     /// Files the command read, with the blake3 hash (hex) of their content when recorded.
     pub inputs: Vec<(PathBuf, String)>,
+    /// Directories relative to the root (the empty path: the whole tree) that the output
+    /// depends on as a whole: a search's, a listing's, or a command's that a whole-tree scanner
+    /// read for. Any change below one (a file's content, a name appearing or going) after `seq`
+    /// drops the output, since which of their files it depends on cannot be told.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub subtrees: Vec<PathBuf>,
     pub turn: u64,
     /// Observation sequence number when it was recorded.
     pub seq: u64,
@@ -301,6 +308,7 @@ mod tests {
             output: "x".repeat(bytes),
             exit_code: Some(0),
             inputs: Vec::new(),
+            subtrees: Vec::new(),
             turn: 1,
             seq: 1,
         }

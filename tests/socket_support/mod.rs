@@ -153,12 +153,21 @@ impl Fixture {
 
     /// The agent rewrites `path` with `content` (through the mount, so observed).
     pub fn write(&self, path: &str, content: &str) {
+        self.agent_writes(path, content, false);
+    }
+
+    /// The agent creates `path` with `content` (through the mount, so observed).
+    pub fn create(&self, path: &str, content: &str) {
+        self.agent_writes(path, content, true);
+    }
+
+    fn agent_writes(&self, path: &str, content: &str, created: bool) {
         must(std::fs::write(self.root().join(path), content));
         let open = Op::Open {
             read: false,
             write: true,
-            truncate: true,
-            created: false,
+            truncate: !created,
+            created,
         };
         let a = self.obs(CLAUDE, path, open);
         let b = self.obs(CLAUDE, path, Op::Close { wrote: true });

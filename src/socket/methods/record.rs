@@ -189,7 +189,11 @@ pub(super) struct CommandRecord {
     begun: Option<String>,
     #[serde(default)]
     files: Option<Vec<String>>,
-    /// Cache the output only if a change to what it depends on would be noticed.
+    /// Directories (or files) the output depends on as a whole: any change below one drops it.
+    #[serde(default)]
+    subtrees: Option<Vec<String>>,
+    /// Cache the output only if a change to what it depends on would be noticed: not if it
+    /// read nothing; if a whole-tree scanner read files meanwhile, until anything changes.
     #[serde(default)]
     only_if_tracked: bool,
 }
@@ -205,11 +209,20 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
             "command.record: pass since_seq or begun, not both (both say when the command started)",
         ));
     }
-    if p.since_seq.is_none() && p.begun.is_none() && p.files.is_none() {
+    if p.since_seq.is_none() && p.begun.is_none() && p.files.is_none() && p.subtrees.is_none() {
         return Err(RpcError::invalid_params(
             "command.record: pass since_seq (the last_seq noted before the command ran), begun \
-             (the key of its command.begin) or files (the paths it read)",
+             (the key of its command.begin), files (the paths it read) or subtrees (the \
+             directories it depends on as a whole)",
         ));
+    }
+    if let Some(t) = &p.subtrees
+        && t.len() > MAX_SUBTREES
+    {
+        return Err(RpcError::invalid_params(format!(
+            "command.record: {} subtrees; at most {MAX_SUBTREES}",
+            t.len()
+        )));
     }
     let w = &*shared.world;
     let cwd = display_cwd(&rel_path(shared, &p.cwd)?);
@@ -239,6 +252,10 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
             paths.push(rel_path(shared, f)?);
         }
     }
+    let mut subtrees = Vec::new();
+    for t in p.subtrees.iter().flatten() {
+        subtrees.push(rel_path(shared, t)?);
+    }
     // The command's reads are in the world before its inputs are collected and its place
     // (`seq`, after them) is taken, whichever way the inputs are named.
     ingest_barrier(shared);
@@ -251,27 +268,45 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     }
     paths.sort();
     paths.dedup();
-    let untracked = if scanned > 0 {
-        Some(
-            "a whole-tree scanner (rg, grep -r, git, find...) read files meanwhile; those are not \
-             inputs, so a change to them would go unnoticed",
-        )
-    } else if paths.is_empty() {
-        Some("it read no file through the mount, so no change would tell that it is out of date")
-    } else {
-        None
-    };
-    if p.only_if_tracked
-        && let Some(why) = untracked
-    {
-        return Ok(json!({
-            "command": p.command,
-            "cwd": cwd,
-            "cached": false,
-            "why": why,
-            "scanned": scanned,
-        }));
+    // What a whole-tree scanner (rg, grep -r, git, find...) read is not an input: an indexer
+    // running beside the agent would tie every output to the whole tree. A client that wants
+    // every change noticed gets the output tied to the whole tree instead, so that any change
+    // drops it; another gets it checked against the files it read.
+    if scanned > 0 && p.only_if_tracked {
+        subtrees.push(std::path::PathBuf::new());
     }
+    if subtrees.iter().any(|t| t.as_os_str().is_empty()) {
+        subtrees = vec![std::path::PathBuf::new()];
+    }
+    subtrees.sort();
+    subtrees.dedup();
+    let not_cached = |why: String| json!({"command": p.command, "cwd": cwd, "cached": false, "why": why, "scanned": scanned});
+    if let Some(since) = since
+        && !subtrees.is_empty()
+    {
+        let changed = commands::changed_below(w, since, &subtrees)
+            .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
+        if let Some(path) = changed {
+            // Run before or after the change, the output cannot be told apart.
+            let path = if path.as_os_str().is_empty() {
+                "the tree".to_owned()
+            } else {
+                lossy(&path)
+            };
+            return Ok(not_cached(format!(
+                "{path} changed while it ran, below what it depends on as a whole"
+            )));
+        }
+    }
+    if p.only_if_tracked && paths.is_empty() && subtrees.is_empty() {
+        return Ok(not_cached(
+            "it read no file through the mount, so no change would tell that it is out of date"
+                .into(),
+        ));
+    }
+    // Changes seen before now are no concern of this output: swept now, a later sweep sees
+    // only what comes after it.
+    shared.validity.sweep(w);
     // Not added to the history estimate: a history-keeping harness holds the output once, as
     // the result of the step that ran the command, which `step.record` counts.
     let inputs = commands::hash_inputs(w, paths);
@@ -281,6 +316,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         output: p.output,
         exit_code: p.exit_code,
         inputs,
+        subtrees,
         turn: w.turn(),
         seq: w.recent().last_seq(),
     };
@@ -289,6 +325,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         "cwd": out.cwd,
         "cached": true,
         "inputs": out.inputs.iter().map(|(p, h)| json!({"path": lossy(p), "hash": h})).collect::<Vec<_>>(),
+        "subtrees": out.subtrees.iter().map(|t| display_cwd(t)).collect::<Vec<_>>(),
         "scanned": scanned,
         "turn": out.turn,
         "seq": out.seq,
@@ -296,6 +333,9 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     w.harness().record_command(out);
     Ok(reply)
 }
+
+/// Most directories one output depends on as a whole.
+const MAX_SUBTREES: usize = 64;
 
 pub(super) fn commands_list(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
     let w = &*shared.world;
