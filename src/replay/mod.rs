@@ -557,6 +557,9 @@ fn record_params(
         if let Some(rc) = s.returncode.and_then(|r| i32::try_from(r).ok()) {
             params["exit_code"] = json!(rc);
         }
+        if let Some(dir) = &s.search_dir {
+            params["subtrees"] = json!([dir]);
+        }
         params
     });
     let mut step = json!({

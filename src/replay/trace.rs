@@ -49,6 +49,28 @@ impl Header {
         }
     }
 
+    /// The directory a search tool's call searched, relative to the repository: its `path`
+    /// input, else its working directory. `None` when that is outside the repository.
+    fn search_dir(&self, step: &Step) -> Option<String> {
+        let input = step.input.as_ref().and_then(|i| i.get("path"));
+        let cwd = step
+            .cwd
+            .as_deref()
+            .filter(|c| !c.is_empty())
+            .map_or(".", |c| self.relative(c));
+        let dir = match input.and_then(Value::as_str).filter(|p| !p.is_empty()) {
+            Some(p) if p.starts_with('/') => self.relative(p).to_owned(),
+            Some(p) => format!("{cwd}/{p}"),
+            None => cwd.to_owned(),
+        };
+        let clean = super::apply::clean_rel(&dir)?;
+        Some(if clean.as_os_str().is_empty() {
+            ".".into()
+        } else {
+            clean.to_string_lossy().into_owned()
+        })
+    }
+
     /// `p` as the replay names the file everywhere (views, needs, the disk): relative to the
     /// repository, without `.` and `..` parts that stay inside it (`./src/../src/a.py` is
     /// `src/a.py`). A path that leaves the repository stays as written.
@@ -180,6 +202,11 @@ pub struct Step {
     pub assistant_text: Option<String>,
     #[serde(default)]
     pub tokens_in_reported: Option<u64>,
+    /// For a search tool's call (Grep, Glob; not a shell command's search), the directory it
+    /// searched, relative to the repository (set when the trace is loaded; `None` when it is
+    /// outside): its result depends on every file below it, as `worldfs hook` records it.
+    #[serde(skip)]
+    pub search_dir: Option<String>,
 }
 
 impl Step {
@@ -348,6 +375,9 @@ impl Trace {
             }
             for t in step.touches.iter_mut().flatten() {
                 t.path = header.normalized(&t.path);
+            }
+            if step.kind == Kind::Search && step.via.as_deref() != Some("bash") {
+                step.search_dir = header.search_dir(&step);
             }
             if step.turn == 0 {
                 bail!("{}:{}: turns are 1-based", path.display(), i + 1);
@@ -522,5 +552,43 @@ mod tests {
         assert_eq!(st.path.as_deref(), Some("src/a.py"));
         let touched: Vec<&str> = st.touches().iter().map(|t| t.path.as_str()).collect();
         assert_eq!(touched, ["b.py", "/testbedx/c.py", ".", "e.py", "../up.py"]);
+    }
+
+    #[test]
+    fn a_search_tools_call_depends_on_the_directory_it_searched() {
+        let h = r#"{"record":"header","format":"worldfs-trace/1","trace_id":"t","goal":"g","repo_root_in_source":"/testbed"}"#;
+        let step = |i: usize, rest: &str| {
+            format!(
+                r#"{{"record":"step","step":{i},"turn":{},"kind":"search",{rest}}}"#,
+                i + 1
+            )
+        };
+        let steps = [
+            step(
+                0,
+                r#""tool":"Grep","input":{"pattern":"x","path":"/testbed/src"}"#,
+            ),
+            step(1, r#""tool":"Glob","input":{"pattern":"*.py"},"cwd":".""#),
+            step(
+                2,
+                r#""tool":"Grep","input":{"pattern":"x","path":"lib"},"cwd":"pkg""#,
+            ),
+            step(3, r#""tool":"Grep","input":{"pattern":"x","path":"/etc"}"#),
+            step(4, r#""tool":"bash","via":"bash","command":"grep -r x src""#),
+        ];
+        let t = Trace::parse(
+            Path::new("t.jsonl"),
+            &format!(
+                "{h}
+{}",
+                steps.join(
+                    "
+"
+                )
+            ),
+        )
+        .unwrap();
+        let dirs: Vec<Option<&str>> = t.steps.iter().map(|s| s.search_dir.as_deref()).collect();
+        assert_eq!(dirs, [Some("src"), Some("."), Some("pkg/lib"), None, None]);
     }
 }
