@@ -323,7 +323,7 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     println!(
-        "commands: {} outputs cached; {} dropped as what they read changed, {} oldest dropped \
+        "commands: {} outputs cached; {} dropped as what they depend on changed, {} oldest dropped \
          for room",
         num(&s, "/commands_cached"),
         num(&s, "/drops/commands_invalidated"),

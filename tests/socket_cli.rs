@@ -154,7 +154,7 @@ fn goal_projection_and_status_subcommands() {
         "tokens:",
         "observed:",
         "behind:   changes made behind the mount 0;",
-        "commands: 0 outputs cached; 0 dropped as what they read changed, 0 oldest dropped",
+        "commands: 0 outputs cached; 0 dropped as what they depend on changed, 0 oldest dropped",
         "drops:",
         "activity:",
     ] {
