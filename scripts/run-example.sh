@@ -43,6 +43,7 @@ LIB_AS_READ=$WORK/lib.rs.as-read   # what the agent saw of src/lib.rs before its
 cp src/lib.rs "$LIB_AS_READ"
 show sed -n 1,12p src/main.rs > /dev/null
 # A search: its result is kept while nothing below notes/ changes.
+hook_event "{\"hook_event_name\":\"PreToolUse\",\"cwd\":\"$WS\",\"tool_name\":\"Grep\",\"tool_use_id\":\"toolu_example_0\",\"tool_input\":{\"pattern\":\"mounted\",\"path\":\"notes\",\"output_mode\":\"files_with_matches\"}}"
 hook_event "{\"hook_event_name\":\"PostToolUse\",\"cwd\":\"$WS\",\"tool_name\":\"Grep\",\"tool_use_id\":\"toolu_example_0\",\"tool_input\":{\"pattern\":\"mounted\",\"path\":\"notes\",\"output_mode\":\"files_with_matches\"},\"tool_response\":{\"mode\":\"files_with_matches\",\"filenames\":[\"$WS/notes/mounted.md\"],\"numFiles\":1}}"
 hook_event "{\"hook_event_name\":\"PostToolUse\",\"cwd\":\"$WS\",\"tool_name\":\"Bash\",\"tool_use_id\":\"toolu_example_1\",\"tool_input\":{\"command\":\"ls src\"},\"tool_response\":{\"stdout\":\"lib.rs\\nmain.rs\\n\",\"stderr\":\"\"}}"
 cat >> src/lib.rs <<'RS'

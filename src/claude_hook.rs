@@ -17,8 +17,9 @@
 //!   the mount. If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
 //!   reads are not tracked, the output is kept only until anything in the tree changes.
 //!   Without the `PreToolUse` hook, no output is cached.
-//! - `PostToolUse` of `Grep` or `Glob`: the result is cached until anything changes below the
-//!   directory searched (which files it depends on cannot be told), and projected until then.
+//! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
+//!   changes below the directory searched (which files it depends on cannot be told), and
+//!   projected until then; not if something there changed while it ran.
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
@@ -197,7 +198,10 @@ pub fn plan(event: &Value) -> Plan {
             .filter(|_| tasks::shared(field("tool_name").unwrap_or_default()))
             .map_or(Plan::Nothing, Plan::Tasks),
         Some("PreToolUse" | "PostToolUseFailure") if in_subagent(event) => Plan::Nothing,
-        Some("PreToolUse") => bash_call(event).map_or(Plan::Nothing, |(id, _)| Plan::Begin(id)),
+        Some("PreToolUse") => bash_call(event)
+            .map(|(id, _)| id)
+            .or_else(|| search_call(event))
+            .map_or(Plan::Nothing, Plan::Begin),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
             let failed = name == "PostToolUseFailure";
             match step(event, failed) {
@@ -299,13 +303,25 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }))
 }
 
+/// The `tool_use_id` of a Grep or Glob call, whose result can be cached.
+fn search_call(event: &Value) -> Option<String> {
+    let tool = event.get("tool_name")?.as_str()?;
+    if !matches!(tool, "Grep" | "Glob") {
+        return None;
+    }
+    let id = event.get("tool_use_id")?.as_str()?;
+    (!id.is_empty()).then(|| id.to_owned())
+}
+
 /// `command.record` params for a finished Grep or Glob call: its result depends on every file
 /// below the directory it searched (a match can appear in any of them), so it is cached until
-/// anything there changes. Named by the tool and its input as the step has them, so the
-/// projection knows it for the step's own output.
+/// anything there changes. Begun by its `PreToolUse` (`begun`), so that a change made there
+/// while it ran (a parallel Edit) keeps it out. Named by the tool and its input as the step has
+/// them, so the projection knows it for the step's own output.
 fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
+    let id = search_call(event)?;
     let tool = event.get("tool_name")?.as_str()?;
-    if failed || !matches!(tool, "Grep" | "Glob") {
+    if failed {
         return None;
     }
     let cwd = event
@@ -323,6 +339,7 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
         "cwd": cwd,
         "output": step.get("result").cloned().unwrap_or_default(),
         "exit_code": 0,
+        "begun": id,
         "subtrees": [dir.to_string_lossy()],
     }))
 }
@@ -688,8 +705,16 @@ mod tests {
                 "cwd": "/work/project",
                 "output": "src/calc.py:1:def add(a, b):",
                 "exit_code": 0,
+                "begun": "toolu_01abc",
                 "subtrees": ["/work/project/src"],
             }))
+        );
+        // Its PreToolUse notes where it starts, as a Bash call's does.
+        let pre_grep = pre("Grep", json!({"pattern": "def add", "path": "src"}));
+        assert_eq!(plan(&pre_grep), Plan::Begin("toolu_01abc".into()));
+        assert_eq!(
+            plan(&pre("Read", json!({"file_path": "/p/a"}))),
+            Plan::Nothing
         );
         // No path: the working directory; an absolute one as it is.
         let glob = post(

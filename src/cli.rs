@@ -150,15 +150,14 @@ pub enum Command {
     /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
     /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
     /// call becomes the last step, with the lines a Read showed as the file's view. A Bash
-    /// call's output is cached while the files it read are unchanged: its PreToolUse marks
-    /// where it starts. A Grep or Glob result is cached until anything changes below the
-    /// directory it searched. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
+    /// call's output is cached while the files it read are unchanged, and a Grep or Glob
+    /// result until anything changes below the directory it searched: their PreToolUse marks
+    /// where they start. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
     /// TaskList) goes into the structured state, so projections carry its plan; a new session
     /// clears it with the goal. A subagent's calls are not the session's steps. Register it for
-    /// SessionStart, UserPromptSubmit, PreToolUse (Bash),
-    /// PostToolUse and PostToolUseFailure (README, "With Claude Code"). It always exits 0
-    /// without output, so a missing mount never gets in the agent's way; `-v` prints what went
-    /// wrong on stderr.
+    /// SessionStart, UserPromptSubmit, PreToolUse (Bash, Grep, Glob), PostToolUse and
+    /// PostToolUseFailure (README, "With Claude Code"). It always exits 0 without output, so a
+    /// missing mount never gets in the agent's way; `-v` prints what went wrong on stderr.
     Hook {
         #[command(flatten)]
         target: SocketArg,

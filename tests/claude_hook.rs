@@ -390,12 +390,18 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
     assert_eq!(s["commands_begun"], 0, "every begun command was taken: {s}");
 
     // A Grep call: its result depends on every file below the directory it searched.
-    let grep = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": "PostToolUse",
-        "tool_name": "Grep", "tool_use_id": "toolu_grep",
-        "tool_input": {"pattern": "add", "path": "docs", "output_mode": "files_with_matches"},
-        "tool_response": {"mode": "files_with_matches", "filenames": [root.join("docs/a.md")],
-                          "numFiles": 1}});
-    common::hook(Path::new("/"), &grep.to_string());
+    let grep = |name: &str, id: &str| {
+        let mut ev = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": name,
+            "tool_name": "Grep", "tool_use_id": id,
+            "tool_input": {"pattern": "add", "path": "docs", "output_mode": "files_with_matches"}});
+        if name == "PostToolUse" {
+            ev["tool_response"] = json!({"mode": "files_with_matches", "numFiles": 1,
+                                         "filenames": [root.join("docs/a.md")]});
+        }
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+    grep("PreToolUse", "toolu_grep");
+    grep("PostToolUse", "toolu_grep");
     let grep_name = r#"Grep {"output_mode":"files_with_matches","path":"docs","pattern":"add"}"#;
     assert_eq!(
         cached(&mut c),
@@ -429,6 +435,12 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
     // One below it (behind the mount): gone too.
     std::fs::write(m.source.join("docs/b.md"), "more\n").expect("write behind the mount");
     wait_for(&mut c, &["cat calc.py", "grep sub calc.py"]);
+    // Not cached without its PreToolUse, nor when something below `docs` changed while it ran.
+    grep("PostToolUse", "toolu_grep_unbegun");
+    grep("PreToolUse", "toolu_grep_raced");
+    std::fs::write(root.join("docs/c.md"), "x\n").expect("write through the mount");
+    grep("PostToolUse", "toolu_grep_raced");
+    assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
 
     // The file changes (here behind the mount): both outputs that read it are dropped.
     std::fs::write(
@@ -452,4 +464,40 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         !p["body"].to_string().contains("Output of `cat calc.py`"),
         "{p}"
     );
+}
+
+#[test]
+fn what_was_read_just_before_a_bash_call_is_not_its_input() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+        std::fs::write(src.join("notes.md"), "read before\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    // Read right before the call's PreToolUse, the world may not have applied it yet when the
+    // call begins: it must still count as before the command. Several times, as it was a race.
+    for i in 0..6 {
+        let id = format!("toolu_{i}");
+        let _ = run(&root, "cat", &["notes.md"]);
+        let event = |name: &str, response: Value| {
+            let mut ev = json!({"session_id": "s1", "cwd": cwd, "hook_event_name": name,
+                "tool_name": "Bash", "tool_use_id": id,
+                "tool_input": {"command": "cat calc.py"}});
+            if name == "PostToolUse" {
+                ev["tool_response"] = response;
+            }
+            common::hook(Path::new("/"), &ev.to_string());
+        };
+        event("PreToolUse", Value::Null);
+        let printed = run(&root, "cat", &["calc.py"]);
+        event("PostToolUse", json!({"stdout": printed, "stderr": ""}));
+        let r = c.call("commands.list", json!({})).expect("list");
+        assert_eq!(
+            r["commands"][0]["inputs"].as_array().map(Vec::len),
+            Some(1),
+            "{r}"
+        );
+        assert_eq!(r["commands"][0]["inputs"][0][0], "calc.py", "{r}");
+    }
 }

@@ -166,8 +166,11 @@ pub(super) fn command_begin(shared: &Shared, p: CommandBegin) -> Result<Value, R
             begun::MAX_KEY_BYTES
         )));
     }
-    // No ingest barrier: what the mount saw before and the world has not applied yet gets a
-    // later sequence number, so it can only add inputs, never lose one.
+    // What the mount saw before the call is not the command's doing: applied first, it comes
+    // before the noted sequence number. Without the wait, a read or a change the world had
+    // not applied yet counted as the command's, by chance: an extra input that dropped the
+    // output when that file changed, or a change that kept a search's output from being cached.
+    ingest_barrier(shared);
     let seq = shared.world.recent().last_seq();
     shared.begun.begin(&p.key, seq);
     Ok(json!({ "key": p.key, "seq": seq }))
@@ -280,7 +283,13 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     }
     subtrees.sort();
     subtrees.dedup();
-    let not_cached = |why: String| json!({"command": p.command, "cwd": cwd, "cached": false, "why": why, "scanned": scanned});
+    // Changes seen before now are no concern of an output recorded now: swept first, so that a
+    // later sweep sees only what comes after the check below.
+    shared.validity.sweep(w);
+    let not_cached = |why: String| {
+        json!({"command": p.command, "cwd": cwd, "cached": false, "why": why,
+               "scanned": scanned})
+    };
     if let Some(since) = since
         && !subtrees.is_empty()
     {
@@ -304,9 +313,6 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
                 .into(),
         ));
     }
-    // Changes seen before now are no concern of this output: swept now, a later sweep sees
-    // only what comes after it.
-    shared.validity.sweep(w);
     // Not added to the history estimate: a history-keeping harness holds the output once, as
     // the result of the step that ran the command, which `step.record` counts.
     let inputs = commands::hash_inputs(w, paths);
