@@ -121,6 +121,11 @@ pub fn changed_below(
             return Ok(Some(PathBuf::new()));
         }
     }
+    // Looked up first: comparing each changed path with each directory is for the answer only.
+    let touched = changed_and_above(&changed);
+    if !dirs.iter().any(|d| touched.contains(d.as_path())) {
+        return Ok(None);
+    }
     Ok(first_below(&changed, dirs).cloned())
 }
 
@@ -129,6 +134,14 @@ fn first_below<'a>(changed: &'a HashSet<PathBuf>, dirs: &[PathBuf]) -> Option<&'
     changed
         .iter()
         .find(|p| dirs.iter().any(|d| p.starts_with(d)))
+}
+
+/// Every path of `changed` and every directory above one (the empty path, the root, among
+/// them): a directory is in it exactly when something below it changed. Made once per sweep,
+/// so that each output's directories are looked up, not compared with every changed path (a
+/// build through the mount changes thousands).
+fn changed_and_above(changed: &HashSet<PathBuf>) -> HashSet<&Path> {
+    changed.iter().flat_map(|p| p.ancestors()).collect()
 }
 
 /// The content hash of `path` as stored with an output.
@@ -260,8 +273,10 @@ impl Validity {
         }
         // A change below a directory an output depends on as a whole drops it: which files
         // of the directory it depends on cannot be told, so there is nothing to re-hash.
+        let touched = changed_and_above(&changed);
         let below = |c: &CommandOutput| {
-            !c.subtrees.is_empty() && (everything || first_below(&changed, &c.subtrees).is_some())
+            !c.subtrees.is_empty()
+                && (everything || c.subtrees.iter().any(|d| touched.contains(d.as_path())))
         };
         // Hash outside the harness lock: other requests read the outputs meanwhile.
         let candidates: Vec<CommandOutput> = world
@@ -325,5 +340,28 @@ mod tests {
             change: ExternalChange::Rescan,
         };
         assert!(changed_paths(&rescan, p, &mut s).is_none());
+    }
+
+    #[test]
+    fn a_directory_is_touched_by_a_change_anywhere_below_it() {
+        let changed: HashSet<PathBuf> = ["src/core/a.rs", "docs"]
+            .iter()
+            .map(PathBuf::from)
+            .collect();
+        let touched = changed_and_above(&changed);
+        for (dir, below) in [
+            ("", true),
+            ("src", true),
+            ("src/core", true),
+            ("src/core/a.rs", true),
+            ("docs", true),
+            ("src/cor", false),
+            ("src/core/b.rs", false),
+            ("tests", false),
+        ] {
+            assert_eq!(touched.contains(Path::new(dir)), below, "{dir}");
+            let dirs = [PathBuf::from(dir)];
+            assert_eq!(first_below(&changed, &dirs).is_some(), below, "{dir}");
+        }
     }
 }
