@@ -95,11 +95,8 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         return Ok(());
     }
     // The event's `cwd` is the agent's; the hook may run elsewhere.
-    let dir = event
-        .get("cwd")
-        .and_then(Value::as_str)
+    let dir = agent_cwd(&event)
         .map(PathBuf::from)
-        .filter(|p| p.is_absolute())
         .map_or_else(std::env::current_dir, Ok)
         .context("reading the current directory")?;
     let socket = resolve_socket_at(arg, &dir)?;
@@ -276,10 +273,7 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     if interrupted {
         return None;
     }
-    let cwd = event
-        .get("cwd")
-        .and_then(Value::as_str)
-        .filter(|c| c.starts_with('/'))?;
+    let cwd = agent_cwd(event)?;
     // Claude Code reports a failed command as "Exit code N" and what it printed.
     let exit_code = if failed {
         step.get("result")
@@ -303,6 +297,14 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }))
 }
 
+/// The agent's working directory, as an absolute path (relative ones name nothing here).
+fn agent_cwd(event: &Value) -> Option<&str> {
+    event
+        .get("cwd")
+        .and_then(Value::as_str)
+        .filter(|c| c.starts_with('/'))
+}
+
 /// The `tool_use_id` of a Grep or Glob call, whose result can be cached.
 fn search_call(event: &Value) -> Option<String> {
     let tool = event.get("tool_name")?.as_str()?;
@@ -324,10 +326,7 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     if failed {
         return None;
     }
-    let cwd = event
-        .get("cwd")
-        .and_then(Value::as_str)
-        .filter(|c| c.starts_with('/'))?;
+    let cwd = agent_cwd(event)?;
     let input = step.get("input")?;
     // Without a path, the tool searches the working directory.
     let dir = match input.get("path").and_then(Value::as_str) {
