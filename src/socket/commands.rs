@@ -316,6 +316,32 @@ impl Validity {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// Relative paths of up to three components from a small alphabet, so that prefixes that
+    /// are not components (`a` and `ab`) meet often.
+    fn rel_path() -> impl Strategy<Value = PathBuf> {
+        prop::collection::vec(prop::sample::select(vec!["a", "ab", "b", "a.b"]), 0..4)
+            .prop_map(|parts| parts.iter().collect())
+    }
+
+    proptest! {
+        /// Looking a directory up among the changed paths and the directories above them says
+        /// what comparing it with every changed path says.
+        #[test]
+        fn the_lookup_agrees_with_comparing_every_path(
+            changed in prop::collection::hash_set(rel_path(), 0..8),
+            dir in rel_path(),
+        ) {
+            let touched = changed_and_above(&changed);
+            let dirs = [dir.clone()];
+            prop_assert_eq!(
+                touched.contains(dir.as_path()),
+                first_below(&changed, &dirs).is_some(),
+                "{:?} under {:?}", changed, dir
+            );
+        }
+    }
 
     #[test]
     fn change_ops_name_the_right_paths() {
