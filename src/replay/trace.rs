@@ -52,23 +52,15 @@ impl Header {
     /// The directory a search tool's call searched, relative to the repository: its `path`
     /// input, else its working directory. `None` when that is outside the repository.
     fn search_dir(&self, step: &Step) -> Option<String> {
-        let input = step.input.as_ref().and_then(|i| i.get("path"));
-        let cwd = step
-            .cwd
-            .as_deref()
-            .filter(|c| !c.is_empty())
-            .map_or(".", |c| self.relative(c));
-        let dir = match input.and_then(Value::as_str).filter(|p| !p.is_empty()) {
-            Some(p) if p.starts_with('/') => self.relative(p).to_owned(),
-            Some(p) => format!("{cwd}/{p}"),
-            None => cwd.to_owned(),
+        let cwd = step.cwd.as_deref().filter(|c| !c.is_empty()).unwrap_or(".");
+        let dir = match step.input.as_ref().and_then(|i| i.get("path")?.as_str()) {
+            Some(p) if p.starts_with('/') => p.to_owned(),
+            Some(p) if !p.is_empty() => format!("{}/{p}", self.relative(cwd)),
+            _ => cwd.to_owned(),
         };
-        let clean = super::apply::clean_rel(&dir)?;
-        Some(if clean.as_os_str().is_empty() {
-            ".".into()
-        } else {
-            clean.to_string_lossy().into_owned()
-        })
+        let dir = self.normalized(&dir);
+        // A path that leaves the repository stays as written, and is no directory of it.
+        super::apply::clean_rel(&dir).map(|_| dir)
     }
 
     /// `p` as the replay names the file everywhere (views, needs, the disk): relative to the
@@ -576,18 +568,8 @@ mod tests {
             step(3, r#""tool":"Grep","input":{"pattern":"x","path":"/etc"}"#),
             step(4, r#""tool":"bash","via":"bash","command":"grep -r x src""#),
         ];
-        let t = Trace::parse(
-            Path::new("t.jsonl"),
-            &format!(
-                "{h}
-{}",
-                steps.join(
-                    "
-"
-                )
-            ),
-        )
-        .unwrap();
+        let text = format!("{h}\n{}", steps.join("\n"));
+        let t = Trace::parse(Path::new("t.jsonl"), &text).unwrap();
         let dirs: Vec<Option<&str>> = t.steps.iter().map(|s| s.search_dir.as_deref()).collect();
         assert_eq!(dirs, [Some("src"), Some("."), Some("pkg/lib"), None, None]);
     }
