@@ -16,7 +16,8 @@
 //!   Only when that can be told: an output is not cached if the command read no file through
 //!   the mount. If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
 //!   reads are not tracked, the output is kept only until anything in the tree changes.
-//!   Without the `PreToolUse` hook, no output is cached.
+//!   Without the `PreToolUse` hook, no output is cached. A call begun whose output cannot be
+//!   cached (interrupted, or a search that failed) is abandoned (`command.abandon`).
 //! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
 //!   changes below the directory searched (which files it depends on cannot be told), and
 //!   projected until then; not if something there changed while it ran.
@@ -69,10 +70,13 @@ pub enum Plan {
     /// `step.record` with `step`, after `command.record` with `command` (a Bash call's output,
     /// recorded first so that it belongs to the turn the step ends) and `state.patch` with
     /// `tasks` (a change to the agent's task list, in the state of the turn the step ends).
+    /// `abandon`: the key of the call's `command.begin` when no output is recorded for it
+    /// (`command.abandon`).
     Step {
         step: Value,
         command: Option<Value>,
         tasks: Option<Value>,
+        abandon: Option<String>,
     },
 }
 
@@ -122,6 +126,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             step,
             command,
             tasks,
+            abandon,
         } => {
             // The task list and the output are a bonus: the step must be recorded whatever
             // becomes of them.
@@ -139,6 +144,11 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
                     Ok(_) => {}
                     Err(e) => tracing::info!("worldfs hook: command.record: {e}"),
                 }
+            }
+            if let Some(key) = abandon
+                && let Err(e) = c.call("command.abandon", json!({ "key": key }))
+            {
+                tracing::info!("worldfs hook: command.abandon: {e}");
             }
             record_step(&mut c, step)?;
         }
@@ -195,10 +205,7 @@ pub fn plan(event: &Value) -> Plan {
             .filter(|_| tasks::shared(field("tool_name").unwrap_or_default()))
             .map_or(Plan::Nothing, Plan::Tasks),
         Some("PreToolUse" | "PostToolUseFailure") if in_subagent(event) => Plan::Nothing,
-        Some("PreToolUse") => bash_call(event)
-            .map(|(id, _)| id)
-            .or_else(|| search_call(event))
-            .map_or(Plan::Nothing, Plan::Begin),
+        Some("PreToolUse") => begun_key(event).map_or(Plan::Nothing, Plan::Begin),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
             let failed = name == "PostToolUseFailure";
             match step(event, failed) {
@@ -206,10 +213,16 @@ pub fn plan(event: &Value) -> Plan {
                     let command = command_output(event, failed, &step)
                         .or_else(|| search_output(event, failed, &step));
                     let tasks = if failed { None } else { tool_tasks(event) };
+                    // Its PreToolUse began it (the same test); nothing will record it now.
+                    let abandon = match command {
+                        Some(_) => None,
+                        None => begun_key(event),
+                    };
                     Plan::Step {
                         step,
                         command,
                         tasks,
+                        abandon,
                     }
                 }
                 None => Plan::Nothing,
@@ -217,6 +230,14 @@ pub fn plan(event: &Value) -> Plan {
         }
         _ => Plan::Nothing,
     }
+}
+
+/// The key under which a call's `PreToolUse` begins it (`command.begin`): a Bash call's or a
+/// search's `tool_use_id`, when its output can be cached.
+fn begun_key(event: &Value) -> Option<String> {
+    bash_call(event)
+        .map(|(id, _)| id)
+        .or_else(|| search_call(event))
 }
 
 /// Whether a subagent made the call: Claude Code names it with `agent_id` (absent on the
@@ -742,6 +763,46 @@ mod tests {
         let mut sub = grep;
         sub["agent_id"] = "a1".into();
         assert_eq!(plan(&sub), Plan::Nothing);
+    }
+
+    fn abandoned(event: &Value) -> Option<String> {
+        match plan(event) {
+            Plan::Step { abandon, .. } => abandon,
+            other => panic!("expected a step, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_call_begun_and_not_recorded_is_abandoned() {
+        let id = Some("toolu_01abc".to_owned());
+        let mut grep = post("Grep", json!({"pattern": "("}), Value::Null);
+        grep["hook_event_name"] = "PostToolUseFailure".into();
+        grep["error"] = "regex parse error".into();
+        assert_eq!(abandoned(&grep), id, "a failed search");
+        let sleep = post(
+            "Bash",
+            json!({"command": "sleep 100"}),
+            json!({"stdout": "", "stderr": "", "interrupted": true}),
+        );
+        assert_eq!(abandoned(&sleep), id, "an interrupted command");
+        let mut nowhere = post("Glob", json!({"pattern": "*.py"}), json!({"filenames": []}));
+        nowhere["cwd"] = "relative/dir".into();
+        assert_eq!(abandoned(&nowhere), id, "no directory to depend on");
+        // Recorded: nothing to abandon. Never begun: nothing either.
+        let ls = post("Bash", json!({"command": "ls"}), json!({"stdout": "a"}));
+        assert_eq!(abandoned(&ls), None);
+        let mut failed_ls = ls.clone();
+        failed_ls["hook_event_name"] = "PostToolUseFailure".into();
+        failed_ls["error"] = "Exit code 2\nls: cannot access".into();
+        assert_eq!(abandoned(&failed_ls), None, "a failed command is recorded");
+        let background = post(
+            "Bash",
+            json!({"command": "npm run dev", "run_in_background": true}),
+            json!({"stdout": "", "backgroundTaskId": "b1"}),
+        );
+        assert_eq!(abandoned(&background), None);
+        let read = post("Read", json!({"file_path": "/p/a"}), json!({"file": {}}));
+        assert_eq!(abandoned(&read), None);
     }
 
     #[test]

@@ -397,6 +397,8 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         if name == "PostToolUse" {
             ev["tool_response"] = json!({"mode": "files_with_matches", "numFiles": 1,
                                          "filenames": [root.join("docs/a.md")]});
+        } else if name == "PostToolUseFailure" {
+            ev["error"] = "regex parse error".into();
         }
         common::hook(Path::new("/"), &ev.to_string());
     };
@@ -441,6 +443,12 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
     std::fs::write(root.join("docs/c.md"), "x\n").expect("write through the mount");
     grep("PostToolUse", "toolu_grep_raced");
     assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
+    // A search that fails is not cached, and its start does not wait for a record.
+    grep("PreToolUse", "toolu_grep_failed");
+    grep("PostToolUseFailure", "toolu_grep_failed");
+    assert_eq!(cached(&mut c), ["cat calc.py", "grep sub calc.py"]);
+    let s = c.call("stats", json!({})).expect("stats");
+    assert_eq!(s["commands_begun"], 0, "the failed search still waits: {s}");
 
     // The file changes (here behind the mount): both outputs that read it are dropped.
     std::fs::write(

@@ -621,6 +621,20 @@ fn command_begin_marks_where_a_command_starts_for_a_later_record() {
     assert_eq!(r["cached"], true, "{r}");
     assert_eq!(listed(&mut c), Some(2));
 
+    // A start whose output will never come (the call failed) is abandoned: it waits no more.
+    c.call("command.begin", json!({"key": "toolu_5"}));
+    assert_eq!(c.call("stats", json!({}))["commands_begun"], 1);
+    let r = c.call("command.abandon", json!({"key": "toolu_5"}));
+    assert_eq!(r, json!({"key": "toolu_5", "waiting": true}));
+    assert_eq!(c.call("stats", json!({}))["commands_begun"], 0);
+    let r = c.call("command.abandon", json!({"key": "toolu_5"}));
+    assert_eq!(r["waiting"], false, "abandoned once");
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "begun": "toolu_5"}),
+    );
+    assert_eq!(code_, code::NOT_FOUND, "{msg}");
+
     for (params, want) in [
         (json!({"key": ""}), "key"),
         (json!({"key": "k".repeat(257)}), "key"),

@@ -48,6 +48,21 @@ pub const MAX_LIST: usize = 10_000;
 /// How long `command.record` waits for the world to catch up with the mount's observations.
 const INGEST_BARRIER: Duration = Duration::from_millis(250);
 
+/// Methods whose answer shows what the mount saw, besides those that wait on their own
+/// (`projection.get` and the records): they first wait for the world to apply what the mount
+/// emitted before the call, so a client sees what it just did, and a `last_seq` it notes before
+/// running a command does not leave the command's own reads before it.
+const AFTER_INGEST: &[&str] = &[
+    "initialize",
+    "commands.list",
+    "entries.list",
+    "entries.read",
+    "entries.pin",
+    "entries.forget",
+    "changes.since",
+    "stats",
+];
+
 /// Every method, in the order `initialize` lists them.
 pub const METHODS: &[&str] = &[
     "initialize",
@@ -57,6 +72,7 @@ pub const METHODS: &[&str] = &[
     "step.record",
     "tools.declare",
     "command.begin",
+    "command.abandon",
     "command.record",
     "commands.list",
     "commands.forget",
@@ -84,6 +100,7 @@ const READ_ONLY: &[&str] = &[
     "projection.get",
     "goal.get",
     "command.begin",
+    "command.abandon",
     "commands.list",
     "state.get",
     "framing.get",
@@ -256,6 +273,9 @@ fn dispatch_value(
     method: &str,
     params: Value,
 ) -> Result<Value, RpcError> {
+    if AFTER_INGEST.contains(&method) {
+        ingest_barrier(shared);
+    }
     match method {
         "initialize" => daemon::initialize(shared),
         "goal.set" => harness_state::goal_set(shared, parse(method, params)?),
@@ -263,6 +283,7 @@ fn dispatch_value(
         "step.record" => record::step_record(shared, parse(method, params)?),
         "tools.declare" => record::tools_declare(shared, parse(method, params)?),
         "command.begin" => record::command_begin(shared, parse(method, params)?),
+        "command.abandon" => record::command_abandon(shared, parse(method, params)?),
         "command.record" => record::command_record(shared, parse(method, params)?),
         "commands.list" => record::commands_list(shared, parse(method, params)?),
         "commands.forget" => record::commands_forget(shared, parse(method, params)?),

@@ -176,6 +176,13 @@ pub(super) fn command_begin(shared: &Shared, p: CommandBegin) -> Result<Value, R
     Ok(json!({ "key": p.key, "seq": seq }))
 }
 
+/// Forgets a `command.begin` whose output will not be recorded (the call failed, was
+/// interrupted or denied), so it does not wait among the starts until newer ones push it out.
+pub(super) fn command_abandon(shared: &Shared, p: CommandBegin) -> Result<Value, RpcError> {
+    let waiting = shared.begun.take(&p.key).is_some();
+    Ok(json!({ "key": p.key, "waiting": waiting }))
+}
+
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct CommandRecord {
