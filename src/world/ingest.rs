@@ -117,11 +117,7 @@ fn idle(world: &World, rx: &Receiver<Observation>) {
         world.bump_generation();
     }
     let start = Instant::now();
-    while start.elapsed() < IDLE_BUDGET && rx.is_empty() {
-        if world.refresh_stale(Some(8)) == 0 {
-            break;
-        }
-    }
+    world.refresh_stale_while(|| start.elapsed() < IDLE_BUDGET && rx.is_empty());
 }
 
 /// What an access does to an entry.

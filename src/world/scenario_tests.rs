@@ -209,7 +209,7 @@ fn agent_like_session_yields_exactly_the_expected_world() {
         },
     );
     w.ingest(s.take());
-    w.refresh_stale(None);
+    w.refresh_stale();
 
     let entries = w.entries();
     let summary: Vec<(String, EntryKind, EntryState)> = entries
@@ -347,7 +347,7 @@ fn rescan_marks_everything_stale_and_removed_directories_delete_children() {
     s.read(CAT, "src/util.py");
     s.read(CAT, "README.md");
     w.ingest(s.take());
-    w.refresh_stale(None);
+    w.refresh_stale();
     assert_eq!(w.stats().stale_entries, 0);
     s.push(
         0,
@@ -483,7 +483,7 @@ fn agent_writes(root: &Path, s: &mut Script, path: &str, content: &[u8]) {
 /// `path`'s entry once the world has taken in the script so far and counted what changed.
 fn counted(w: &World, s: &mut Script, path: &str) -> Entry {
     w.ingest(s.take());
-    w.refresh_stale(None);
+    w.refresh_stale();
     w.entry(Path::new(path))
         .unwrap_or_else(|| panic!("no entry for {path}"))
 }
@@ -498,7 +498,7 @@ fn viewed_lines_20_to_24(root: &Path) -> (Arc<World>, Script) {
     s.read(CAT, "big.py");
     view_lines(&mut s, "big.py", &old, 20, 24);
     w.ingest(s.take());
-    w.refresh_stale(None);
+    w.refresh_stale();
     (w, s)
 }
 
@@ -527,7 +527,7 @@ fn views_follow_their_lines_through_an_agent_rewrite() {
     write(root, "big.py", b"");
     s.push(CLAUDE, "big.py", open);
     w.ingest(s.take());
-    w.refresh_stale(None);
+    w.refresh_stale();
     agent_writes(root, &mut s, "big.py", new.as_bytes());
     let e = counted(&w, &mut s, "big.py");
     assert_eq!(
@@ -1011,7 +1011,7 @@ fn an_echo_of_the_mounts_write_is_counted_again_but_not_stamped_or_counted_exter
         e.needs_rehash,
         "an echo may carry a merged change: count again"
     );
-    w.refresh_stale(None);
+    w.refresh_stale();
     let e = w.entry(Path::new("src/main.py")).expect("entry");
     assert_eq!(e.last_changed, wrote);
     assert_eq!(e.hash, Some(tokens::hash(b"print('mine')\n")));
@@ -1066,7 +1066,47 @@ fn a_count_read_before_a_possible_change_is_not_stored() {
         e.needs_rehash,
         "the stale count was stored over a possible change"
     );
-    w.refresh_stale(None);
+    w.refresh_stale();
     let e = w.entry(Path::new("src/main.py")).expect("entry");
     assert_eq!(e.hash, Some(tokens::hash(b"print('changed behind')\n")));
+}
+
+#[test]
+fn idle_catch_up_hashes_every_new_file_in_passes_and_stops_when_told() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = dir.path();
+    // More than one pass collects, so catching up takes two.
+    let files = super::STALE_PER_PASS + 76;
+    let w = world(root);
+    let mut s = Script::new();
+    for i in 0..files {
+        let path = format!("gen/f{i:04}.txt");
+        write(root, &path, format!("file {i}\n").as_bytes());
+        let created = Op::Open {
+            read: false,
+            write: true,
+            truncate: true,
+            created: true,
+        };
+        s.push(CLAUDE, &path, created);
+    }
+    w.ingest(s.take());
+    assert_eq!(w.stats().stale_entries, files as u64);
+
+    // Told to stop after a few: those few are done, the rest wait for the next idle moment.
+    let mut asked = 0;
+    let done = w.refresh_stale_while(|| {
+        asked += 1;
+        asked <= 5
+    });
+    assert!((1..files).contains(&done), "{done}");
+    assert_eq!(w.stats().stale_entries, (files - done) as u64);
+
+    let rest = w.refresh_stale_while(|| true);
+    assert_eq!(done + rest, files);
+    assert_eq!(w.stats().stale_entries, 0);
+    let e = w.entry(Path::new("gen/f1099.txt")).expect("entry");
+    assert_eq!(e.hash, Some(tokens::hash(b"file 1099\n")));
+    // Nothing left: no pass at all.
+    assert_eq!(w.refresh_stale_while(|| true), 0);
 }
