@@ -39,9 +39,10 @@
 #            also edits a file read before), each followed by the whole request posted through
 #            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
 #            (scripts/bench-proxy.py). Not in `all`.
-#   catchup  how long the world takes to take in bulk name changes, after CATCHUP_FILES files
-#            were created through a mirror mount of bench-work/catchup/src (a shell loop, as
-#            the agent): CATCHUP_SAVES atomic saves through the mount (write save.tmp, rename
+#   catchup  how long the world takes to take in bulk changes: CATCHUP_FILES files created
+#            through a mirror mount of bench-work/catchup/src (a shell loop, as the agent),
+#            timed until every new entry is hashed, with the ingest thread's CPU time; then
+#            CATCHUP_SAVES atomic saves through the mount (write save.tmp, rename
 #            it onto save.txt; timed until a file written after them is a live entry: the
 #            world takes observations in order), then one `rm -rf` of all the files behind
 #            the mount (timed until no entry is live). Not in `all`.
@@ -408,15 +409,35 @@ bench_catchup() {
   local n=${CATCHUP_FILES:-20000} saves=${CATCHUP_SAVES:-3000} dir=$BW/catchup out
   rm -rf "$dir"; mkdir -p "$dir/src/d" "$dir/mnt"
   wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  local pid ingest0 t0 t1
+  pid=$(cd "$dir/mnt" && "$WORLDFS_BIN" ctl stats | python3 -c 'import json, sys; print(json.load(sys.stdin)["pid"])')
+  # the ingest thread's CPU time so far, in clock ticks (utime + stime)
+  ingest0=$(for t in /proc/"$pid"/task/*; do
+    if [ "$(cat "$t/comm")" = worldfs-ingest ]; then awk '{sub(/.*\) /, ""); print $12 + $13}' "$t/stat"; fi
+  done)
   wfs_log "creating $n files through the mount"
+  t0=$(date +%s.%N)
   (cd "$dir/mnt" && for ((i = 0; i < n; i++)); do printf x > "d/f$i"; done)
-  out=$(python3 - "$WORLDFS_BIN" "$dir" "$n" "$saves" << 'PY'
+  t1=$(date +%s.%N)
+  out=$(python3 - "$WORLDFS_BIN" "$dir" "$n" "$saves" "$pid" "$ingest0" "$t0" "$t1" << 'PY'
 import json, os, shutil, subprocess, sys, time
 bin, dir, n, saves = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+pid, ingest0, t0, t1 = int(sys.argv[5]), int(sys.argv[6]), float(sys.argv[7]), float(sys.argv[8])
 mnt = dir + "/mnt"
 def ctl(method, params=None):
     args = [bin, "ctl", method] + ([json.dumps(params)] if params else [])
     return json.loads(subprocess.run(args, cwd=mnt, capture_output=True, check=True).stdout)
+def ingest_ticks():
+    """CPU time of the daemon's ingest thread so far, in clock ticks."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        with open("/proc/%d/task/%s/comm" % (pid, t)) as f:
+            if f.read().strip() != "worldfs-ingest":
+                continue
+        with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])
+    return total
 def live(prefix):
     return ctl("entries.list", {"prefix": prefix, "state": "live", "limit": 1})["total"]
 def until(cond, what, limit=600):
@@ -433,6 +454,10 @@ def save_repeatedly(root):
             f.write("version %d\n" % i)
         os.rename(root + "/save.tmp", root + "/save.txt")
     return t
+# The new files are hashed and counted when the ingest thread is idle: until no entry is stale.
+until(lambda: ctl("stats")["world"]["stale_entries"] == 0, "hashing the new files")
+cpu = (ingest_ticks() - ingest0) / os.sysconf("SC_CLK_TCK")
+print("| %d files created through the mount (ingest thread CPU until all are hashed: %.2f s) | %.2f | %.2f |" % (n, cpu, t1 - t0, time.time() - t1))
 until(lambda: live("d") >= n, "the creates")
 print("| entries before | %d |" % live("d"))
 t = save_repeatedly(mnt)
