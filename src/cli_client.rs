@@ -322,9 +322,15 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             num(&s, "/world/by_class/echo"),
         );
     }
+    // Starts that wait long are calls whose end nobody recorded: a PostToolUse hook missing
+    // from the settings leaves one per Bash call.
+    let begun = match s.pointer("/commands_begun").and_then(Value::as_u64) {
+        Some(n) if n > 0 => format!("; {n} begun and not recorded yet"),
+        _ => String::new(),
+    };
     println!(
         "commands: {} outputs cached; {} dropped as what they depend on changed, {} oldest dropped \
-         for room",
+         for room{begun}",
         num(&s, "/commands_cached"),
         num(&s, "/drops/commands_invalidated"),
         num(&s, "/drops/commands_for_room"),

@@ -172,4 +172,19 @@ fn goal_projection_and_status_subcommands() {
         o.contains("tasks:    3 (1 done, 1 in progress, 1 to do)"),
         "{o}"
     );
+    assert!(!o.contains("begun"), "none begun, no mention:\n{o}");
+    // A command begun and never recorded (a PostToolUse hook missing) shows.
+    let out = worldfs(&[
+        "ctl",
+        "--socket",
+        &s,
+        "command.begin",
+        r#"{"key": "toolu_1"}"#,
+    ]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let o = text(&worldfs(&["status", "--socket", &s]).stdout);
+    assert!(
+        o.contains("0 oldest dropped for room; 1 begun and not recorded yet"),
+        "{o}"
+    );
 }
