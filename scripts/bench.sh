@@ -41,8 +41,9 @@
 #            (scripts/bench-proxy.py). Not in `all`.
 #   catchup  how long the world takes to take in bulk changes: CATCHUP_FILES files created
 #            through a mirror mount of bench-work/catchup/src (a shell loop, as the agent),
-#            timed until every new entry is hashed, with the ingest thread's CPU time; then
-#            CATCHUP_SAVES atomic saves through the mount (write save.tmp, rename
+#            timed until every new entry is hashed, with the ingest thread's CPU time; an
+#            `rm -rf` through the mount of a tree of CATCHUP_FILES/20 directories with three
+#            files each; then CATCHUP_SAVES atomic saves through the mount (write save.tmp, rename
 #            it onto save.txt; timed until a file written after them is a live entry: the
 #            world takes observations in order), then one `rm -rf` of all the files behind
 #            the mount (timed until no entry is live). Not in `all`.
@@ -458,6 +459,20 @@ def save_repeatedly(root):
 until(lambda: ctl("stats")["world"]["stale_entries"] == 0, "hashing the new files")
 cpu = (ingest_ticks() - ingest0) / os.sysconf("SC_CLK_TCK")
 print("| %d files created through the mount (ingest thread CPU until all are hashed: %.2f s) | %.2f | %.2f |" % (n, cpu, t1 - t0, time.time() - t1))
+# A tree removed through the mount (an `rm -rf` of a directory the agent made): one removal per
+# directory, each of a subtree.
+dirs = max(n // 20, 1)
+subprocess.run(["bash", "-c", "for ((i = 0; i < %d; i++)); do mkdir -p t/a$((i %% 10))/b$i; "
+                "for j in 1 2 3; do printf y > t/a$((i %% 10))/b$i/f$j; done; done" % dirs],
+               cwd=mnt, check=True)
+until(lambda: live("t") >= dirs * 3 and ctl("stats")["world"]["stale_entries"] == 0, "the tree")
+before = ingest_ticks()
+t = time.perf_counter()
+shutil.rmtree(mnt + "/t")
+loop = time.perf_counter() - t
+until(lambda: live("t") == 0, "the tree's removal")
+cpu = (ingest_ticks() - before) / os.sysconf("SC_CLK_TCK")
+print("| `rm -rf` through the mount of a tree of %d directories and %d files (ingest thread CPU: %.2f s) | %.2f | %.2f |" % (dirs, dirs * 3, cpu, loop, time.perf_counter() - t))
 until(lambda: live("d") >= n, "the creates")
 print("| entries before | %d |" % live("d"))
 t = save_repeatedly(mnt)
