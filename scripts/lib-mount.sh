@@ -17,6 +17,9 @@
 #   WFS_VERBOSE=1 pass -v to the daemon
 #   WFS_TIMEOUT   seconds to wait for a mount to appear / a daemon to exit (default 10)
 #   WFS_FSTYPE    the fstype to wait for in /proc/self/mountinfo (default fuse.worldfs)
+#   WFS_STATE_HOME  where mounts keep their worlds across restarts (XDG_STATE_HOME for the
+#                 daemon). By default a temporary directory removed at exit, so no run starts
+#                 from a world an earlier run saved (a benchmark would hash it all again).
 
 WFS_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 WFS_TIMEOUT=${WFS_TIMEOUT:-10}
@@ -212,4 +215,11 @@ wfs_install_trap() {
 wfs_init() {
   wfs_require_fuse
   wfs_install_trap
+  if [ -n "${WFS_STATE_HOME:-}" ]; then
+    export XDG_STATE_HOME=$WFS_STATE_HOME
+  else
+    XDG_STATE_HOME=$(mktemp -d "${TMPDIR:-/tmp}/worldfs-state.XXXXXX") || wfs_die "mktemp failed"
+    export XDG_STATE_HOME
+    wfs_defer "rm -rf '$XDG_STATE_HOME'"
+  fi
 }

@@ -5,7 +5,9 @@
 # of a file, mounts worldfs over the directory itself (`worldfs mount DIR`), then through the
 # mount: lists it, reads a file, writes a file, and stats a file to show that the mount reports
 # the backing inode number. Unmounts with SIGTERM (as Ctrl-C would) and shows that the write
-# reached the directory underneath. Set KEEP=1 to keep the workspace copy.
+# reached the directory underneath, then mounts it again: the world comes back (goal, entries)
+# and a file changed while nothing was mounted is found changed. Set KEEP=1 to keep the
+# workspace copy.
 set -euo pipefail
 WFS_PROG=run-example.sh
 # shellcheck source=scripts/lib-mount.sh
@@ -156,5 +158,23 @@ if wfs_is_worldfs_mount "$WS"; then wfs_die "$WS is still mounted"; fi
 echo "after unmount, the write is in the directory itself:"
 show cat "$WS/notes/mounted.md"
 [ "$INO_MOUNT" = "$INO_BEFORE" ] || exit 1
+
+echo
+echo "== a restart: the world was saved at unmount, and the next mount starts from it"
+echo "// edited while nothing was mounted" >> "$WS/src/main.rs"
+echo "(appended a line to src/main.rs while nothing was mounted)"
+wfs_mount "$WS"
+grep '^worldfs: world restored' "$WFS_LOG" || wfs_die "the world was not restored"
+cd "$WS"
+show "$WORLDFS_BIN" goal
+# Each restored entry is counted again when the world is idle: src/main.rs is found changed.
+for _ in $(seq 50); do
+  "$WORLDFS_BIN" status | grep -q 'found changed' && break
+  sleep 0.1
+done
+show "$WORLDFS_BIN" status
+"$WORLDFS_BIN" status | grep -q '1 found changed' || wfs_die "the change made while unmounted was not found"
+cd /
+wfs_unmount "$WS" || wfs_die "the mount did not unmount cleanly"
 [ "${KEEP:-0}" != 1 ] || echo "kept: $WS"
 echo "make run: OK"

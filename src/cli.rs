@@ -74,6 +74,20 @@ pub enum Command {
         /// /tmp/worldfs-$UID/NAME.sock, NAME made from the mountpoint path; printed at start).
         #[arg(long, value_name = "PATH")]
         socket: Option<PathBuf>,
+        /// Keep the world in this file across restarts of the daemon, instead of the default
+        /// ($XDG_STATE_HOME/worldfs/NAME.json, or ~/.local/state/worldfs/NAME.json, NAME made
+        /// from the SOURCE path). The world is saved every 10 s while it changes and at
+        /// unmount, and the next mount of SOURCE starts from it: what the agent saw and
+        /// changed, the goal, the last step, the task list, and the command outputs whose
+        /// input files are unchanged. No file content is saved; it is read from disk as always.
+        #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
+        state: Option<PathBuf>,
+        /// Start with an empty world, leaving out what was saved (the next save replaces it).
+        #[arg(long, conflicts_with = "no_state")]
+        fresh: bool,
+        /// Neither read nor save a kept world: the world lives as long as the mount.
+        #[arg(long)]
+        no_state: bool,
     },
     /// Internal: watches a daemon and aborts its connection if it dies (started by `mount`).
     #[command(name = "__watchdog", hide = true)]

@@ -315,13 +315,23 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     if s.pointer("/renders/enabled").and_then(Value::as_bool) == Some(false) {
         println!("behind:   not watched (--no-watch): changes behind the mount are not reported");
     } else {
+        // Found only by counting a file again: while nothing was mounted, or while the
+        // watcher's queue overflowed.
+        let unseen = match s
+            .pointer("/world/changed_unobserved")
+            .and_then(Value::as_u64)
+        {
+            Some(n) if n > 0 => format!("; {n} found changed when counted again after a restart"),
+            _ => String::new(),
+        };
         println!(
             "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
-             (re-checked, not counted as changes)",
+             (re-checked, not counted as changes){unseen}",
             num(&s, "/world/by_class/external"),
             num(&s, "/world/by_class/echo"),
         );
     }
+    println!("kept:     {}", kept_line(s.pointer("/world/kept")));
     // Starts that wait long are calls whose end nobody recorded: a PostToolUse hook missing
     // from the settings leaves one per Bash call.
     let begun = match s.pointer("/commands_begun").and_then(Value::as_u64) {
@@ -368,4 +378,52 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     Ok(())
+}
+
+/// The `kept:` line of `worldfs status`: where the world is kept across restarts and how
+/// saving it goes.
+fn kept_line(kept: Option<&Value>) -> String {
+    let Some(k) = kept.filter(|k| !k.is_null()) else {
+        return "not across restarts (--no-state, or neither XDG_STATE_HOME nor HOME is set)"
+            .into();
+    };
+    let ago = |t: Option<&Value>| {
+        let secs = t?.get("secs_since_epoch")?.as_u64()?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .ok()?
+            .as_secs();
+        Some(format!("{} s ago", now.saturating_sub(secs)))
+    };
+    let n = |p: &str| k.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+    let mut line = format!(
+        "{}; saved {} times",
+        k.get("path").and_then(Value::as_str).unwrap_or("?"),
+        n("/saves")
+    );
+    if let Some(when) = ago(k.get("last_saved")) {
+        line += &format!(
+            ", last {when} ({} KiB in {} ms)",
+            n("/last_save_bytes").div_ceil(1024),
+            n("/last_save_ms")
+        );
+    }
+    if let Some(r) = k.get("restored").filter(|r| !r.is_null()) {
+        let rn = |f: &str| r.get(f).and_then(Value::as_u64).unwrap_or(0);
+        line += &format!(
+            "; restored at mount: {} entries, {} command outputs ({} dropped as what they \
+             depend on may have changed meanwhile)",
+            rn("entries"),
+            rn("commands"),
+            rn("commands_dropped")
+        );
+    }
+    if n("/save_errors") > 0 {
+        line += &format!(
+            "; {} saves failed, the last: {}",
+            n("/save_errors"),
+            k.get("last_error").and_then(Value::as_str).unwrap_or("?")
+        );
+    }
+    line
 }

@@ -33,6 +33,9 @@ fn main() -> ExitCode {
             config,
             journal,
             socket,
+            state,
+            fresh,
+            no_state,
         } => {
             if !(cache_timeout.is_finite() && cache_timeout >= 0.0) {
                 eprintln!("worldfs: error: --cache-timeout must be a non-negative number");
@@ -50,6 +53,12 @@ fn main() -> ExitCode {
                 config,
                 journal,
                 socket,
+                state: match (no_state, state) {
+                    (true, _) => mount::StateFile::Off,
+                    (false, Some(p)) => mount::StateFile::At(p),
+                    (false, None) => mount::StateFile::Default,
+                },
+                fresh,
             })
         }
         Command::Replay {

@@ -18,6 +18,7 @@ use crate::fs::{
 };
 use crate::mountinfo;
 use crate::observation::ObservationSink;
+use crate::world::snapshot::{self, Saver};
 use crate::world::{Config as WorldConfig, World};
 
 /// Everything `worldfs mount` needs, already parsed.
@@ -38,6 +39,21 @@ pub struct MountConfig {
     pub journal: Option<PathBuf>,
     /// Socket path; the default is derived from the mount point.
     pub socket: Option<PathBuf>,
+    /// Where the world is kept across restarts.
+    pub state: StateFile,
+    /// Start empty even if a world was kept.
+    pub fresh: bool,
+}
+
+/// Where a mount keeps its world across restarts (`world::snapshot`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum StateFile {
+    /// `$XDG_STATE_HOME/worldfs/NAME.json`; a file there that cannot be used is set aside and
+    /// the mount starts empty.
+    Default,
+    /// A file the user named: one that cannot be used stops the mount.
+    At(PathBuf),
+    Off,
 }
 
 /// Where and what to mount, after validation.
@@ -168,13 +184,30 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             builder = builder.journal(j);
         }
         let world = builder.build().context("starting the world cache")?;
-        let (sink, rx) = ObservationSink::bounded(64 * 1024);
+        let state = state_path(&cfg, &plan)?;
+        let seq = match &state {
+            Some(path) => restore(&cfg, &plan, &world, path)?,
+            None => 0,
+        };
+        let (sink, rx) = ObservationSink::bounded_after(64 * 1024, seq);
         let counter = sink.clone();
         world.set_drop_counter(move || counter.dropped());
-        world
+        let ingest = world
             .spawn_ingest(rx)
             .context("spawning the world ingest thread")?;
-        (sink, Some(world))
+        let saver = match state {
+            Some(path) => Some(
+                Saver::start(
+                    Arc::clone(&world),
+                    path,
+                    plan.source.clone(),
+                    snapshot::SAVE_EVERY,
+                )
+                .context("spawning the thread that saves the world")?,
+            ),
+            None => None,
+        };
+        (sink, Some((world, ingest, saver)))
     } else {
         (ObservationSink::disabled(), None)
     };
@@ -187,7 +220,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     // unusable socket directory) aborts with nothing mounted. Kept until the mount is gone.
     // Without observation (--no-observe) there is no world, so nothing to serve.
     let server = match &world {
-        Some(world) => Some(start_socket(&cfg, &plan, world, &op_stats, &sink)?),
+        Some((world, ..)) => Some(start_socket(&cfg, &plan, world, &op_stats, &sink)?),
         None => None,
     };
     let mut config = Config::default();
@@ -290,10 +323,19 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let result = session.run();
     // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
     unmounter_final(&plan.target);
-    if let Some(world) = &world {
+    if let Some((world, ingest, saver)) = world {
         // Finishes what is queued and flushes the journal; the watcher still holds a sender,
         // so the channel itself never closes.
         world.stop_ingest();
+        if ingest.join().is_err() {
+            warn!("the world ingest thread panicked");
+        }
+        if let Some(saver) = saver {
+            match saver.finish() {
+                Ok(_) => info!("world saved"),
+                Err(e) => eprintln!("worldfs: warning: {e}"),
+            }
+        }
     }
     // Stop serving and remove the socket file once the mount is gone.
     drop(server);
@@ -305,6 +347,120 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     result.context("serving the mount")?;
     eprintln!("worldfs: unmounted {}", plan.target.display());
     Ok(())
+}
+
+/// Where this mount keeps its world, if anywhere. Never inside what is mounted: each save
+/// would go through the mount, be observed, and call for the next save.
+fn state_path(cfg: &MountConfig, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
+    let inside = |p: &Path| {
+        let p = resolved(p);
+        p.starts_with(&plan.source) || p.starts_with(&plan.target)
+    };
+    Ok(match &cfg.state {
+        StateFile::Off => None,
+        StateFile::At(p) => {
+            let p = std::path::absolute(p).with_context(|| format!("--state {}", p.display()))?;
+            if inside(&p) {
+                bail!(
+                    "--state {} is inside the mounted directory; keep the world elsewhere",
+                    p.display()
+                );
+            }
+            Some(p)
+        }
+        StateFile::Default => match snapshot::default_path(&plan.source) {
+            None => {
+                warn!(
+                    "neither XDG_STATE_HOME nor HOME is set: the world is not kept across restarts (--state FILE keeps it)"
+                );
+                None
+            }
+            Some(p) if inside(&p) => {
+                eprintln!(
+                    "worldfs: warning: the default place to keep the world, {}, is inside the mounted directory; \
+                     the world is not kept across restarts (--state FILE elsewhere keeps it)",
+                    p.display()
+                );
+                None
+            }
+            Some(p) => Some(p),
+        },
+    })
+}
+
+/// Starts `world` from the world kept at `path`, unless `--fresh`; returns the sequence number
+/// to go on after. A default file that cannot be used is set aside (`.bad`), so the next
+/// save does not destroy what someone may want to look at; a file the user named stops the
+/// mount instead.
+fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow::Result<u64> {
+    let forgotten = snapshot::forget_old(path);
+    if forgotten > 0 {
+        info!("removed {forgotten} saved worlds not used for 30 days");
+    }
+    if cfg.fresh {
+        return Ok(0);
+    }
+    let snap = match snapshot::load(path, &plan.source) {
+        Ok(Some(s)) => s,
+        Ok(None) => return Ok(0),
+        Err(e) if cfg.state == StateFile::Default => {
+            let mut aside = path.as_os_str().to_owned();
+            aside.push(".bad");
+            let aside = PathBuf::from(aside);
+            match std::fs::rename(path, &aside) {
+                Ok(()) => eprintln!(
+                    "worldfs: warning: {e}; starting with an empty world (the file is now {})",
+                    aside.display()
+                ),
+                Err(r) => eprintln!(
+                    "worldfs: warning: {e}; starting with an empty world (cannot set the file aside: {r})"
+                ),
+            }
+            return Ok(0);
+        }
+        Err(e) => return Err(anyhow::Error::new(e).context("--state (or --fresh to start empty)")),
+    };
+    let r = world.restore(snap, crate::socket::commands::still_valid);
+    let age = r
+        .saved_at
+        .and_then(|t| std::time::SystemTime::now().duration_since(t).ok())
+        .map_or_else(
+            || "in the future".to_string(),
+            |d| format!("{} ago", human_age(d)),
+        );
+    eprintln!(
+        "worldfs: world restored from {} (saved {age}): {} entries, turn {}{}{}, {} command outputs{}",
+        path.display(),
+        r.entries,
+        r.turn,
+        if r.goal { ", the goal" } else { "" },
+        if r.tasks > 0 {
+            format!(", {} tasks", r.tasks)
+        } else {
+            String::new()
+        },
+        r.commands,
+        if r.commands_dropped > 0 {
+            format!(
+                " ({} dropped: their input files changed meanwhile, or they searched whole directories)",
+                r.commands_dropped
+            )
+        } else {
+            String::new()
+        },
+    );
+    Ok(r.seq)
+}
+
+/// `d` for people: the largest unit that is not zero.
+fn human_age(d: Duration) -> String {
+    let s = d.as_secs();
+    match s {
+        0..60 => format!("{s} s"),
+        60..3600 => format!("{} min", s / 60),
+        3600..86400 => format!("{} h", s / 3600),
+        _ => format!("{} days", s / 86400),
+    }
 }
 
 /// Starts the socket server for `world`; `run` prints its path once mounted.
@@ -477,6 +633,21 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
 }
 
 /// Removes `.` and `..` components without touching the file system.
+/// `p` with its longest existing ancestor resolved (symlinks, `..`): what it will be once
+/// created, to compare with canonical paths.
+fn resolved(p: &Path) -> PathBuf {
+    let p = normalize(p);
+    for base in p.ancestors() {
+        if let Ok(real) = std::fs::canonicalize(base) {
+            return match p.strip_prefix(base) {
+                Ok(rest) if !rest.as_os_str().is_empty() => real.join(rest),
+                _ => real,
+            };
+        }
+    }
+    p
+}
+
 fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {

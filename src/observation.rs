@@ -199,11 +199,17 @@ impl ObservationSink {
     /// observations were 7 MiB resident from the first second, backlog or not. Several threads
     /// may pass the check at once, so the bound can be overshot by a few observations.
     pub fn bounded(capacity: usize) -> (Self, Receiver<Observation>) {
+        Self::bounded_after(capacity, 0)
+    }
+
+    /// [`bounded`](Self::bounded), numbering observations after `seq`: a restored world goes
+    /// on from the sequence number it was saved at, so numbers clients noted keep their order.
+    pub fn bounded_after(capacity: usize, seq: u64) -> (Self, Receiver<Observation>) {
         let (tx, rx) = crossbeam_channel::unbounded();
         let inner = SinkInner {
             tx,
             capacity,
-            seq: AtomicU64::new(0),
+            seq: AtomicU64::new(seq),
             dropped: AtomicU64::new(0),
             answers: std::array::from_fn(|_| AnswerShard::default()),
         };

@@ -84,7 +84,15 @@ impl Session {
         let mut child = Command::new(exe)
             .arg("mount")
             .arg(root)
-            .args(["--io", "daemon", "--threads", "1", "--no-watch", "--socket"])
+            .args([
+                "--io",
+                "daemon",
+                "--threads",
+                "1",
+                "--no-watch",
+                "--no-state",
+            ])
+            .arg("--socket")
             .arg(socket)
             .arg("--config")
             .arg(config)

@@ -266,7 +266,9 @@ impl Cache {
     /// Marks every entry as needing a re-hash (the watcher lost events: anything may have changed).
     pub fn mark_all_stale(&self) {
         for mut r in self.map.iter_mut() {
-            r.value_mut().recheck();
+            let e = r.value_mut();
+            e.recheck();
+            e.unverified = e.needs_rehash;
         }
     }
 

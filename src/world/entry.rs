@@ -7,14 +7,14 @@
 use std::sync::Arc;
 use std::time::SystemTime;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::lines::LineMap;
 use super::ranges::{ByteRange, RangeSet, RecentViews};
 use super::shown::ShownParts;
 
 /// What an entry stands for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum EntryKind {
     File,
@@ -25,7 +25,7 @@ pub enum EntryKind {
 }
 
 /// Why an entry's content is never projected even though the path is known.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IgnoreReason {
     /// A NUL byte in the first 8 KiB.
@@ -37,7 +37,7 @@ pub enum IgnoreReason {
 }
 
 /// Lifecycle of an entry.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "state", content = "reason")]
 pub enum EntryState {
     Live,
@@ -186,6 +186,11 @@ pub struct Entry {
     /// lines it touched become the most recent view.
     #[serde(skip)]
     pub agent_edit_pending: bool,
+    /// The content may have changed at a moment nobody saw (while nothing was mounted, or
+    /// while the watcher's queue overflowed): if the next count finds another hash than the
+    /// one kept, that is a change behind the mount, stamped then.
+    #[serde(skip)]
+    pub unverified: bool,
     /// What the last selection of each requester (layout key) showed of it in part; moved with
     /// its lines when the content changes, like `recent`.
     #[serde(skip)]
@@ -223,6 +228,7 @@ impl Entry {
             last_read_seq: 0,
             lines: None,
             agent_edit_pending: false,
+            unverified: false,
             shown: ShownParts::default(),
         }
     }

@@ -652,6 +652,21 @@ pub(super) fn store_counts(w: &World, path: &Path, loaded: &Loaded, seen_version
     if !matches!(e.state, EntryState::Live | EntryState::Ignored(_)) {
         return;
     }
+    let found_changed = e.unverified
+        && match loaded {
+            Loaded::Content(c) => e.hash.is_some_and(|h| h != c.hash),
+            Loaded::Ignored { .. } => e.hash.is_some(),
+        };
+    e.unverified = false;
+    if found_changed {
+        // Seen by no observation: it happened before the latest one applied, at the latest.
+        e.last_changed = Some(Stamp {
+            seq: w.recent.last_seq(),
+            time: SystemTime::now(),
+            turn: w.turns.current(),
+        });
+        Counters::bump(&w.counters.changed_unobserved);
+    }
     match loaded {
         Loaded::Content(c) => {
             match new_lines {

@@ -28,6 +28,7 @@ pub mod recent;
 #[cfg(test)]
 mod scenario_tests;
 pub mod shown;
+pub mod snapshot;
 pub mod source;
 pub mod stats;
 mod thrash;
@@ -199,6 +200,7 @@ impl WorldBuilder {
             generation: AtomicU64::new(0),
             urgent: AtomicU64::new(0),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
+            keeping: Mutex::new(snapshot::KeptStats::default()),
         }))
     }
 }
@@ -291,6 +293,8 @@ pub struct World {
     /// while there are any.
     urgent: AtomicU64,
     nap: (Mutex<()>, parking_lot::Condvar),
+    /// Where this world is kept across restarts, and how that went (`snapshot`).
+    keeping: Mutex<snapshot::KeptStats>,
 }
 
 impl World {
@@ -806,6 +810,7 @@ impl World {
         if self.journaling {
             s.journal = Some(stats::JournalStats::from_counters(&self.journal_counters));
         }
+        s.kept = self.kept_stats();
         s
     }
 }

@@ -170,6 +170,15 @@ impl RecentViews {
         self.views.is_empty()
     }
 
+    /// Views exactly as [`RecentViews::views`] gave them (a saved world), not recorded one by
+    /// one: recording would merge views that only came to overlap as their lines moved.
+    pub fn restored(mut views: Vec<ByteRange>) -> Self {
+        views.retain(|v| !v.is_empty());
+        let excess = views.len().saturating_sub(Self::CAP);
+        views.drain(..excess);
+        Self { views }
+    }
+
     /// The views, most recent last.
     pub fn views(&self) -> &[ByteRange] {
         &self.views

@@ -90,6 +90,14 @@ impl Recent {
         self.pushed.load(Ordering::Acquire)
     }
 
+    /// Goes on after `seq`, where a saved world left off (`snapshot`): observations up to it
+    /// count as applied, and as no longer held (a `since_seq` before it is incomplete).
+    pub fn resume_after(&self, seq: u64) {
+        let mut ring = self.ring.lock();
+        ring.evicted_max_seq = ring.evicted_max_seq.max(seq);
+        self.last_seq.fetch_max(seq, Ordering::AcqRel);
+    }
+
     /// Appends a batch (already applied to the world) and wakes waiting readers.
     pub fn push_batch(&self, batch: Vec<Record>) {
         if batch.is_empty() {

@@ -1110,3 +1110,189 @@ fn idle_catch_up_hashes_every_new_file_in_passes_and_stops_when_told() {
     // Nothing left: no pass at all.
     assert_eq!(w.refresh_stale_while(|| true), 0);
 }
+
+fn hex_hash(w: &World, path: &str) -> String {
+    let h = w
+        .content_hash(Path::new(path))
+        .unwrap_or_else(|e| panic!("{e}"));
+    blake3::Hash::from_bytes(h).to_hex().to_string()
+}
+
+fn output(
+    command: &str,
+    inputs: Vec<(PathBuf, String)>,
+    subtrees: Vec<PathBuf>,
+) -> harness::CommandOutput {
+    harness::CommandOutput {
+        command: command.into(),
+        cwd: ".".into(),
+        output: format!("output of {command}"),
+        exit_code: Some(0),
+        inputs,
+        subtrees,
+        turn: 2,
+        seq: 5,
+    }
+}
+
+/// A world saved and restored through its JSON is the world that was saved: entries (read
+/// ranges, views, pins, programs, stamps, hashes), turn, sequence number, goal, last step,
+/// tools, task list. What changed while nothing was mounted is found when the entries are
+/// counted again: a changed file (or listing) is stamped changed (after every sequence number
+/// saved), a removed one is deleted. A command output is kept only if its inputs are unchanged, and
+/// never when it depends on whole directories.
+#[test]
+fn a_restored_world_is_the_saved_one_and_finds_what_changed_meanwhile() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CAT, "src/main.py");
+    s.read(CAT, "src/old.txt");
+    s.read(CAT, ".env");
+    s.push(CLAUDE, "src", Op::ReadDir);
+    let util = "def helper():\n    return 42\n";
+    view_lines(&mut s, "src/util.py", util, 2, 2);
+    view_lines(&mut s, "src/util.py", util, 1, 1);
+    w.ingest(s.take());
+    w.advance_turn();
+    w.advance_turn();
+    w.refresh_stale();
+    assert!(w.set_pinned(Path::new("src/main.py"), true));
+    let h = w.harness();
+    *h.goal.write() = Some("make helper return 43".into());
+    *h.last_step.write() = Some(harness::Step {
+        tool_use_id: "toolu_9".into(),
+        tool_name: "Bash".into(),
+        input: serde_json::json!({"command": "cat src/util.py"}),
+        result: util.into(),
+        is_error: false,
+        assistant_text: Some("Looking at the helper.".into()),
+        raw_assistant_content: None,
+        turn: 2,
+    });
+    h.note_step_tool("Bash");
+    h.state
+        .write()
+        .set_tasks(vec![harness::Task {
+            id: "1".into(),
+            subject: "fix helper".into(),
+            status: harness::TaskStatus::InProgress,
+        }])
+        .unwrap_or_else(|e| panic!("{e}"));
+    let main_hash = hex_hash(&w, "src/main.py");
+    h.record_command(output(
+        "python src/main.py",
+        vec![("src/main.py".into(), main_hash)],
+        vec![],
+    ));
+    h.record_command(output(
+        "python -c 'import src.util'",
+        vec![("src/util.py".into(), hex_hash(&w, "src/util.py"))],
+        vec![],
+    ));
+    h.record_command(output("grep -rn helper src", vec![], vec!["src".into()]));
+    let saved = w.snapshot(root);
+    let json = serde_json::to_vec(&saved).unwrap_or_else(|e| panic!("{e}"));
+    let back: snapshot::Snapshot = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{e}"));
+
+    // While nothing is mounted:
+    write(root, "src/util.py", b"def helper():\n    return 43\n");
+    fs::remove_file(root.join("src/old.txt")).unwrap_or_else(|e| panic!("{e}"));
+
+    let w2 = ranged_world(root);
+    let r = w2.restore(back, |w, c| {
+        c.inputs
+            .iter()
+            .all(|(p, h)| hex_hash(w, &p.to_string_lossy()) == *h)
+    });
+    assert_eq!(r.entries, w.entries().len() as u64);
+    assert_eq!((r.commands, r.commands_dropped), (1, 2), "{r:?}");
+    assert_eq!(
+        w2.snapshot(root).entries,
+        saved.entries,
+        "the entries as saved"
+    );
+    assert_eq!(w2.turn(), w.turn());
+    assert_eq!(w2.recent().last_seq(), w.recent().last_seq());
+    let h2 = w2.harness();
+    assert_eq!(*h2.goal.read(), *h.goal.read());
+    assert_eq!(*h2.last_step.read(), *h.last_step.read());
+    assert_eq!(*h2.step_tools.read(), ["Bash"]);
+    assert_eq!(h2.state.read().tasks, h.state.read().tasks);
+    assert_eq!(h2.commands.read()[0].command, "python src/main.py");
+    let util_before = w
+        .entry(Path::new("src/util.py"))
+        .unwrap_or_else(|| panic!());
+    assert!(!util_before.recent.views().is_empty());
+
+    w2.refresh_stale();
+    let main = w2
+        .entry(Path::new("src/main.py"))
+        .unwrap_or_else(|| panic!());
+    let main_before = w
+        .entry(Path::new("src/main.py"))
+        .unwrap_or_else(|| panic!());
+    assert_eq!(main.last_changed, main_before.last_changed, "unchanged");
+    assert_eq!(main.hash, main_before.hash);
+    assert!(main.pinned);
+    let u = w2
+        .entry(Path::new("src/util.py"))
+        .unwrap_or_else(|| panic!());
+    assert_ne!(u.hash, util_before.hash);
+    assert!(
+        u.last_changed
+            .is_some_and(|c| c.seq >= w.recent().last_seq() && c.turn == w.turn()),
+        "{:?}",
+        u.last_changed
+    );
+    assert_eq!(u.recent.views(), util_before.recent.views());
+    let old = w2
+        .entry(Path::new("src/old.txt"))
+        .unwrap_or_else(|| panic!());
+    assert_eq!(old.state, EntryState::Deleted);
+    let env = w2.entry(Path::new(".env")).unwrap_or_else(|| panic!());
+    assert_eq!((env.state, env.hash), (EntryState::Withheld, None));
+    // The listing of src/ lost old.txt: changed too.
+    let src = w2.entry(Path::new("src")).unwrap_or_else(|| panic!());
+    let seq_of = |e: Option<Stamp>| e.map(|s| s.seq);
+    assert!(
+        seq_of(src.last_changed) > seq_of(w.entry(Path::new("src")).and_then(|e| e.last_changed))
+    );
+    assert_eq!(w2.stats().changed_unobserved, 2);
+    assert_eq!(w.stats().changed_unobserved, 0);
+}
+
+/// After the watcher's queue overflowed (a rescan), a file found changed when counted again
+/// is stamped changed, though no observation said so; an unchanged one is not.
+#[test]
+fn a_rescan_stamps_what_it_finds_changed() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    s.read(CAT, "src/main.py");
+    s.read(CAT, "src/util.py");
+    w.ingest(s.take());
+    w.refresh_stale();
+    write(root, "src/util.py", b"def helper():\n    return 7\n");
+    s.push(
+        0,
+        "",
+        Op::External {
+            change: ExternalChange::Rescan,
+        },
+    );
+    let rescan = s.seq;
+    w.ingest(s.take());
+    w.refresh_stale();
+    let stamp = |p: &str| {
+        w.entry(Path::new(p))
+            .unwrap_or_else(|| panic!("{p}"))
+            .last_changed
+            .map(|c| c.seq)
+    };
+    assert_eq!(stamp("src/util.py"), Some(rescan));
+    assert_eq!(stamp("src/main.py"), None);
+    assert_eq!(w.stats().changed_unobserved, 1);
+}

@@ -26,6 +26,9 @@ pub struct Counters {
     /// Entries whose hash and token count were (re)computed.
     pub refreshed: AtomicU64,
     pub refresh_errors: AtomicU64,
+    /// Entries found changed when counted again after a moment nobody saw (a restart, an
+    /// overflow of the watcher's queue).
+    pub changed_unobserved: AtomicU64,
 }
 
 impl Counters {
@@ -85,9 +88,13 @@ pub struct Stats {
     pub stale_entries: u64,
     pub refreshed: u64,
     pub refresh_errors: u64,
+    /// Entries found changed when counted again after a moment nobody saw.
+    pub changed_unobserved: u64,
     pub turn: u64,
     pub token_memo_entries: u64,
     pub journal: Option<JournalStats>,
+    /// Where the world is kept across restarts, and how that went; `None` when it is not kept.
+    pub kept: Option<super::snapshot::KeptStats>,
 }
 
 impl Counters {
@@ -106,6 +113,7 @@ impl Counters {
         s.withdrawn = get(&self.withdrawn);
         s.refreshed = get(&self.refreshed);
         s.refresh_errors = get(&self.refresh_errors);
+        s.changed_unobserved = get(&self.changed_unobserved);
     }
 }
 

@@ -46,6 +46,11 @@ impl TurnClock {
         self.turn.load(Ordering::Acquire)
     }
 
+    /// Goes on from `turn`, where a saved world left off (`snapshot`).
+    pub fn resume_at(&self, turn: u64) {
+        self.turn.store(turn, Ordering::Release);
+    }
+
     /// A harness says a new turn starts now. Returns the new turn.
     pub fn advance(&self, now: SystemTime) -> u64 {
         let mut t = self.times.lock();

@@ -504,12 +504,25 @@ impl Drop for Tmpfs {
     }
 }
 
+/// What a mount is made on: [`Mount::start_with`] makes it, [`Mount::restart`] hands it on.
+struct Dirs {
+    tmp: tempfile::TempDir,
+    source_tmpfs: Option<Tmpfs>,
+    base: PathBuf,
+    source: PathBuf,
+    root: PathBuf,
+    scratch: PathBuf,
+    mode: Mode,
+    args: Vec<String>,
+}
+
 /// A running `worldfs mount` on temporary directories. Dropping it unmounts.
 pub struct Mount {
     /// Before `_tmp`: fields drop in order, after the daemon is gone, so the tmpfs is off
     /// SOURCE before the directories are removed.
     _source_tmpfs: Option<Tmpfs>,
-    _tmp: tempfile::TempDir,
+    /// `None` once [`Mount::restart`] handed the directories to the next mount.
+    _tmp: Option<tempfile::TempDir>,
     /// The temporary directory holding `src`, `mnt` and `scratch`.
     pub base: PathBuf,
     /// The backing directory (for in-place mounts it is covered by the mount; use
@@ -578,7 +591,62 @@ impl Mount {
         // directories are removed.
         let source_tmpfs = tmpfs.then(|| Tmpfs::mount(&source));
         prepare(&source);
+        Self::launch(Dirs {
+            tmp,
+            source_tmpfs,
+            base,
+            source,
+            root,
+            scratch,
+            mode,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        })
+    }
 
+    /// Stops the daemon with SIGTERM (it must exit 0 and leave nothing mounted), lets
+    /// `between` change SOURCE while nothing is mounted, then mounts the same directories again
+    /// with `args`: what a user restarting the daemon does.
+    pub fn restart(mut self, args: &[&str], between: impl FnOnce(&Path)) -> Mount {
+        self.signal(libc::SIGTERM);
+        let st = self.wait_exit(EXIT_TIMEOUT);
+        assert!(
+            st.is_some_and(|s| s.success()),
+            "the daemon did not exit cleanly on SIGTERM: {st:?}\n{}",
+            self.log()
+        );
+        assert!(!self.is_mounted(), "still mounted after the daemon exited");
+        if let Some((tx, h)) = self.watchdog.take() {
+            drop(tx);
+            let _ = h.join();
+        }
+        between(&self.source);
+        let dirs = Dirs {
+            tmp: self._tmp.take().expect("a mount owns its directories"),
+            source_tmpfs: self._source_tmpfs.take(),
+            base: self.base.clone(),
+            source: self.source.clone(),
+            root: self.root.clone(),
+            scratch: self.scratch.clone(),
+            mode: self.mode,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        };
+        // The earlier log stays readable beside the new one.
+        let _ = std::fs::rename(&self.log, self.base.join("daemon.before-restart.log"));
+        drop(self);
+        Self::launch(dirs)
+    }
+
+    fn launch(d: Dirs) -> Mount {
+        let Dirs {
+            tmp,
+            source_tmpfs,
+            base,
+            source,
+            root,
+            scratch,
+            mode,
+            args,
+        } = d;
         let c = cpath(&source);
         // SAFETY: valid path; the returned descriptor is owned below.
         let fd = unsafe {
@@ -603,7 +671,9 @@ impl Mount {
         if mode == Mode::Mirror {
             cmd.arg(&root);
         }
-        cmd.args(args)
+        // Worlds kept across restarts stay in the test's own directory.
+        cmd.args(&args)
+            .env("XDG_STATE_HOME", base.join("state"))
             .stdin(Stdio::null())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
@@ -614,13 +684,13 @@ impl Mount {
 
         let mut m = Mount {
             _source_tmpfs: source_tmpfs,
-            _tmp: tmp,
+            _tmp: Some(tmp),
             base,
             source,
             root,
             scratch,
             mode,
-            args: args.iter().map(|s| s.to_string()).collect(),
+            args,
             backing,
             child,
             conn: Arc::new(Mutex::new(String::new())),

@@ -1,0 +1,266 @@
+//! A restarted daemon goes on from the world it saved (`world::snapshot`), over real mounts:
+//! what comes back, what is found changed while nothing was mounted, and how `--fresh`,
+//! `--no-state` and a damaged file behave.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use common::*;
+use serde_json::Value;
+
+fn ctl(m: &Mount, method: &str, params: &str) -> Value {
+    let sock = m.socket();
+    let out = run_with_timeout(
+        Command::new(bin())
+            .arg("ctl")
+            .arg("--socket")
+            .arg(&sock)
+            .arg(method)
+            .arg(params),
+        Duration::from_secs(30),
+    );
+    assert!(
+        out.status.success(),
+        "worldfs ctl {method} {params}: {}\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        m.log()
+    );
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{method}: {e}"))
+}
+
+/// Reads files as an agent does (`cat`, which the world attributes to the agent; the test
+/// process itself is nobody's).
+fn cat(m: &Mount, rels: &[&str]) {
+    let out = run_with_timeout(
+        Command::new("cat").args(rels).current_dir(&m.root),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "cat {rels:?}: {out:?}");
+}
+
+fn entry<'a>(list: &'a Value, path: &str) -> &'a Value {
+    list["entries"]
+        .as_array()
+        .and_then(|a| a.iter().find(|e| e["path"] == path))
+        .unwrap_or_else(|| panic!("no entry {path} in {list:#}"))
+}
+
+fn prepare(src: &Path) {
+    for (rel, text) in [
+        ("src/a.py", "A = 1\n"),
+        ("src/b.py", "B = 2\n"),
+        ("src/gone.py", "G = 3\n"),
+        ("notes.md", "# notes\n"),
+    ] {
+        let p = src.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap_or(src)).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(p, text).unwrap_or_else(|e| panic!("{e}"));
+    }
+}
+
+fn state_files(m: &Mount) -> Vec<PathBuf> {
+    let dir = m.base.join("state/worldfs");
+    let mut v: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+#[test]
+fn a_restarted_mount_goes_on_from_the_world_it_saved() {
+    let m = Mount::start(Mode::InPlace, &[], prepare);
+    cat(&m, &["src/a.py", "src/b.py", "src/gone.py"]);
+    ctl(&m, "goal.set", r#"{"goal":"make b right"}"#);
+    ctl(
+        &m,
+        "step.record",
+        r#"{"tool_use_id":"toolu_1","tool_name":"Bash","input":{"command":"cat src/b.py"},"result":"B = 2"}"#,
+    );
+    for (cmd, file) in [
+        ("python src/a.py", "src/a.py"),
+        ("python src/b.py", "src/b.py"),
+    ] {
+        ctl(
+            &m,
+            "command.record",
+            &format!(r#"{{"command":"{cmd}","cwd":".","output":"ran {file}","files":["{file}"]}}"#),
+        );
+    }
+    ctl(&m, "entries.pin", r#"{"path":"src/a.py"}"#);
+    // Counts every entry, so the hashes compared below are known on both sides.
+    ctl(&m, "projection.get", r#"{"format":"text"}"#);
+    let before = ctl(&m, "entries.list", "{}");
+    let known = before["entries"].as_array().map_or(0, Vec::len);
+    let init = ctl(&m, "initialize", "{}");
+    let (seq, turn) = (init["last_seq"].as_u64(), init["turn"].as_u64());
+    assert!(seq.is_some_and(|s| s > 0) && turn == Some(1), "{init}");
+
+    let m = m.restart(&[], |src| {
+        std::fs::write(src.join("src/b.py"), "B = 22  # changed while unmounted\n")
+            .unwrap_or_else(|e| panic!("{e}"));
+        std::fs::remove_file(src.join("src/gone.py")).unwrap_or_else(|e| panic!("{e}"));
+    });
+    let log = m.log();
+    assert!(log.contains("worldfs: world restored from"), "{log}");
+    assert!(
+        log.contains("1 command outputs (1 dropped"),
+        "the output that read src/b.py goes: {log}"
+    );
+
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "make b right");
+    let init = ctl(&m, "initialize", "{}");
+    assert_eq!(init["turn"].as_u64(), turn, "{init}");
+    assert!(init["last_seq"].as_u64() >= seq, "{init} after {seq:?}");
+    let cmds = ctl(&m, "commands.list", "{}");
+    let names: Vec<&str> = cmds["commands"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|c| c["command"].as_str()).collect())
+        .unwrap_or_default();
+    assert_eq!(names, ["python src/a.py"], "{cmds:#}");
+
+    // A projection counts every entry first: the change and the removal are found.
+    let text = ctl(&m, "projection.get", r#"{"format":"text","budget":8000}"#);
+    let body = text["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains("B = 22"),
+        "current content, never the saved hash's: {body}"
+    );
+    assert!(body.contains("make b right"), "{body}");
+    let after = ctl(&m, "entries.list", "{}");
+    let (a0, a1) = (entry(&before, "src/a.py"), entry(&after, "src/a.py"));
+    for field in ["pinned", "reads", "programs", "extent", "first_seq", "hash"] {
+        assert_eq!(a0[field], a1[field], "src/a.py {field}");
+    }
+    assert_eq!(a1["pinned"], true);
+    let b1 = entry(&after, "src/b.py");
+    assert_ne!(b1["hash"], entry(&before, "src/b.py")["hash"]);
+    assert!(
+        b1["last_changed_seq"].as_u64() >= seq,
+        "stamped as changed after the restart: {b1}"
+    );
+    assert_eq!(entry(&after, "src/gone.py")["state"], "deleted");
+    let stats = ctl(&m, "stats", "{}");
+    assert_eq!(
+        stats["world"]["changed_unobserved"], 1,
+        "{:#}",
+        stats["world"]
+    );
+    assert_eq!(stats["world"]["kept"]["restored"]["commands_dropped"], 1);
+
+    // Sequence numbers go on after the saved ones: a client's noted number still orders.
+    cat(&m, &["notes.md"]);
+    let since = ctl(
+        &m,
+        "changes.since",
+        &format!(r#"{{"seq":{}}}"#, seq.unwrap_or(0)),
+    );
+    assert!(
+        since["observations"]
+            .as_array()
+            .is_some_and(|o| o.iter().any(|o| o["path"] == "notes.md")),
+        "{since:#}"
+    );
+    let status = run_with_timeout(
+        Command::new(bin())
+            .args(["status", "--socket"])
+            .arg(m.socket()),
+        Duration::from_secs(30),
+    );
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains("kept:     ")
+            && status.contains(&format!("restored at mount: {known} entries")),
+        "{status}"
+    );
+    assert!(
+        status.contains("1 found changed when counted again"),
+        "{status}"
+    );
+
+    // --fresh starts empty, and its save at unmount replaces the kept world.
+    let m = m.restart(&["--fresh"], |_| {});
+    assert!(!m.log().contains("world restored"), "{}", m.log());
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
+    let m = m.restart(&[], |_| {});
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
+    assert_eq!(
+        ctl(&m, "stats", "{}")["world"]["kept"]["restored"]["entries"],
+        0
+    );
+}
+
+#[test]
+fn a_saved_world_that_cannot_be_read_is_set_aside_and_a_named_one_stops_the_mount() {
+    let m = Mount::start(Mode::InPlace, &[], prepare);
+    ctl(&m, "goal.set", r#"{"goal":"kept"}"#);
+    let m = m.restart(&[], |_| {});
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "kept");
+    let files = state_files(&m);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let kept = files[0].clone();
+    let m = m.restart(&[], |_| {
+        std::fs::write(&kept, "{\"format\": \"worldfs-world/1\", \"trunc")
+            .unwrap_or_else(|e| panic!("{e}"));
+    });
+    let log = m.log();
+    assert!(
+        log.contains("is not valid") && log.contains("starting with an empty world"),
+        "{log}"
+    );
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
+    let mut aside = kept.clone().into_os_string();
+    aside.push(".bad");
+    assert!(Path::new(&aside).exists(), "{:?}", state_files(&m));
+
+    // A file the user named is not set aside: the mount refuses, with nothing mounted.
+    let named = m.scratch.join("named.json");
+    std::fs::write(&named, "not json").unwrap_or_else(|e| panic!("{e}"));
+    let src = m.scratch.join("other");
+    std::fs::create_dir(&src).unwrap_or_else(|e| panic!("{e}"));
+    let out = run_with_timeout(
+        Command::new(bin())
+            .arg("mount")
+            .arg(&src)
+            .arg("--state")
+            .arg(&named),
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.starts_with("worldfs: error: ") && err.contains("named.json"),
+        "{err}"
+    );
+    assert_eq!(worldfs_mounts_at(&src), 0);
+    assert_eq!(
+        std::fs::read_to_string(&named).ok().as_deref(),
+        Some("not json")
+    );
+    // Nor may it be inside what is mounted: each save would be observed and call for another.
+    let out = run_with_timeout(
+        Command::new(bin())
+            .arg("mount")
+            .arg(&src)
+            .arg("--state")
+            .arg(src.join("w.json")),
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("is inside the mounted directory"), "{err}");
+    assert_eq!(worldfs_mounts_at(&src), 0);
+}
+
+#[test]
+fn no_state_neither_reads_nor_saves_a_world() {
+    let m = Mount::start(Mode::InPlace, &["--no-state"], prepare);
+    ctl(&m, "goal.set", r#"{"goal":"not kept"}"#);
+    assert_eq!(ctl(&m, "stats", "{}")["world"]["kept"], Value::Null);
+    let m = m.restart(&[], |_| {});
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
+    assert!(!m.log().contains("world restored"), "{}", m.log());
+}
