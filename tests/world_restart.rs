@@ -264,3 +264,26 @@ fn no_state_neither_reads_nor_saves_a_world() {
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
     assert!(!m.log().contains("world restored"), "{}", m.log());
 }
+
+/// A daemon killed with SIGKILL cannot save at unmount: the next mount starts from the last
+/// periodic save (every 10 s while the world changes).
+#[test]
+fn after_a_crash_the_next_mount_starts_from_the_last_periodic_save() {
+    let m = Mount::start(Mode::InPlace, &[], prepare);
+    cat(&m, &["src/a.py"]);
+    ctl(&m, "goal.set", r#"{"goal":"survive a crash"}"#);
+    let saved = wait_until(Duration::from_secs(20), || {
+        ctl(&m, "stats", "{}")["world"]["kept"]["saves"].as_u64() >= Some(1)
+    });
+    assert!(
+        saved.is_some(),
+        "no periodic save in 20 s: {:#}",
+        ctl(&m, "stats", "{}")
+    );
+    m.kill9();
+    let m = m.restart(&[], |_| {});
+    assert!(m.log().contains("world restored"), "{}", m.log());
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "survive a crash");
+    let list = ctl(&m, "entries.list", "{}");
+    assert_eq!(entry(&list, "src/a.py")["reads"], 1);
+}

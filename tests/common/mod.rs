@@ -606,14 +606,26 @@ impl Mount {
     /// Stops the daemon with SIGTERM (it must exit 0 and leave nothing mounted), lets
     /// `between` change SOURCE while nothing is mounted, then mounts the same directories again
     /// with `args`: what a user restarting the daemon does.
+    ///
+    /// After [`Mount::kill9`], the dead mount is removed with `worldfs unmount` first, as a user
+    /// would.
     pub fn restart(mut self, args: &[&str], between: impl FnOnce(&Path)) -> Mount {
-        self.signal(libc::SIGTERM);
-        let st = self.wait_exit(EXIT_TIMEOUT);
-        assert!(
-            st.is_some_and(|s| s.success()),
-            "the daemon did not exit cleanly on SIGTERM: {st:?}\n{}",
-            self.log()
-        );
+        let killed = lock(&self.child).try_wait().ok().flatten().is_some();
+        if killed {
+            let out = worldfs(&[OsStr::new("unmount"), self.root.as_os_str()]);
+            assert!(
+                out.status.success(),
+                "worldfs unmount after a crash: {out:?}"
+            );
+        } else {
+            self.signal(libc::SIGTERM);
+            let st = self.wait_exit(EXIT_TIMEOUT);
+            assert!(
+                st.is_some_and(|s| s.success()),
+                "the daemon did not exit cleanly on SIGTERM: {st:?}\n{}",
+                self.log()
+            );
+        }
         assert!(!self.is_mounted(), "still mounted after the daemon exited");
         if let Some((tx, h)) = self.watchdog.take() {
             drop(tx);
