@@ -13,6 +13,8 @@
 #   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
 #                       tree, idle and under fsbench load on the mount (SOCKET_SECS=30)
 #   make bench-overhead observation on vs off, two mounts side by side, fsbench run twice with the sides swapped (<= 5%)
+#   make bench-restart  keeping the world across restarts: save, unmount, mounts that restore
+#                       a world of 20,000 entries against mounts with --no-state
 #   make bench-render   projection render time after a change, in a world of 20,000 live entries
 #                       (in-process; RENDER_FILES=N, RENDER_RENDERS=R)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
@@ -23,7 +25,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-render bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -67,6 +69,9 @@ bench-proxy: build
 
 bench-catchup: build
 	scripts/bench.sh catchup
+
+bench-restart: build
+	scripts/bench.sh restart
 
 RENDER_FILES ?= 20000
 RENDER_RENDERS ?= 30

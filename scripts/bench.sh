@@ -2,7 +2,7 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy|catchup]...
+#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy|catchup|restart]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -94,9 +94,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket|overhead|hook|proxy|catchup) ;;
+    fs|latency|rss|socket|overhead|hook|proxy|catchup|restart) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy, catchup)" ;;
+    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy, catchup, restart)" ;;
   esac
 done
 
@@ -507,6 +507,79 @@ PY
     echo "| change | the change itself, s | until the world has it, s |"
     echo "|---|---|---|"
     echo "$out" | grep '^|' | grep -v 'entries before'
+  } | record
+}
+
+# ---------- restart ----------
+# What keeping the world across restarts costs: a periodic save of a world of N entries, the
+# unmount (which saves once more), and mounts that restore it, each against one with
+# --no-state, alternately; then how long the restored entries take to be counted again.
+bench_restart() {
+  local n=${RESTART_FILES:-20000} rounds=${RESTART_ROUNDS:-3} dir=$BW/restart out t0 t1 r mode line
+  rm -rf "$dir"; mkdir -p "$dir/src/d" "$dir/mnt"
+  wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+  wfs_log "creating $n files through the mount"
+  (cd "$dir/mnt" && for ((i = 0; i < n; i++)); do printf x > "d/f$i"; done)
+  t1=$(date +%s)
+  out=$(python3 - "$WORLDFS_BIN" "$dir/mnt" "$n" "$t1" << 'PY'
+import json, subprocess, sys, time
+bin, mnt, n, t1 = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+def stats():
+    return json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True, check=True).stdout)
+deadline = time.time() + 120
+while True:
+    s = stats()
+    k = s["world"]["kept"] or {}
+    saved = (k.get("last_saved") or {}).get("secs_since_epoch", 0)
+    if s["world"]["stale_entries"] == 0 and saved > t1:
+        break
+    if time.time() > deadline:
+        sys.exit("no save after the creates within 120 s: %s" % k)
+    time.sleep(0.2)
+print("SAVE %d entries: %d ms, %.1f MB" % (s["world"]["entries"]["live"], k["last_save_ms"], k["last_save_bytes"] / 1e6))
+PY
+) || wfs_die "the restart benchmark failed"
+  t0=$(date +%s.%N)
+  wfs_unmount "$dir/mnt" || wfs_die "the mount did not unmount cleanly"
+  t1=$(date +%s.%N)
+  out+=$'\n'"UNMOUNT $(python3 -c "print('%.2f' % ($t1 - $t0))")"
+  for ((r = 1; r <= rounds; r++)); do
+    for mode in --no-state restore; do
+      t0=$(date +%s.%N)
+      if [ "$mode" = restore ]; then
+        wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+      else
+        wfs_mount "$dir/src" "$dir/mnt" -- --no-state "${MOUNT_ARGS[@]}"
+      fi
+      t1=$(date +%s.%N)
+      line=$(sed -n 's/.*(saved .*; read in \([0-9]*\) ms).*/\1/p' "$WFS_LOG")
+      if [ "$mode" = restore ]; then
+        [ -n "$line" ] || wfs_die "the mount did not say it restored the world: $(cat "$WFS_LOG")"
+        # until every restored entry is counted again
+        line+=" $(python3 - "$WORLDFS_BIN" "$dir/mnt" "$t1" << 'PY'
+import json, subprocess, sys, time
+bin, mnt, t1 = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while json.loads(subprocess.run([bin, "ctl", "stats"], cwd=mnt, capture_output=True, check=True).stdout)["world"]["stale_entries"] > 0:
+    time.sleep(0.02)
+print("%.2f" % (time.time() - t1))
+PY
+)"
+      fi
+      out+=$'\n'"MOUNT $mode $(python3 -c "print('%.3f' % ($t1 - $t0))") $line"
+      wfs_unmount "$dir/mnt" || wfs_die "the mount did not unmount cleanly"
+    done
+  done
+  echo "$out"
+  md_header "keeping the world across restarts"
+  {
+    echo "- command: \`scripts/bench.sh restart\` (\`make bench-restart\`), RESTART_FILES=$n RESTART_ROUNDS=$rounds: $n files created through a mirror mount (the agent's, so all entries), the periodic save after them, the unmount (its final save included), then mounts alternately with \`--no-state\` and restoring; a mount is timed from the start of \`worldfs mount\` until mountinfo shows it (the script polls every 50 ms, so only the difference between the two kinds means much)"
+    echo
+    echo "$out" | sed -n 's/^SAVE \(.*\)/- periodic save of \1/p'
+    echo "$out" | sed -n 's/^UNMOUNT \(.*\)/- unmount, final save included: \1 s/p'
+    echo
+    echo "| mount | s | world read and restored, ms | every entry counted again after the mount, s |"
+    echo "|---|---|---|---|"
+    echo "$out" | sed -n 's/^MOUNT \([^ ]*\) \([^ ]*\) *\([^ ]*\) *\([^ ]*\)$/| \1 | \2 | \3 | \4 |/p'
   } | record
 }
 
@@ -982,6 +1055,7 @@ for p in "${PARTS[@]}"; do
     hook) bench_hook ;;
     proxy) bench_proxy ;;
     catchup) bench_catchup ;;
+    restart) bench_restart ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"

@@ -400,6 +400,7 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
     if cfg.fresh {
         return Ok(0);
     }
+    let start = Instant::now();
     let snap = match snapshot::load(path, &plan.source) {
         Ok(Some(s)) => s,
         Ok(None) => return Ok(0),
@@ -429,8 +430,10 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
             |d| format!("{} ago", human_age(d)),
         );
     eprintln!(
-        "worldfs: world restored from {} (saved {age}): {} entries, turn {}{}{}, {} command outputs{}",
+        "worldfs: world restored from {} (saved {age}; read in {} ms): {} entries, turn {}{}{}, \
+         {} command outputs{}",
         path.display(),
+        start.elapsed().as_millis(),
         r.entries,
         r.turn,
         if r.goal { ", the goal" } else { "" },
