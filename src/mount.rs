@@ -184,9 +184,21 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             builder = builder.journal(j);
         }
         let world = builder.build().context("starting the world cache")?;
-        let state = state_path(&cfg, &plan)?;
+        let state = match state_path(&cfg, &plan)? {
+            Some(path) => match snapshot::Claim::take(&path) {
+                Ok(claim) => Some((path, claim)),
+                Err(e) if cfg.state == StateFile::Default => {
+                    eprintln!(
+                        "worldfs: warning: {e}; this mount's world is not kept across restarts"
+                    );
+                    None
+                }
+                Err(e) => return Err(anyhow::Error::new(e).context("--state")),
+            },
+            None => None,
+        };
         let seq = match &state {
-            Some(path) => restore(&cfg, &plan, &world, path)?,
+            Some((path, _)) => restore(&cfg, &plan, &world, path)?,
             None => 0,
         };
         let (sink, rx) = ObservationSink::bounded_after(64 * 1024, seq);
@@ -196,12 +208,13 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             .spawn_ingest(rx)
             .context("spawning the world ingest thread")?;
         let saver = match state {
-            Some(path) => Some(
+            Some((path, claim)) => Some(
                 Saver::start(
                     Arc::clone(&world),
                     path,
                     plan.source.clone(),
                     snapshot::SAVE_EVERY,
+                    claim,
                 )
                 .context("spawning the thread that saves the world")?,
             ),

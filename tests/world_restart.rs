@@ -200,8 +200,14 @@ fn a_saved_world_that_cannot_be_read_is_set_aside_and_a_named_one_stops_the_moun
     let m = m.restart(&[], |_| {});
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "kept");
     let files = state_files(&m);
-    assert_eq!(files.len(), 1, "{files:?}");
-    let kept = files[0].clone();
+    let kept = m.base.join("state/worldfs").join(
+        files
+            .iter()
+            .filter_map(|f| f.file_name()?.to_str())
+            .find(|n| n.ends_with(".json"))
+            .unwrap_or_else(|| panic!("no kept world in {files:?}")),
+    );
+    assert_eq!(files.len(), 2, "the world and its lock: {files:?}");
     let m = m.restart(&[], |_| {
         std::fs::write(&kept, "{\"format\": \"worldfs-world/1\", \"trunc")
             .unwrap_or_else(|e| panic!("{e}"));
@@ -286,4 +292,61 @@ fn after_a_crash_the_next_mount_starts_from_the_last_periodic_save() {
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "survive a crash");
     let list = ctl(&m, "entries.list", "{}");
     assert_eq!(entry(&list, "src/a.py")["reads"], 1);
+}
+
+/// Stops a second daemon and removes its mount whatever happens in the test.
+struct Second {
+    child: std::process::Child,
+    mnt: PathBuf,
+}
+
+impl Drop for Second {
+    fn drop(&mut self) {
+        // SAFETY: the child is ours and not reaped before this.
+        unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
+        if wait_child(&mut self.child, Duration::from_secs(10)).is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+        if worldfs_mounts_at(&self.mnt) > 0 {
+            force_unmount(&self.mnt);
+        }
+    }
+}
+
+/// Two mounts of one SOURCE would restore one kept world and overwrite each other's saves:
+/// the second is told another daemon keeps it, and keeps nothing.
+#[test]
+fn a_second_mount_of_the_same_source_keeps_no_world() {
+    let m = Mount::start(Mode::Mirror, &[], prepare);
+    ctl(&m, "goal.set", r#"{"goal":"the first mount's"}"#);
+    let mnt2 = m.scratch.join("second");
+    std::fs::create_dir(&mnt2).unwrap_or_else(|e| panic!("{e}"));
+    let log = m.scratch.join("second.log");
+    let logf = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+    let child = Command::new(bin())
+        .arg("mount")
+        .arg(&m.source)
+        .arg(&mnt2)
+        .env("XDG_STATE_HOME", m.base.join("state"))
+        .stdin(std::process::Stdio::null())
+        .stdout(logf.try_clone().unwrap_or_else(|e| panic!("{e}")))
+        .stderr(logf)
+        .spawn()
+        .unwrap_or_else(|e| panic!("{e}"));
+    let second = Second { child, mnt: mnt2 };
+    let read = || std::fs::read_to_string(&log).unwrap_or_default();
+    let up = wait_until(Duration::from_secs(10), || {
+        read().contains("worldfs: socket")
+    });
+    assert!(up.is_some(), "the second mount did not start:\n{}", read());
+    assert!(
+        read().contains("another worldfs daemon (a mount of the same SOURCE) keeps its world"),
+        "{}",
+        read()
+    );
+    drop(second);
+    // The first one still keeps its world.
+    let m = m.restart(&[], |_| {});
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "the first mount's");
 }

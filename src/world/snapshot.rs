@@ -25,6 +25,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Write};
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -77,6 +78,65 @@ pub enum SnapshotError {
         #[source]
         source: io::Error,
     },
+}
+
+/// One daemon's exclusive use of a kept world: two mounts of the same SOURCE would otherwise
+/// restore the same file and overwrite each other's saves. An advisory lock on `PATH.lock`,
+/// held as long as the daemon keeps the world; the kernel drops it when the daemon dies, so a
+/// crash leaves nothing to clean up.
+#[derive(Debug)]
+pub struct Claim {
+    _lock: File,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ClaimError {
+    #[error("another worldfs daemon (a mount of the same SOURCE) keeps its world in {path}")]
+    Taken { path: PathBuf },
+    #[error("cannot lock {path}: {source}")]
+    Lock {
+        path: PathBuf,
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl Claim {
+    pub fn take(path: &Path) -> Result<Self, ClaimError> {
+        let mut name = path.as_os_str().to_owned();
+        name.push(".lock");
+        let lock = PathBuf::from(name);
+        let err = |source| ClaimError::Lock {
+            path: lock.clone(),
+            source,
+        };
+        if let Some(dir) = path.parent() {
+            fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(err)?;
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .open(&lock)
+            .map_err(err)?;
+        // SAFETY: flock on a descriptor this function owns; no memory is involved.
+        if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                ClaimError::Taken {
+                    path: path.to_owned(),
+                }
+            } else {
+                err(e)
+            });
+        }
+        Ok(Self { _lock: file })
+    }
 }
 
 /// Everything a restarted world starts from.
@@ -534,6 +594,8 @@ pub struct Saver {
     source: PathBuf,
     stop: Arc<(Mutex<bool>, Condvar)>,
     thread: Option<JoinHandle<()>>,
+    /// Released when the saver is dropped, after its last save.
+    _claim: Claim,
 }
 
 impl Saver {
@@ -542,6 +604,7 @@ impl Saver {
         path: PathBuf,
         source: PathBuf,
         every: Duration,
+        claim: Claim,
     ) -> io::Result<Self> {
         world.keep_at(&path);
         let stop = Arc::new((Mutex::new(false), Condvar::new()));
@@ -587,6 +650,7 @@ impl Saver {
             source,
             stop,
             thread: Some(thread),
+            _claim: claim,
         })
     }
 
@@ -698,11 +762,17 @@ mod tests {
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = state.path().join("w.json");
         let w = world_over(src.path());
+        let claim = Claim::take(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            matches!(Claim::take(&path), Err(ClaimError::Taken { .. })),
+            "one daemon at a time"
+        );
         let saver = Saver::start(
             Arc::clone(&w),
             path.clone(),
             src.path().to_owned(),
             Duration::from_millis(20),
+            claim,
         )
         .unwrap_or_else(|e| panic!("{e}"));
         w.ingest([a_read(1, "a.txt")]);
@@ -733,6 +803,10 @@ mod tests {
         let kept = w.stats().kept.unwrap_or_else(|| panic!("kept"));
         assert_eq!((kept.saves, kept.save_errors), (saves + 1, 0));
         assert_eq!(kept.path, path);
+        assert!(
+            Claim::take(&path).is_ok(),
+            "released once the saver is gone"
+        );
     }
 
     #[test]
