@@ -469,13 +469,9 @@ impl World {
     pub fn candidates(&self) -> Vec<Candidate> {
         self.refresh_stale();
         let turn = self.turns.current();
-        let mut out = self
-            .cache
-            .filter_map(|path, e| candidate(path.to_path_buf(), e, turn));
-        // Paths are unique, so an unstable sort gives the one order; it moves the candidates
-        // (a few hundred bytes each) far less than a stable one.
-        out.sort_unstable_by(|a, b| cache::path_order(&a.path, &b.path));
-        out
+        // In path order, the one order every render starts from.
+        self.cache
+            .filter_map_in_order(|path, e| candidate(path.to_path_buf(), e, turn))
     }
 
     /// Chooses what fits in `budget` tokens with `policy`, and records the outcome for this
