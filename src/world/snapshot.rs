@@ -461,9 +461,8 @@ impl SavedEntry {
 impl World {
     /// What a restart needs to go on from here; `source` is SOURCE's canonical path.
     pub fn snapshot(&self, source: &Path) -> Snapshot {
-        let mut entries: Vec<SavedEntry> = self.cache.filter_map(SavedEntry::of);
         // In path order, so two saves of the same world are the same file.
-        entries.sort_by(|a, b| a.path.cmp(&b.path));
+        let entries = self.cache.filter_map_in_order(SavedEntry::of);
         let h = &self.harness;
         let utf8 = |p: &PathBuf| p.to_str().is_some();
         Snapshot {
