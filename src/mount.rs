@@ -418,9 +418,7 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         Ok(Some(s)) => s,
         Ok(None) => return Ok(0),
         Err(e) if cfg.state == StateFile::Default => {
-            let mut aside = path.as_os_str().to_owned();
-            aside.push(".bad");
-            let aside = PathBuf::from(aside);
+            let aside = snapshot::beside(path, ".bad");
             match std::fs::rename(path, &aside) {
                 Ok(()) => eprintln!(
                     "worldfs: warning: {e}; starting with an empty world (the file is now {})",

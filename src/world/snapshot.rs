@@ -103,20 +103,12 @@ pub enum ClaimError {
 
 impl Claim {
     pub fn take(path: &Path) -> Result<Self, ClaimError> {
-        let mut name = path.as_os_str().to_owned();
-        name.push(".lock");
-        let lock = PathBuf::from(name);
+        let lock = beside(path, ".lock");
         let err = |source| ClaimError::Lock {
             path: lock.clone(),
             source,
         };
-        if let Some(dir) = path.parent() {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(err)?;
-        }
+        private_dir_of(path).map_err(err)?;
         let file = OpenOptions::new()
             .write(true)
             .create(true)
@@ -331,16 +323,8 @@ pub fn save(path: &Path, snap: &Snapshot) -> Result<u64, SnapshotError> {
         path: path.to_owned(),
         source,
     };
-    if let Some(dir) = path.parent() {
-        fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(dir)
-            .map_err(err)?;
-    }
-    let mut tmp_name = path.as_os_str().to_owned();
-    tmp_name.push(format!(".tmp.{}", std::process::id()));
-    let tmp = PathBuf::from(tmp_name);
+    private_dir_of(path).map_err(err)?;
+    let tmp = beside(path, &format!(".tmp.{}", std::process::id()));
     let written = (|| {
         let file = OpenOptions::new()
             .write(true)
@@ -361,6 +345,25 @@ pub fn save(path: &Path, snap: &Snapshot) -> Result<u64, SnapshotError> {
         let _ = fs::remove_file(&tmp);
     }
     written.map_err(err)
+}
+
+/// `path` with `suffix` appended to its name: the files kept beside a kept world (its lock, a
+/// save under way, one set aside).
+pub fn beside(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
+}
+
+/// Creates the directory `path` goes in, if needed, for its user alone (0700).
+fn private_dir_of(path: &Path) -> io::Result<()> {
+    match path.parent() {
+        Some(dir) => fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(dir),
+        None => Ok(()),
+    }
 }
 
 /// Removes saved worlds in `path`'s directory that were not written for [`FORGET_AFTER`],
