@@ -331,7 +331,10 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             num(&s, "/world/by_class/echo"),
         );
     }
-    println!("kept:     {}", kept_line(s.pointer("/world/kept")));
+    println!(
+        "kept:     {}",
+        kept_line(s.pointer("/world/kept"), s.pointer("/world/not_kept"))
+    );
     // Starts that wait long are calls whose end nobody recorded: a PostToolUse hook missing
     // from the settings leaves one per Bash call.
     let begun = match s.pointer("/commands_begun").and_then(Value::as_u64) {
@@ -382,10 +385,12 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
 
 /// The `kept:` line of `worldfs status`: where the world is kept across restarts and how
 /// saving it goes.
-fn kept_line(kept: Option<&Value>) -> String {
+fn kept_line(kept: Option<&Value>, not_kept: Option<&Value>) -> String {
     let Some(k) = kept.filter(|k| !k.is_null()) else {
-        return "not across restarts (--no-state, or neither XDG_STATE_HOME nor HOME is set)"
-            .into();
+        return match not_kept.and_then(Value::as_str) {
+            Some(why) => format!("not across restarts: {why}"),
+            None => "not across restarts".into(),
+        };
     };
     let ago = |t: Option<&Value>| {
         let secs = t?.get("secs_since_epoch")?.as_u64()?;

@@ -185,17 +185,22 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         }
         let world = builder.build().context("starting the world cache")?;
         let state = match state_path(&cfg, &plan)? {
-            Some(path) => match snapshot::Claim::take(&path) {
-                Ok(claim) => Some((path, claim)),
-                Err(e) if cfg.state == StateFile::Default => {
-                    eprintln!(
-                        "worldfs: warning: {e}; this mount's world is not kept across restarts"
-                    );
-                    None
-                }
+            Ok(path) => match snapshot::Claim::take(&path) {
+                Ok(claim) => Ok((path, claim)),
+                Err(e) if cfg.state == StateFile::Default => Err(e.to_string()),
                 Err(e) => return Err(anyhow::Error::new(e).context("--state")),
             },
-            None => None,
+            Err(why) => Err(why),
+        };
+        let state = match state {
+            Ok(kept) => Some(kept),
+            Err(why) => {
+                if cfg.state != StateFile::Off {
+                    eprintln!("worldfs: warning: the world is not kept across restarts: {why}");
+                }
+                world.not_kept(&why);
+                None
+            }
         };
         let seq = match &state {
             Some((path, _)) => restore(&cfg, &plan, &world, path)?,
@@ -362,15 +367,15 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Where this mount keeps its world, if anywhere. Never inside what is mounted: each save
-/// would go through the mount, be observed, and call for the next save.
-fn state_path(cfg: &MountConfig, plan: &Plan) -> anyhow::Result<Option<PathBuf>> {
+/// Where this mount keeps its world, or why it keeps none. Never inside what is mounted: each
+/// save would go through the mount, be observed, and call for the next save.
+fn state_path(cfg: &MountConfig, plan: &Plan) -> anyhow::Result<Result<PathBuf, String>> {
     let inside = |p: &Path| {
         let p = resolved(p);
         p.starts_with(&plan.source) || p.starts_with(&plan.target)
     };
     Ok(match &cfg.state {
-        StateFile::Off => None,
+        StateFile::Off => Err("mounted with --no-state".into()),
         StateFile::At(p) => {
             let p = std::path::absolute(p).with_context(|| format!("--state {}", p.display()))?;
             if inside(&p) {
@@ -379,24 +384,16 @@ fn state_path(cfg: &MountConfig, plan: &Plan) -> anyhow::Result<Option<PathBuf>>
                     p.display()
                 );
             }
-            Some(p)
+            Ok(p)
         }
         StateFile::Default => match snapshot::default_path(&plan.source) {
-            None => {
-                warn!(
-                    "neither XDG_STATE_HOME nor HOME is set: the world is not kept across restarts (--state FILE keeps it)"
-                );
-                None
-            }
-            Some(p) if inside(&p) => {
-                eprintln!(
-                    "worldfs: warning: the default place to keep the world, {}, is inside the mounted directory; \
-                     the world is not kept across restarts (--state FILE elsewhere keeps it)",
-                    p.display()
-                );
-                None
-            }
-            Some(p) => Some(p),
+            None => Err("neither XDG_STATE_HOME nor HOME is set (--state FILE keeps it)".into()),
+            Some(p) if inside(&p) => Err(format!(
+                "the default place to keep it, {}, is inside the mounted directory (--state FILE \
+                 elsewhere keeps it)",
+                p.display()
+            )),
+            Some(p) => Ok(p),
         },
     })
 }

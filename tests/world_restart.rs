@@ -265,7 +265,9 @@ fn a_saved_world_that_cannot_be_read_is_set_aside_and_a_named_one_stops_the_moun
 fn no_state_neither_reads_nor_saves_a_world() {
     let m = Mount::start(Mode::InPlace, &["--no-state"], prepare);
     ctl(&m, "goal.set", r#"{"goal":"not kept"}"#);
-    assert_eq!(ctl(&m, "stats", "{}")["world"]["kept"], Value::Null);
+    let world = &ctl(&m, "stats", "{}")["world"];
+    assert_eq!(world["kept"], Value::Null);
+    assert_eq!(world["not_kept"], "mounted with --no-state");
     let m = m.restart(&[], |_| {});
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
     assert!(!m.log().contains("world restored"), "{}", m.log());
@@ -344,6 +346,19 @@ fn a_second_mount_of_the_same_source_keeps_no_world() {
         read().contains("another worldfs daemon (a mount of the same SOURCE) keeps its world"),
         "{}",
         read()
+    );
+    let sock = read()
+        .lines()
+        .find_map(|l| l.strip_prefix("worldfs: socket ").map(str::to_owned))
+        .unwrap_or_default();
+    let status = run_with_timeout(
+        Command::new(bin()).args(["status", "--socket", &sock]),
+        Duration::from_secs(30),
+    );
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(
+        status.contains("kept:     not across restarts: another worldfs daemon"),
+        "{status}"
     );
     drop(second);
     // The first one still keeps its world.

@@ -201,6 +201,7 @@ impl WorldBuilder {
             urgent: AtomicU64::new(0),
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
             keeping: Mutex::new(snapshot::KeptStats::default()),
+            not_kept: Mutex::new(None),
         }))
     }
 }
@@ -295,6 +296,8 @@ pub struct World {
     nap: (Mutex<()>, parking_lot::Condvar),
     /// Where this world is kept across restarts, and how that went (`snapshot`).
     keeping: Mutex<snapshot::KeptStats>,
+    /// Why this world is not kept across restarts, when it is not.
+    not_kept: Mutex<Option<String>>,
 }
 
 impl World {
@@ -807,6 +810,7 @@ impl World {
             s.journal = Some(stats::JournalStats::from_counters(&self.journal_counters));
         }
         s.kept = self.kept_stats();
+        s.not_kept = self.not_kept_reason();
         s
     }
 }

@@ -582,6 +582,15 @@ impl World {
         result
     }
 
+    /// Says why this world is not kept across restarts, for [`World::stats`].
+    pub fn not_kept(&self, why: &str) {
+        *self.not_kept.lock() = Some(why.to_owned());
+    }
+
+    pub(super) fn not_kept_reason(&self) -> Option<String> {
+        self.not_kept.lock().clone()
+    }
+
     pub(super) fn kept_stats(&self) -> Option<KeptStats> {
         let k = self.keeping.lock();
         (!k.path.as_os_str().is_empty()).then(|| k.clone())

@@ -95,6 +95,8 @@ pub struct Stats {
     pub journal: Option<JournalStats>,
     /// Where the world is kept across restarts, and how that went; `None` when it is not kept.
     pub kept: Option<super::snapshot::KeptStats>,
+    /// Why the world is not kept, when the mount said (`kept` is then `None`).
+    pub not_kept: Option<String>,
 }
 
 impl Counters {
