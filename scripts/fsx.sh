@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # fsx.sh: run fsx 0.3.2 (random file I/O with verification) against a live worldfs mount.
 #
-#   scripts/fsx.sh [--native] [--inplace] [-N OPS] [-S SEED]
+#   scripts/fsx.sh [--native] [--inplace] [--user NAME] [-N OPS] [-S SEED]
 #
 #   (default)    mirror mode: `worldfs mount SRC MNT`, fsx files in MNT
 #   --inplace    `worldfs mount SRC` over SRC itself
 #   --native     no mount: a plain directory (the baseline)
+#   --user NAME  the daemon and fsx run as NAME (as root only): the mount is made by fusermount3
+#                and every read and write goes through the daemon, as for anyone not root
 #   -N OPS       operations per fsx process (default $FSX_OPS or 100000)
 #   -S SEED      seed of the first run (default $FSX_SEED or 1; the parallel runs use SEED+1,
 #                SEED+2); "random" picks a random seed (printed, so a failure can be replayed)
@@ -25,14 +27,15 @@ WFS_PROG=fsx.sh
 . "$(dirname "$0")/lib-mount.sh"
 
 FSX_VERSION=0.3.2
-MODE=mirror OPS=${FSX_OPS:-100000} SEED=${FSX_SEED:-1}
+MODE=mirror OPS=${FSX_OPS:-100000} SEED=${FSX_SEED:-1} AS_USER=
 while [ $# -gt 0 ]; do
   case "$1" in
     --native) MODE=native ;;
     --inplace) MODE=inplace ;;
+    --user) AS_USER=$2; shift ;;
     -N) OPS=$2; shift ;;
     -S) SEED=$2; shift ;;
-    -h|--help) sed -n '2,21s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) wfs_die "unknown argument $1 (try --help)" ;;
   esac
   shift
@@ -50,10 +53,21 @@ if [ "$MODE" = native ]; then wfs_install_trap; else wfs_init; fi
 BASE=${WFS_WORK_BASE:-/var/tmp}
 WORK=$(mktemp -d "$BASE/worldfs-fsx.XXXXXX")
 wfs_defer "wfs_rm_tree $(printf %q "$WORK")"
-mkdir "$WORK/src" "$WORK/logs"
+mkdir "$WORK/src" "$WORK/logs" "$WORK/mnt"
+FSX=$(command -v fsx)
+AS=()  # the prefix that runs a command as --user
+if [ -n "$AS_USER" ]; then
+  [ "$(id -u)" = 0 ] || wfs_die "--user needs root"
+  id "$AS_USER" > /dev/null 2>&1 || wfs_die "no user $AS_USER"
+  AS=(setpriv --reuid="$AS_USER" --regid="$(id -g "$AS_USER")" --clear-groups --)
+  # fsx lives in root's cargo home, which other users cannot enter
+  cp "$FSX" "$WORK/fsx"; FSX=$WORK/fsx
+  chown -R "$AS_USER:$(id -g "$AS_USER")" "$WORK" "$XDG_STATE_HOME"
+  WFS_AS=("${AS[@]}")
+fi
 case "$MODE" in
   native) DIR=$WORK/src ;;
-  mirror) mkdir "$WORK/mnt"; wfs_mount "$WORK/src" "$WORK/mnt"; DIR=$WORK/mnt ;;
+  mirror) wfs_mount "$WORK/src" "$WORK/mnt"; DIR=$WORK/mnt ;;
   inplace) wfs_mount "$WORK/src"; DIR=$WORK/src ;;
 esac
 
@@ -90,7 +104,7 @@ run_fsx() {
   local name=$1 seed=$2 art=$WORK/logs/$1.artifacts
   mkdir -p "$art"
   timeout -k 10 "${FSX_TIMEOUT:-1800}" \
-    fsx -f "$CFG" -N "$OPS" -S "$seed" -P "$art" -vv "$DIR/$name" > "$WORK/logs/$name.log" 2>&1
+    "${AS[@]}" "$FSX" -f "$CFG" -N "$OPS" -S "$seed" -P "$art" -vv "$DIR/$name" > "$WORK/logs/$name.log" 2>&1
 }
 
 # op counts from a -vv log: executed ops by name, and skipped (zero-size or past-EOF) ones
@@ -111,7 +125,7 @@ check_run() {  # NAME STATUS
 }
 
 START=$SECONDS
-wfs_log "fsx $FSX_VERSION in $DIR (mode $MODE): 1 process x $OPS ops (seed $SEED)"
+wfs_log "fsx $FSX_VERSION in $DIR (mode $MODE${AS_USER:+, as $AS_USER}): 1 process x $OPS ops (seed $SEED)"
 rc=0; run_fsx single "$SEED" || rc=$?
 check_run single "$rc"
 T1=$((SECONDS - START))
@@ -123,7 +137,7 @@ rb=0; wait "$pb" || rb=$?
 check_run par-a "$ra"; check_run par-b "$rb"
 T2=$((SECONDS - START - T1))
 
-echo "fsx $FSX_VERSION, mode $MODE, $OPS ops per process; single run ${T1}s, parallel pair ${T2}s"
+echo "fsx $FSX_VERSION, mode $MODE${AS_USER:+, as $AS_USER}, $OPS ops per process; single run ${T1}s, parallel pair ${T2}s"
 for r in single par-a par-b; do count_ops "$WORK/logs/$r.log" | sort > "$WORK/logs/$r.counts"; done
 printf '%-20s %10s %10s %10s\n' operation single par-a par-b
 join -a1 -a2 -e0 -o 0,1.2,2.2 "$WORK/logs/single.counts" "$WORK/logs/par-a.counts" |

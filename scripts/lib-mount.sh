@@ -27,6 +27,7 @@ WFS_PIDS=()      # daemon pids, parallel to WFS_MNTS
 WFS_MNTS=()      # mount points (absolute)
 WFS_LOGS=()      # daemon logs
 WFS_DEFERRED=()  # cleanup commands, run newest first after unmounting
+WFS_AS=()        # a prefix for the daemon's command (setpriv ...: run it as another user)
 WFS_PID=""       # pid of the most recent mount's daemon
 WFS_MNT=""       # mount point of the most recent mount
 WFS_LOG=""       # log of the most recent mount
@@ -104,10 +105,10 @@ wfs_mount() {
   log=$(mktemp "${TMPDIR:-/tmp}/worldfs-daemon.XXXXXX.log")
   if [ -n "$mnt" ]; then
     wfs_log "mounting $src at $target: $WORLDFS_BIN mount $src $target ${args[*]}"
-    "$WORLDFS_BIN" mount "$src" "$target" "${args[@]}" > "$log" 2>&1 &
+    "${WFS_AS[@]}" "$WORLDFS_BIN" mount "$src" "$target" "${args[@]}" > "$log" 2>&1 &
   else
     wfs_log "mounting $src in place: $WORLDFS_BIN mount $src ${args[*]}"
-    "$WORLDFS_BIN" mount "$src" "${args[@]}" > "$log" 2>&1 &
+    "${WFS_AS[@]}" "$WORLDFS_BIN" mount "$src" "${args[@]}" > "$log" 2>&1 &
   fi
   pid=$!
   WFS_PIDS+=("$pid") WFS_MNTS+=("$target") WFS_LOGS+=("$log")

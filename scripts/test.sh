@@ -2,11 +2,15 @@
 # test.sh (`make test`): every test suite, in order, even when an earlier one fails:
 #   1. cargo test --all-targets --no-fail-fast  (unit and integration tests; every binary runs)
 #   2. scripts/pjdfstest.sh          (pjdfstest 0.2.2 against a live mount)
-#   3. scripts/fsx.sh                (fsx 0.3.2: 1 process, then 2 at once; 100k ops each)
+#   3. scripts/fsx.sh                (fsx 0.3.2: 1 process, then 2 at once; 100k ops each; then
+#                                     30k each with the daemon and fsx as `nobody`: FSX_USER_OPS)
 #   4. uring: the mount suites (equivalence, staleness, crash) and one fsx process again with
 #      FUSE-over-io_uring forced on (WORLDFS_IO_URING=on; fsx: FSX_URING_OPS=30000); as root it sets
 #      /sys/module/fuse/parameters/enable_uring to Y for the suite and restores it after. A
 #      kernel without the parameter fails the suite, loudly.
+# Before the suites, as root: fuse3 is installed if fusermount3 is missing, and /dev/fuse is
+# made mode 0666 for the run (restored after), as distributions ship it: the unprivileged mount
+# tests run the daemon as `nobody`.
 # Prints a summary per suite and, as its last line, the totals of individual tests
 # ("N passed, N failed": cargo tests + pjdfstest cases + fsx processes).
 # Exit status: non-zero if any suite failed.
@@ -19,7 +23,30 @@ cd "$ROOT" || exit 2
 export PATH="$HOME/.cargo/bin:$PATH"
 SUITES=${SUITES:-cargo pjdfstest fsx uring}
 RES=$(mktemp -d)
-trap 'rm -rf "$RES"' EXIT
+FUSE_MODE_WAS=
+cleanup() {
+  rm -rf "$RES"
+  if [ -n "$FUSE_MODE_WAS" ]; then
+    chmod "$FUSE_MODE_WAS" /dev/fuse || echo "test.sh: could not restore /dev/fuse to mode $FUSE_MODE_WAS" >&2
+  fi
+}
+trap cleanup EXIT
+
+# tests/mount_unprivileged.rs runs the daemon as `nobody`, which mounts through fusermount3
+# (package fuse3) and opens /dev/fuse itself: distributions make it mode 0666, containers often
+# 0600. As root, install the one and open the other for this run (restored on exit).
+if [ "$(id -u)" = 0 ]; then
+  if ! command -v fusermount3 > /dev/null && command -v apt-get > /dev/null; then
+    echo "test.sh: installing fuse3 (fusermount3, for the unprivileged mount tests)"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -q fuse3 > /dev/null || { apt-get update -q > /dev/null && apt-get install -y -q fuse3 > /dev/null; } \
+      || echo "test.sh: could not install fuse3; the unprivileged mount tests will fail" >&2
+  fi
+  mode=$(stat -c %a /dev/fuse 2> /dev/null || true)
+  if [ -n "$mode" ] && [ "$mode" != 666 ]; then
+    chmod 0666 /dev/fuse && FUSE_MODE_WAS=$mode && echo "test.sh: /dev/fuse mode $mode -> 666 for this run"
+  fi
+fi
 
 TOTAL_P=0 TOTAL_F=0 SUMMARY=() STATUS=0
 record() {  # NAME RC PASSED FAILED DETAIL SECONDS
@@ -61,7 +88,11 @@ for suite in $SUITES; do
       banner "scripts/fsx.sh"
       rc=0; WFS_RESULT_FILE=$RES/fsx scripts/fsx.sh || rc=$?
       read -r p f _ < "$RES/fsx" 2> /dev/null || { p=0 f=0; }
-      record fsx "$rc" "$p" "$f" "fsx processes" $((SECONDS - t0)) ;;
+      # again as a user other than root: fusermount3, and every byte through the daemon
+      WFS_RESULT_FILE=$RES/fsx-user FSX_OPS="${FSX_USER_OPS:-30000}" scripts/fsx.sh --user nobody || rc=$?
+      read -r up uf _ < "$RES/fsx-user" 2> /dev/null || { up=0 uf=1; }
+      p=$((p + up)) f=$((f + uf))
+      record fsx "$rc" "$p" "$f" "fsx processes (3 as root, 3 as nobody)" $((SECONDS - t0)) ;;
     uring)
       banner "mount suites and fsx with FUSE-over-io_uring (WORLDFS_IO_URING=on)"
       param=/sys/module/fuse/parameters/enable_uring

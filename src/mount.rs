@@ -101,6 +101,12 @@ fn validate(cfg: &MountConfig) -> anyhow::Result<Plan> {
         .write(true)
         .open("/dev/fuse")
     {
+        if e.kind() == std::io::ErrorKind::PermissionDenied {
+            bail!(
+                "cannot open /dev/fuse ({e}): a user other than root needs read and write access \
+                 to it (most distributions make it mode 0666) and fusermount3 (package fuse3)"
+            );
+        }
         bail!("cannot open /dev/fuse ({e}): FUSE is not available on this machine");
     }
     Ok(Plan { source, target })
@@ -533,19 +539,91 @@ fn cpath(p: &Path) -> std::io::Result<CString> {
 /// Unmounts `target`; if files are still open through it, detaches it instead (the kernel then
 /// ends the session when the last one closes, and the daemon serves them until then).
 fn detach(target: &Path) -> std::io::Result<()> {
+    match unmount_once(target, Unmount::Plain)? {
+        Unmounted::Busy => match unmount_once(target, Unmount::Detach)? {
+            Unmounted::Done => Ok(()),
+            Unmounted::Busy => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+        },
+        Unmounted::Done => Ok(()),
+    }
+}
+
+/// How [`unmount_once`] unmounts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unmount {
+    Plain,
+    /// `MNT_DETACH`: gone from the tree now, ended when its last user closes.
+    Detach,
+    /// `MNT_FORCE`: aborts the FUSE connection first (root only; for a dead daemon).
+    Force,
+}
+
+enum Unmounted {
+    Done,
+    Busy,
+}
+
+/// One unmount of `target`. Only root may call umount2 on a FUSE mount; a user's mount is
+/// removed by the setuid helper that made it (`fusermount3 -u`), as libfuse does.
+fn unmount_once(target: &Path, how: Unmount) -> std::io::Result<Unmounted> {
     let c = cpath(target)?;
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
-        return Ok(());
+    let flags = match how {
+        Unmount::Plain => 0,
+        Unmount::Detach => libc::MNT_DETACH,
+        Unmount::Force => libc::MNT_FORCE,
+    };
+    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+        return Ok(Unmounted::Done);
     }
     let e = std::io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EBUSY) {
-        return Err(e);
+    match e.raw_os_error() {
+        Some(libc::EBUSY) => Ok(Unmounted::Busy),
+        Some(libc::EPERM) if unsafe { libc::geteuid() } != 0 && how != Unmount::Force => {
+            fusermount_unmount(target, how == Unmount::Detach)
+        }
+        _ => Err(e),
     }
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
+}
+
+/// The helper fuser mounts with: `$FUSERMOUNT_PATH`, else `fusermount3`.
+fn fusermount_bin() -> std::ffi::OsString {
+    std::env::var_os("FUSERMOUNT_PATH").unwrap_or_else(|| "fusermount3".into())
+}
+
+fn fusermount_unmount(target: &Path, lazy: bool) -> std::io::Result<Unmounted> {
+    let bin = fusermount_bin();
+    let out = std::process::Command::new(&bin)
+        .arg(if lazy { "-uz" } else { "-u" })
+        .arg("--")
+        .arg(target)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!(
+                    "only root may unmount directly, and {} cannot run: {e}",
+                    bin.to_string_lossy()
+                ),
+            )
+        })?;
+    if out.status.success() {
+        return Ok(Unmounted::Done);
     }
+    let msg = String::from_utf8_lossy(&out.stderr).trim().to_string();
+    // fusermount3 reports umount2's error as text only.
+    if msg.contains("Device or resource busy") {
+        return Ok(Unmounted::Busy);
+    }
+    Err(std::io::Error::other(format!(
+        "{} -u: {}",
+        bin.to_string_lossy(),
+        if msg.is_empty() {
+            out.status.to_string()
+        } else {
+            msg
+        }
+    )))
 }
 
 /// Removes our mount at `target` if it is somehow still there when serving ended.
@@ -611,20 +689,22 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
         bail!("{} is not a worldfs mount point", abs.display());
     };
     let target = m.mount_point.clone();
-    let c = cpath(&target).context("mount point path")?;
-    if unsafe { libc::umount2(c.as_ptr(), 0) } == 0 {
+    let context = || format!("unmounting {}", target.display());
+    if let Unmounted::Done = unmount_once(&target, Unmount::Plain).with_context(context)? {
         eprintln!("worldfs: unmounted {}", target.display());
         return Ok(());
-    }
-    let e = std::io::Error::last_os_error();
-    if e.raw_os_error() != Some(libc::EBUSY) {
-        return Err(e).with_context(|| format!("unmounting {}", target.display()));
     }
     if crate::runtime::live_daemon(&target).is_none() {
         // The daemon is gone: requests stuck on the connection (and any thread of the dead
         // daemon waiting on them) only end when it is aborted. MNT_FORCE aborts a FUSE
-        // connection before unmounting.
-        if unsafe { libc::umount2(c.as_ptr(), libc::MNT_FORCE) } == 0 {
+        // connection before unmounting; a user who is not root aborts it through fusectl.
+        let aborted = if unsafe { libc::geteuid() } == 0 {
+            matches!(unmount_once(&target, Unmount::Force), Ok(Unmounted::Done))
+        } else {
+            crate::watchdog::abort_connection(m.dev).is_ok()
+                && matches!(unmount_once(&target, Unmount::Plain), Ok(Unmounted::Done))
+        };
+        if aborted {
             eprintln!(
                 "worldfs: aborted and unmounted {} (its daemon was gone)",
                 target.display()
@@ -632,9 +712,8 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
             return Ok(());
         }
     }
-    if unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) } != 0 {
-        return Err(std::io::Error::last_os_error())
-            .with_context(|| format!("unmounting {}", target.display()));
+    if let Unmounted::Busy = unmount_once(&target, Unmount::Detach).with_context(context)? {
+        bail!("{}: still busy after a lazy unmount", context());
     }
     eprintln!(
         "worldfs: {} was busy; detached (it disappears when the last open file closes)",

@@ -53,7 +53,10 @@ fn mounted_dev(target: &Path) -> Option<u64> {
         .map(|m| m.dev)
 }
 
-fn abort_connection(dev: u64) -> io::Result<()> {
+/// Aborts the FUSE connection of the mount whose device is `dev`: every request waiting on it
+/// fails with ENOTCONN. fusectl's files belong to the user who mounted, so this needs no root
+/// when the control file system is mounted (root mounts it if not).
+pub fn abort_connection(dev: u64) -> io::Result<()> {
     let n = libc::minor(dev);
     let abort = PathBuf::from(FUSECTL).join(n.to_string()).join("abort");
     if !abort.exists() {
