@@ -8,6 +8,7 @@
 #   make lint           cargo fmt --check + cargo clippy --all-targets -D warnings
 #   make bench          all four benchmarks below, appended to BENCHMARKS.md
 #   make bench-fs       fsbench native vs mount on a 10k-file git tree (BENCH_RUNS=5)
+#   make bench-fs-user  the same with the mount and fsbench run as nobody (fusermount3, daemon I/O)
 #   make bench-latency  external-change visibility latency (100 trials)
 #   make bench-rss      daemon RSS on a 100k-file tree after find, git status and 2,000 agent reads
 #   make bench-socket   projection.get latency, 16 socket clients, 500 observed files of a 20k-file
@@ -25,7 +26,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -48,6 +49,9 @@ bench: build
 
 bench-fs: build
 	scripts/bench.sh fs
+
+bench-fs-user: build
+	scripts/bench.sh fs-user
 
 bench-latency: build
 	scripts/bench.sh latency

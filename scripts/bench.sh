@@ -2,13 +2,16 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|latency|rss|socket|overhead|hook|proxy|catchup|restart]...
+#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|catchup|restart]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
 #                                       made a git repository with one commit
 #              bench-work/native/build  a copy of this crate with its dependencies fetched
 #            mounted with `worldfs mount bench-work/native bench-work/mnt`.
+#   fs-user  the same tree (a copy owned by BENCH_USER=nobody, in bench-work/user), with the
+#            mount and fsbench run as that user: fusermount3, daemon I/O, no file handles; no
+#            build or seqread-cold workload (they need root). Not in `all`.
 #   latency  external-change visibility: examples/change_latency.rs, 100 trials per mode
 #            (overwrite in place, rename over), on a mirror mount of bench-work/latency/src
 #   rss      daemon VmRSS/VmHWM on a synthetic 100k-file git tree (bench-work/rss/tree) after
@@ -94,9 +97,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|latency|rss|socket|overhead|hook|proxy|catchup|restart) ;;
+    fs|fs-user|latency|rss|socket|overhead|hook|proxy|catchup|restart) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, latency, rss, socket, overhead, hook, proxy, catchup, restart)" ;;
+    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, catchup, restart)" ;;
   esac
 done
 
@@ -223,7 +226,7 @@ target_of() {
 
 bench_fs() {
   [ -x "$FSBENCH" ] || wfs_die "fsbench not found at $FSBENCH (set SHARED_DIR or FSBENCH)"
-  local native=$BW/native mnt=$BW/mnt out=$BW/fsbench.out files
+  local native=$BW/native mnt=$BW/mnt files
   mkdir -p "$native" "$mnt"
   ensure_tree "$native"
   ensure_build "$native"
@@ -231,21 +234,28 @@ bench_fs() {
   files=$(git -C "$native/tree" ls-files | wc -l)
   [ "$files" -ge 10000 ] || wfs_log "WARNING: the bench tree has only $files files (< 10000)"
   wfs_mount "$native" "$mnt" -- "${MOUNT_ARGS[@]}"
-  local cmd=("$FSBENCH" -n "$RUNS" -l "worldfs $(commit)" -r "$BW/fsbench-raw.tsv")
-  local extra=()
+  fsbench_report "fsbench, native vs worldfs" "$BW/fsbench.out" "$native" "$mnt" \
+    "tree: bench-work/native/tree, $files files in git (cargo vendor of worldfs's dependencies, one commit); build: a copy of worldfs, dependencies fetched" \
+    "$FSBENCH" -n "$RUNS" -l "worldfs $(commit)" -r "$BW/fsbench-raw.tsv"
+}
+
+# fsbench_report TITLE OUT NATIVE MNT NOTE CMD...: runs CMD (fsbench and its options) with
+# FSBENCH_ARGS, NATIVE and MNT (mounted) appended, unmounts MNT, and records the section: per
+# workload the ratio against its target and the best peer.
+fsbench_report() {
+  local title=$1 out=$2 native=$3 mnt=$4 note=$5 t0=$SECONDS rc=0 shown extra=()
+  shift 5
   read -r -a extra <<< "${FSBENCH_ARGS:-}"
-  cmd+=("${extra[@]}" "$native" "$mnt")
-  wfs_log "running: ${cmd[*]}"
-  local t0=$SECONDS rc=0
-  "${cmd[@]}" 2>&1 | tee "$out" || rc=$?
+  set -- "$@" "${extra[@]}" "$native" "$mnt"
+  wfs_log "running: $*"
+  "$@" 2>&1 | tee "$out" || rc=$?
   wfs_unmount "$mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
   [ "$rc" = 0 ] || wfs_log "WARNING: fsbench exited with status $rc"
 
-  md_header "fsbench, native vs worldfs"
-  local shown
-  shown=$(shown_cmd "${cmd[@]}")
+  md_header "$title"
+  shown=$(shown_cmd "$@")
   {
-    echo "- tree: bench-work/native/tree, $files files in git (cargo vendor of worldfs's dependencies, one commit); build: a copy of worldfs, dependencies fetched"
+    echo "- $note"
     echo "- command (in the repository root, $((SECONDS - t0)) s): \`$shown\`"
     echo "- ratio = mount/native median time; target and best peer (libfuse 3.18 passthrough_hp) from issue 2 and ../shared/notes/fuse.md"
     echo
@@ -268,6 +278,46 @@ bench_fs() {
     echo '```'
     echo "</details>"
   } | record
+}
+
+# ---------- fs-user: the same, with the daemon and fsbench run by a user other than root ----------
+# What most people get: fusermount3 mounts, every read and write goes through the daemon (no
+# kernel passthrough), and the inode store holds a descriptor per file (no file handles).
+bench_fs_user() {
+  [ -x "$FSBENCH" ] || wfs_die "fsbench not found at $FSBENCH (set SHARED_DIR or FSBENCH)"
+  local user=${BENCH_USER:-nobody} gid base=$BW/user files mode
+  [ "$(id -u)" = 0 ] || wfs_die "fs-user needs root: it runs the mount and fsbench as $user"
+  id "$user" > /dev/null 2>&1 || wfs_die "no user $user (BENCH_USER)"
+  command -v fusermount3 > /dev/null || wfs_die "fusermount3 is missing (apt-get install fuse3)"
+  gid=$(id -g "$user")
+  ensure_tree "$BW/native"
+  ensure_rg
+  # the user's own copy of the tree, made again when the tree is
+  if [ "$(cat "$base/.copied" 2> /dev/null)" != "$(cat "$BW/native/.tree-ready")" ]; then
+    wfs_log "copying the bench tree for $user to $base/native/tree"
+    rm -rf "$base"
+    mkdir -p "$base/native" "$base/mnt" "$base/home"
+    cp -a "$BW/native/tree" "$base/native/tree"
+    cp "$BW/native/.tree-ready" "$base/.copied"
+    chown -R "$user:$gid" "$base"
+  fi
+  mode=$(stat -c %a /dev/fuse)
+  if [ "$mode" != 666 ]; then
+    chmod 0666 /dev/fuse
+    wfs_defer "chmod $mode /dev/fuse"
+    wfs_log "/dev/fuse mode $mode -> 666 for this run, as distributions ship it (restored on exit)"
+  fi
+  chown "$user:$gid" "$XDG_STATE_HOME"
+  files=$(git -c safe.directory='*' -C "$base/native/tree" ls-files | wc -l)
+  local as=(setpriv --reuid="$user" --regid="$gid" --clear-groups -- env HOME="$base/home")
+  WFS_AS=("${as[@]}")
+  wfs_mount "$base/native" "$base/mnt" -- "${MOUNT_ARGS[@]}"
+  WFS_AS=()
+  # build: cargo and its registry live in root's home; seqread-cold drops caches (root only)
+  fsbench_report "fsbench as $user (fusermount3, daemon I/O), native vs worldfs" "$base/fsbench.out" \
+    "$base/native" "$base/mnt" \
+    "tree: bench-work/user/native/tree, $user's copy of bench-work/native/tree ($files files in git); the mount and fsbench run as $user, so the mount is made by fusermount3 and reads and writes go through the daemon; the targets are issue 2's, which are for root" \
+    "${as[@]}" "$FSBENCH" --no-drop -x build -n "$RUNS" -l "worldfs $(commit), as $user"
 }
 
 # ---------- latency ----------
@@ -1048,6 +1098,7 @@ print("dropped observations: %s; the daemon'"'"'s own projection.get histogram o
 for p in "${PARTS[@]}"; do
   case "$p" in
     fs) bench_fs ;;
+    fs-user) bench_fs_user ;;
     latency) bench_latency ;;
     rss) bench_rss ;;
     socket) bench_socket ;;

@@ -340,6 +340,13 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             plan.target.display()
         );
     }
+    if unsafe { libc::geteuid() } != 0 {
+        // Both differ from what a root mount does, and neither shows anywhere else.
+        eprintln!(
+            "worldfs: mounted by a user other than root: only your own processes can enter it, \
+             and reads and writes pass through the daemon (kernel passthrough needs root)"
+        );
+    }
     // Printed only once mounted, so a failed mount stays a one-line error.
     if let Some(server) = &server {
         eprintln!("worldfs: socket {}", server.path().display());

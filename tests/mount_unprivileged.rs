@@ -245,6 +245,14 @@ fn a_user_mounts_in_place_sees_its_world_and_unmounts_with_worldfs_unmount() {
         "cat notes.txt > /dev/null; printf 'fn main() {}\\n' > main.rs; mkdir -p src; \
           mv main.rs src/main.rs; cat src/main.rs > /dev/null",
     );
+    assert!(
+        wait_until(Duration::from_secs(5), || m
+            .log()
+            .contains("only your own processes can enter it"))
+        .is_some(),
+        "the mount says what differs for a user:\n{}",
+        m.log()
+    );
     let status = m.worldfs(&[OsStr::new("status")]);
     assert!(status.status.success(), "worldfs status: {status:?}");
     let text = m.worldfs(&[
