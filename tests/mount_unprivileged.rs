@@ -95,10 +95,16 @@ struct UserMount {
     /// The daemon; `None` only before the first launch.
     child: Option<Child>,
     log: PathBuf,
+    /// The daemon's open-file limit (soft and hard), if lowered.
+    fd_limit: Option<u64>,
 }
 
 impl UserMount {
     fn start(in_place: bool, prepare: impl FnOnce(&Path)) -> UserMount {
+        Self::start_with(in_place, None, prepare)
+    }
+
+    fn start_with(in_place: bool, fd_limit: Option<u64>, prepare: impl FnOnce(&Path)) -> UserMount {
         let user = user();
         let (tmp, base) = tempdir();
         let source = base.join("src");
@@ -122,6 +128,7 @@ impl UserMount {
             root,
             child: None,
             log,
+            fd_limit,
         };
         m.launch();
         m
@@ -138,6 +145,22 @@ impl UserMount {
         cmd.stdin(Stdio::null())
             .stdout(logf.try_clone().unwrap())
             .stderr(logf);
+        if let Some(n) = self.fd_limit {
+            let lim = libc::rlimit {
+                rlim_cur: n,
+                rlim_max: n,
+            };
+            // SAFETY: only setrlimit, which is async-signal-safe, runs between fork and exec.
+            unsafe {
+                cmd.pre_exec(move || {
+                    if libc::setrlimit(libc::RLIMIT_NOFILE, &lim) == 0 {
+                        Ok(())
+                    } else {
+                        Err(std::io::Error::last_os_error())
+                    }
+                });
+            }
+        }
         self.child = Some(cmd.spawn().expect("spawn worldfs mount"));
         let up = wait_until(MOUNT_TIMEOUT, || {
             self.is_mounted() || self.daemon().try_wait().ok().flatten().is_some()
@@ -422,4 +445,49 @@ fn a_users_daemon_unmounts_on_sigterm() {
         m.log()
     );
     assert!(!m.is_mounted(), "nothing stays mounted");
+}
+
+#[test]
+fn a_users_mount_serves_a_tree_with_more_files_than_it_may_hold_descriptors() {
+    // Without root there are no file handles: an inode is reached through a descriptor while
+    // a share of the limit lasts, and by its name after that. 3,000 files under a limit of
+    // 1,500 failed with "Too many open files" when every inode held one.
+    let limit = 1500;
+    let m = UserMount::start_with(false, Some(limit), |src| {
+        for d in 0..30 {
+            let dir = src.join(format!("d{d:02}"));
+            std::fs::create_dir(&dir).unwrap();
+            for f in 0..100 {
+                std::fs::write(dir.join(format!("f{f:03}")), format!("file {d} {f}\n")).unwrap();
+            }
+        }
+    });
+    let files = m.sh("find . -type f | wc -l");
+    assert_eq!(files.trim(), "3000");
+    // stat and read every file, each in its own open, twice (the kernel keeps what it learnt)
+    for _ in 0..2 {
+        let listed = m.sh("ls -lR . | grep -c '^-'");
+        assert_eq!(listed.trim(), "3000");
+        let read = m.sh("find . -type f -exec cat {} + | wc -l");
+        assert_eq!(read.trim(), "3000");
+        let found = m.sh("grep -rl 'file 29 ' . | wc -l");
+        assert_eq!(found.trim(), "100");
+    }
+    // a renamed directory, behind the mount and through it, is read under its new names
+    std::fs::rename(m.source.join("d07"), m.source.join("moved")).unwrap();
+    m.sh("mv d08 moved-too");
+    assert_eq!(
+        m.sh("cat moved/f042 moved-too/f001"),
+        "file 7 42\nfile 8 1\n"
+    );
+    m.sh("printf 'changed\\n' > moved/f042");
+    assert_eq!(
+        std::fs::read_to_string(m.source.join("moved/f042")).unwrap(),
+        "changed\n"
+    );
+    assert!(
+        !m.log().contains("run out of file descriptors"),
+        "the daemon never ran out:\n{}",
+        m.log()
+    );
 }

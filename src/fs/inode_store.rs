@@ -8,6 +8,12 @@
 //! Each inode is reached through a kernel file handle, not a held descriptor, so a 100k-file tree
 //! stays far below the descriptor limit. Directories additionally cache an `O_PATH` descriptor
 //! (bounded) because every lookup starts from one.
+//!
+//! Without handles (a mount made without root cannot open by handle) an inode holds an `O_PATH`
+//! descriptor while a budget of them lasts, a share of the daemon's open-file limit; beyond it,
+//! inodes are reached through the name they were last seen by, checked to still lead to them.
+//! Holding one per inode without a bound made `find` of an 18,000-file tree fail with "Too many
+//! open files" under a 20,000 limit.
 
 use std::ffi::{CStr, OsStr, OsString};
 use std::io;
@@ -29,8 +35,11 @@ use super::sys;
 
 pub const ROOT_ID: u64 = 1;
 const SYNTHETIC_BASE: u64 = 1 << 63;
-/// Directory descriptors kept open for lookups; beyond this, lookups reopen by handle.
+/// Directory descriptors kept open for lookups; beyond this, lookups reopen by handle (or by
+/// name). At most a quarter of the open-file limit.
 const MAX_CACHED_DIR_FDS: usize = 4096;
+/// Descriptors left for everything else: open files, the socket, the watcher, the world's reads.
+const RESERVED_FDS: usize = 1024;
 
 /// How the store reaches one backing inode.
 enum Backing {
@@ -38,7 +47,22 @@ enum Backing {
     Root,
     Handle(FileHandle),
     /// An `O_PATH` descriptor, for file systems (or privileges) without usable handles.
-    Fd(OwnedFd),
+    Fd(HeldFd),
+    /// Without handles, once the budget of held descriptors is spent: the inode is reached by
+    /// the name it was last seen by, in its parent, and only if that name still leads to it.
+    Name,
+}
+
+/// A descriptor counted against the store's budget while it is held.
+struct HeldFd {
+    fd: OwnedFd,
+    held: Arc<AtomicUsize>,
+}
+
+impl Drop for HeldFd {
+    fn drop(&mut self) {
+        self.held.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 pub struct Inode {
@@ -163,6 +187,10 @@ pub struct InodeStore {
     /// rather than in them: only directories, 1% of a tree, have one.
     dir_fds: DashMap<u64, (u64, Arc<OwnedFd>)>,
     cached_dir_fds: AtomicUsize,
+    max_cached_dir_fds: usize,
+    /// `Backing::Fd` descriptors held, and how many may be (without handles).
+    held_fds: Arc<AtomicUsize>,
+    max_held_fds: usize,
     /// Regular files' data goes through kernel passthrough, so the kernel holds no pages of them
     /// that a change behind the mount could leave stale (only attributes).
     pub no_file_pages: AtomicBool,
@@ -173,12 +201,23 @@ pub struct InodeStore {
 impl InodeStore {
     /// `root_fd` is the SOURCE directory, opened before anything was mounted over it.
     pub fn new(root_fd: OwnedFd) -> io::Result<Self> {
+        let limit =
+            sys::nofile_limit().map_or(usize::MAX, |n| usize::try_from(n).unwrap_or(usize::MAX));
+        Self::build(root_fd, limit, true)
+    }
+
+    /// [`InodeStore::new`] for a daemon that may hold `limit` descriptors, using file handles
+    /// only if `handles` and they work.
+    fn build(root_fd: OwnedFd, limit: usize, handles: bool) -> io::Result<Self> {
+        let max_cached_dir_fds = MAX_CACHED_DIR_FDS.min(limit / 4);
+        let max_held_fds = limit.saturating_sub(max_cached_dir_fds + RESERVED_FDS) / 2;
         let st = sys::fstat(root_fd.as_fd())?;
         // Handles are an optimisation: without them (unprivileged, or a file system that cannot
         // export them) every inode keeps an O_PATH descriptor instead.
         let root_mount_id = FileHandle::of(root_fd.as_fd(), sys::EMPTY)
             .and_then(|h| h.open(root_fd.as_fd(), libc::O_PATH).map(|_| h.mount_id))
-            .ok();
+            .ok()
+            .filter(|_| handles);
         let root = Arc::new(Inode {
             nodeid: ROOT_ID,
             generation: 0,
@@ -207,6 +246,9 @@ impl InodeStore {
             next_synthetic: AtomicU64::new(SYNTHETIC_BASE),
             dir_fds: DashMap::new(),
             cached_dir_fds: AtomicUsize::new(0),
+            max_cached_dir_fds,
+            held_fds: Arc::new(AtomicUsize::new(0)),
+            max_held_fds,
             no_file_pages: AtomicBool::new(false),
             retained: Retained::new(retained::CAPACITY),
         })
@@ -250,13 +292,18 @@ impl InodeStore {
 
     /// An `O_PATH` descriptor for `inode`, cached for directories.
     pub fn path_fd(&self, inode: &Inode) -> io::Result<InodeFd> {
+        self.path_fd_within(inode, 0)
+    }
+
+    /// [`InodeStore::path_fd`], `depth` directories below a name-backed inode being reached.
+    fn path_fd_within(&self, inode: &Inode, depth: usize) -> io::Result<InodeFd> {
         match &inode.backing {
             Backing::Root => Ok(InodeFd::Shared(self.root_fd.clone())),
-            Backing::Fd(fd) => Ok(InodeFd::Owned(fd.try_clone()?)),
-            Backing::Handle(h) => {
+            Backing::Fd(held) => Ok(InodeFd::Owned(held.fd.try_clone()?)),
+            Backing::Handle(_) | Backing::Name => {
                 if !inode.is_dir() {
-                    return h
-                        .open(self.root_fd.as_fd(), libc::O_PATH | libc::O_NOFOLLOW)
+                    return self
+                        .reach(inode, libc::O_PATH | libc::O_NOFOLLOW, depth)
                         .map(InodeFd::Owned);
                 }
                 if let Some(e) = self.dir_fds.get(&inode.nodeid)
@@ -264,9 +311,9 @@ impl InodeStore {
                 {
                     return Ok(InodeFd::Shared(e.1.clone()));
                 }
-                let fd = h.open(self.root_fd.as_fd(), libc::O_PATH | libc::O_DIRECTORY)?;
+                let fd = self.reach(inode, libc::O_PATH | libc::O_DIRECTORY, depth)?;
                 // A soft bound: threads racing past it overshoot by a few descriptors at most.
-                if self.cached_dir_fds.load(Ordering::Relaxed) >= MAX_CACHED_DIR_FDS {
+                if self.cached_dir_fds.load(Ordering::Relaxed) >= self.max_cached_dir_fds {
                     return Ok(InodeFd::Owned(fd));
                 }
                 let fd = Arc::new(fd);
@@ -287,13 +334,64 @@ impl InodeStore {
     /// Opens `inode` with real access flags (not `O_PATH`).
     pub fn open(&self, inode: &Inode, flags: i32) -> io::Result<OwnedFd> {
         let flags = flags & !(libc::O_CREAT | libc::O_EXCL | libc::O_NOCTTY);
+        // `/proc/self/fd/N` is a link to follow: with the caller's O_NOFOLLOW (grep -r and
+        // find pass it) the open failed with ELOOP. The kernel never opens a symlink here.
+        let reopen = |fd: BorrowedFd<'_>| {
+            let path = sys::proc_fd_path(fd.as_raw_fd());
+            sys::openat(self.root_fd.as_fd(), &path, flags & !libc::O_NOFOLLOW, 0)
+        };
         match &inode.backing {
             Backing::Root => sys::openat(self.root_fd.as_fd(), c".", flags, 0),
             Backing::Handle(h) => h.open(self.root_fd.as_fd(), flags),
-            Backing::Fd(fd) => {
-                let path = sys::proc_fd_path(fd.as_raw_fd());
-                sys::openat(self.root_fd.as_fd(), &path, flags, 0)
+            Backing::Fd(held) => reopen(held.fd.as_fd()),
+            // Checked to be this inode before anything (O_TRUNC) is done to it.
+            Backing::Name => reopen(
+                self.by_name(inode, libc::O_PATH | libc::O_NOFOLLOW, 0)?
+                    .as_fd(),
+            ),
+        }
+    }
+
+    /// Opens a handle- or name-backed `inode` with `flags` (`O_PATH` ones).
+    fn reach(&self, inode: &Inode, flags: i32, depth: usize) -> io::Result<OwnedFd> {
+        match &inode.backing {
+            Backing::Handle(h) => h.open(self.root_fd.as_fd(), flags),
+            Backing::Name => self.by_name(inode, flags, depth),
+            Backing::Root | Backing::Fd(_) => Err(io::Error::from_raw_os_error(libc::EINVAL)),
+        }
+    }
+
+    /// Opens `inode` through the name it was last seen by, in its parent (reached the same way
+    /// if need be), with `flags`; ESTALE if that name now leads elsewhere or nowhere: the
+    /// kernel then looks the name up again.
+    fn by_name(&self, inode: &Inode, flags: i32, depth: usize) -> io::Result<OwnedFd> {
+        let stale = || io::Error::from_raw_os_error(libc::ESTALE);
+        // Names can form a loop only through concurrent renames.
+        if depth > 4096 {
+            return Err(io::Error::from_raw_os_error(libc::ELOOP));
+        }
+        let (parent, name) = {
+            let slot = inode.name.lock();
+            let (parent, name) = slot.as_ref().ok_or_else(stale)?;
+            (*parent, sys::cstr(name)?)
+        };
+        let parent = self.get(parent)?;
+        let pfd = self.path_fd_within(&parent, depth + 1)?;
+        let fd = sys::openat(pfd.as_fd(), &name, flags | libc::O_NOFOLLOW, 0).map_err(|e| {
+            if e.raw_os_error() == Some(libc::ENOENT) {
+                stale()
+            } else {
+                e
             }
+        })?;
+        let st = sys::fstat(fd.as_fd())?;
+        if st.st_dev == inode.dev
+            && st.st_ino == inode.ino
+            && st.st_mode & libc::S_IFMT == inode.kind
+        {
+            Ok(fd)
+        } else {
+            Err(stale())
         }
     }
 
@@ -374,8 +472,16 @@ impl InodeStore {
                 Err(e) => return Err(e),
             }
         }
+        // A soft bound: threads racing past it overshoot by a few descriptors at most.
+        if self.held_fds.load(Ordering::Relaxed) >= self.max_held_fds {
+            return Ok(Backing::Name);
+        }
         let fd = sys::openat(dir, name, libc::O_PATH | libc::O_NOFOLLOW, 0)?;
-        Ok(Backing::Fd(fd))
+        self.held_fds.fetch_add(1, Ordering::Relaxed);
+        Ok(Backing::Fd(HeldFd {
+            fd,
+            held: self.held_fds.clone(),
+        }))
     }
 
     /// Drops `n` kernel references; the inode is forgotten when none remain (returns true then).
@@ -570,5 +676,109 @@ mod tests {
         if let (InodeFd::Shared(a), InodeFd::Shared(b)) = (&a, &b) {
             assert!(Arc::ptr_eq(a, b));
         }
+    }
+
+    /// A store that cannot use file handles (a mount made without root) and may hold `limit`
+    /// descriptors, on `dir`.
+    fn without_handles(dir: &std::path::Path, limit: usize) -> InodeStore {
+        InodeStore::build(open_dir(dir), limit, false).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn look(store: &InodeStore, parent: &Inode, name: &CStr) -> Arc<Inode> {
+        store
+            .lookup(parent, name)
+            .unwrap_or_else(|e| panic!("{name:?}: {e}"))
+            .0
+    }
+
+    fn read(store: &InodeStore, inode: &Inode) -> String {
+        let fd = store
+            .open(inode, libc::O_RDONLY)
+            .unwrap_or_else(|e| panic!("open: {e}"));
+        std::io::read_to_string(std::fs::File::from(fd)).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn past_the_descriptor_budget_inodes_are_reached_by_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path();
+        std::fs::create_dir_all(d.join("a/b")).unwrap_or_else(|e| panic!("{e}"));
+        for i in 0..6 {
+            std::fs::write(d.join(format!("a/b/f{i}")), format!("file {i}"))
+                .unwrap_or_else(|e| panic!("{e}"));
+        }
+        // 1,372 descriptors: 343 for directories, 1,024 kept free, 2 held by inodes.
+        let store = without_handles(d, 1372);
+        assert!(!store.uses_file_handles());
+        let root = store.get(ROOT_ID).unwrap_or_else(|e| panic!("{e}"));
+        let a = look(&store, &root, c"a");
+        let b = look(&store, &a, c"b");
+        let files: Vec<_> = (0..6)
+            .map(|i| {
+                let name =
+                    std::ffi::CString::new(format!("f{i}")).unwrap_or_else(|e| panic!("{e}"));
+                look(&store, &b, &name)
+            })
+            .collect();
+        assert_eq!(
+            store.held_fds.load(Ordering::Relaxed),
+            2,
+            "the budget holds"
+        );
+        assert!(matches!(a.backing, Backing::Fd(_)) && matches!(b.backing, Backing::Fd(_)));
+        let nofollow = store.open(&files[0], libc::O_RDONLY | libc::O_NOFOLLOW);
+        assert!(
+            nofollow.is_ok(),
+            "O_NOFOLLOW, as grep -r opens: {nofollow:?}"
+        );
+        for (i, f) in files.iter().enumerate() {
+            assert!(matches!(f.backing, Backing::Name));
+            assert_eq!(read(&store, f), format!("file {i}"), "reached through a/b");
+            assert!(store.stat_by_name(f).is_some());
+        }
+        // Looking a held inode up again holds nothing more.
+        look(&store, &root, c"a");
+        assert_eq!(store.held_fds.load(Ordering::Relaxed), 2);
+        // Forgetting the inodes gives their descriptors back.
+        assert!(store.forget(a.nodeid, 2));
+        drop(a);
+        assert_eq!(store.held_fds.load(Ordering::Relaxed), 1);
+    }
+
+    #[test]
+    fn a_name_that_leads_elsewhere_is_stale_until_looked_up_again() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let d = dir.path();
+        std::fs::create_dir(d.join("dir")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(d.join("dir/x"), "x").unwrap_or_else(|e| panic!("{e}"));
+        std::fs::write(d.join("dir/y"), "y").unwrap_or_else(|e| panic!("{e}"));
+        // No descriptor budget at all: every inode is reached by name.
+        let store = without_handles(d, 0);
+        let root = store.get(ROOT_ID).unwrap_or_else(|e| panic!("{e}"));
+        let dir_inode = look(&store, &root, c"dir");
+        let x = look(&store, &dir_inode, c"x");
+        assert_eq!(read(&store, &x), "x");
+
+        // Behind the store: x is renamed, and y takes its name.
+        std::fs::rename(d.join("dir/x"), d.join("dir/x2")).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::rename(d.join("dir/y"), d.join("dir/x")).unwrap_or_else(|e| panic!("{e}"));
+        let err = store.open(&x, libc::O_RDONLY).err();
+        assert_eq!(
+            err.and_then(|e| e.raw_os_error()),
+            Some(libc::ESTALE),
+            "never the other file that now has the name"
+        );
+        let again = look(&store, &dir_inode, c"x2");
+        assert!(
+            Arc::ptr_eq(&again, &x),
+            "the same inode, under its new name"
+        );
+        assert_eq!(read(&store, &x), "x");
+
+        // A renamed directory: what is below it is reached again once it is looked up.
+        std::fs::rename(d.join("dir"), d.join("moved")).unwrap_or_else(|e| panic!("{e}"));
+        assert!(store.open(&x, libc::O_RDONLY).is_err());
+        look(&store, &root, c"moved");
+        assert_eq!(read(&store, &x), "x");
     }
 }

@@ -65,7 +65,27 @@ pub struct Passthrough {
 type Res<T> = Result<T, Errno>;
 
 fn errno(e: io::Error) -> Errno {
-    Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))
+    let code = e.raw_os_error().unwrap_or(libc::EIO);
+    if code == libc::EMFILE || code == libc::ENFILE {
+        out_of_descriptors();
+    }
+    Errno::from_i32(code)
+}
+
+/// Says once why programs using the mount now fail with "Too many open files": the limit is
+/// the daemon's, and without root (no file handles) every file the kernel knows costs one.
+fn out_of_descriptors() {
+    static SAID: AtomicBool = AtomicBool::new(false);
+    if SAID.swap(true, Ordering::Relaxed) {
+        return;
+    }
+    let limit = sys::nofile_limit().map_or_else(|| "?".to_string(), |n| n.to_string());
+    eprintln!(
+        "worldfs: warning: the daemon has run out of file descriptors (limit {limit}); \
+         operations through the mount fail until the kernel forgets files. A mount made without \
+         root holds one descriptor per file the kernel knows: raise the hard limit \
+         (`ulimit -Hn`, systemd's LimitNOFILE) or mount as root"
+    );
 }
 
 /// The attributes for `st` as the kernel will cache them, noting on the inode what it was told

@@ -169,6 +169,16 @@ pub fn statvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
     Ok(unsafe { st.assume_init() })
 }
 
+/// The soft open-file limit.
+pub fn nofile_limit() -> Option<u64> {
+    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
+    // SAFETY: getrlimit fills the struct when it returns 0.
+    unsafe {
+        (libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0)
+            .then(|| lim.assume_init().rlim_cur)
+    }
+}
+
 /// Raises the soft open-file limit to the hard one: a busy mount keeps many files open.
 pub fn raise_nofile_limit() {
     let mut lim = MaybeUninit::<libc::rlimit>::uninit();
