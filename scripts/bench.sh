@@ -282,7 +282,8 @@ fsbench_report() {
 
 # ---------- fs-user: the same, with the daemon and fsbench run by a user other than root ----------
 # What most people get: fusermount3 mounts, every read and write goes through the daemon (no
-# kernel passthrough), and the inode store holds a descriptor per file (no file handles).
+# kernel passthrough), and without file handles the inode store reaches files by descriptors
+# while a share of the open-file limit lasts, and by name beyond.
 bench_fs_user() {
   [ -x "$FSBENCH" ] || wfs_die "fsbench not found at $FSBENCH (set SHARED_DIR or FSBENCH)"
   local user=${BENCH_USER:-nobody} gid base=$BW/user files mode
