@@ -452,7 +452,7 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         );
     eprintln!(
         "worldfs: world restored from {} (saved {age}; read in {} ms): {} entries, turn {}{}{}, \
-         {} command outputs{}",
+         {} command outputs{}{}",
         path.display(),
         start.elapsed().as_millis(),
         r.entries,
@@ -471,6 +471,11 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
             )
         } else {
             String::new()
+        },
+        match r.layouts {
+            0 => String::new(),
+            1 => ", what 1 client was sent last".to_string(),
+            n => format!(", what {n} clients were sent last"),
         },
     );
     Ok(r.seq)

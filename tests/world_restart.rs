@@ -365,3 +365,51 @@ fn a_second_mount_of_the_same_source_keeps_no_world() {
     let m = m.restart(&[], |_| {});
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "the first mount's");
 }
+
+#[test]
+fn a_restart_sends_each_requester_the_projection_it_was_sent_before() {
+    let m = Mount::start(Mode::InPlace, &[], |src| {
+        prepare(src);
+        let big: String = (1..=3000)
+            .map(|i| format!("line {i} of a big module\n"))
+            .collect();
+        std::fs::write(src.join("big.py"), big).unwrap_or_else(|e| panic!("{e}"));
+    });
+    ctl(&m, "goal.set", r#"{"goal":"keep the layout"}"#);
+    let get = |m: &Mount, budget: u64| {
+        ctl(
+            m,
+            "projection.get",
+            &format!(r#"{{"format":"anthropic","budget":{budget}}}"#),
+        )["body"]
+            .to_string()
+    };
+    // The agent looks at lines 10-20 of a file too big to show whole, then reads src/a.py.
+    let look = r#"{"tool_use_id":"t1","tool_name":"Read","input":{"file_path":"big.py"},
+        "result":"...","views":[{"path":"big.py","lines":[10,20]}]}"#;
+    cat(&m, &["big.py"]);
+    ctl(&m, "step.record", look);
+    cat(&m, &["src/a.py"]);
+    let first = get(&m, 8000);
+    // Reading big.py again makes its part newer than src/a.py, but it shows the same bytes:
+    // it keeps its place, ahead of a.
+    cat(&m, &["big.py"]);
+    let before = get(&m, 8000);
+    let (big, a) = (before.find("line 10 of"), before.find("A = 1"));
+    assert!(big.is_some() && a.is_some() && big < a, "{before}");
+
+    let m = m.restart(&[], |_| {});
+    assert_eq!(
+        get(&m, 8000),
+        before,
+        "the first projection after a restart is the last one before it"
+    );
+    let restored = &ctl(&m, "stats", "{}")["world"]["kept"]["restored"];
+    assert_eq!(restored["layouts"], 1, "{restored}");
+    // What it would be without the layout: a requester seen for the first time places the
+    // parts by their stamps, a before big.py.
+    let fresh = get(&m, 8001);
+    let (big, a) = (fresh.find("line 10 of"), fresh.find("A = 1"));
+    assert!(big.is_some() && a.is_some() && a < big, "{fresh}");
+    assert_ne!(first, String::new());
+}

@@ -25,6 +25,7 @@ pub mod policy;
 pub mod procinfo;
 pub mod ranges;
 pub mod recent;
+pub mod saved_layouts;
 #[cfg(test)]
 mod scenario_tests;
 pub mod shown;

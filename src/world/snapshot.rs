@@ -41,6 +41,7 @@ use super::entry::{Entry, EntryKind, EntryState, Stamp};
 use super::harness::{CommandOutput, Framing, Step, StructuredState};
 use super::ignore_rules::PathVerdict;
 use super::ranges::{ByteRange, RecentViews};
+use super::saved_layouts::SavedLayout;
 
 /// The `format` of a saved world; a file with another is not read.
 pub const FORMAT: &str = "worldfs-world/1";
@@ -149,6 +150,12 @@ pub struct Snapshot {
     pub commands: Vec<CommandOutput>,
     pub step_tools: Vec<String>,
     pub entries: Vec<SavedEntry>,
+    /// What each requester was sent last (absent in files saved before session 26).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub layouts: Vec<SavedLayout>,
+    /// The requester that asked last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_requester: Option<String>,
 }
 
 /// An [`Entry`] as saved: what the world knows of a path, without its content or anything
@@ -247,6 +254,8 @@ pub struct Restored {
     pub tasks: u64,
     pub turn: u64,
     pub seq: u64,
+    /// Requesters whose layout came back: their next projection is laid out as before.
+    pub layouts: u64,
 }
 
 /// Where the world is kept and how keeping it went, for `stats` (and `worldfs status`).
@@ -468,6 +477,7 @@ impl World {
         let entries = self.cache.filter_map_in_order(SavedEntry::of);
         let h = &self.harness;
         let utf8 = |p: &PathBuf| p.to_str().is_some();
+        let (layouts, last_requester) = self.saved_layouts();
         Snapshot {
             format: FORMAT.to_owned(),
             source: source.to_owned(),
@@ -487,6 +497,8 @@ impl World {
                 .collect(),
             step_tools: h.step_tools.read().clone(),
             entries,
+            layouts,
+            last_requester,
         }
     }
 
@@ -533,6 +545,8 @@ impl World {
             self.cache.insert(path, e);
             r.entries += 1;
         }
+        self.restore_layouts(snap.layouts, snap.last_requester);
+        r.layouts = self.layouts.lock().len() as u64;
         self.turns.resume_at(snap.turn);
         self.recent.resume_after(snap.seq);
         let h = &self.harness;

@@ -9,9 +9,12 @@
 //! requester learns from what it did, and a selection touches the world's entries only for
 //! what it keeps and what it stops keeping, not for the thousands it leaves out every time.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use super::path_map::PathMap;
+
+/// A count per path, as saved.
+pub(crate) type Counts = Vec<(PathBuf, u16)>;
 
 /// What one requester's selections taught the thrash guard, by path.
 #[derive(Debug, Default, Clone)]
@@ -43,6 +46,21 @@ impl Thrash {
 
     pub fn evictions(&self, path: &Path) -> u16 {
         self.evictions.get(path).copied().unwrap_or(0)
+    }
+
+    /// The counts, to save: (rereads, evictions) by path.
+    pub fn counts(&self) -> (Counts, Counts) {
+        let all = |m: &PathMap<u16>| m.iter().map(|(p, &n)| (p.to_path_buf(), n)).collect();
+        (all(&self.rereads), all(&self.evictions))
+    }
+
+    /// A guard that has learnt the saved `counts`.
+    pub fn from_counts(rereads: Counts, evictions: Counts) -> Thrash {
+        let map = |v: Counts| v.iter().map(|(p, n)| (p.as_path(), *n)).collect();
+        Thrash {
+            rereads: map(rereads),
+            evictions: map(evictions),
+        }
     }
 
     /// Forgets what is known of paths `live` no longer holds, so a long session's memory stays
