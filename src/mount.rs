@@ -608,6 +608,8 @@ fn fusermount_unmount(target: &Path, lazy: bool) -> std::io::Result<Unmounted> {
         .arg(if lazy { "-uz" } else { "-u" })
         .arg("--")
         .arg(target)
+        // Its errors are matched below as text, which must not be translated.
+        .env("LC_ALL", "C")
         .stdin(std::process::Stdio::null())
         .output()
         .map_err(|e| {

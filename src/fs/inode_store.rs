@@ -213,7 +213,7 @@ impl InodeStore {
         let max_held_fds = limit.saturating_sub(max_cached_dir_fds + RESERVED_FDS) / 2;
         let st = sys::fstat(root_fd.as_fd())?;
         // Handles are an optimisation: without them (unprivileged, or a file system that cannot
-        // export them) every inode keeps an O_PATH descriptor instead.
+        // export them) inodes hold an O_PATH descriptor while the budget lasts, then go by name.
         let root_mount_id = FileHandle::of(root_fd.as_fd(), sys::EMPTY)
             .and_then(|h| h.open(root_fd.as_fd(), libc::O_PATH).map(|_| h.mount_id))
             .ok()
