@@ -15,9 +15,12 @@ fn main() -> ExitCode {
         _ => "debug",
     };
     let filter = EnvFilter::try_from_env("WORLDFS_LOG").unwrap_or_else(|_| EnvFilter::new(default));
+    // Colour codes only for a terminal: a daemon's stderr is usually a log file.
+    let ansi = std::io::IsTerminal::is_terminal(&std::io::stderr());
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .with_ansi(ansi)
         .init();
 
     let result = match cli.command {

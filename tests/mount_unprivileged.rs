@@ -491,3 +491,44 @@ fn a_users_mount_serves_a_tree_with_more_files_than_it_may_hold_descriptors() {
         m.log()
     );
 }
+
+#[test]
+fn a_users_mount_over_a_directory_it_may_not_read_says_what_it_cannot_watch() {
+    // A build directory root made, inside the user's project: inotify cannot watch it.
+    let m = UserMount::start_with(false, None, |src| {
+        std::fs::create_dir(src.join("ok")).unwrap();
+        std::fs::write(src.join("ok/a"), "a\n").unwrap();
+        std::fs::create_dir(src.join("locked")).unwrap();
+        std::fs::write(src.join("locked/x"), "x\n").unwrap();
+    });
+    std::os::unix::fs::chown(m.source.join("locked"), Some(0), Some(0)).unwrap();
+    std::fs::set_permissions(
+        m.source.join("locked"),
+        std::fs::Permissions::from_mode(0o700),
+    )
+    .unwrap();
+    // The watch was set before the chown: mount again so it meets the locked directory.
+    let mut m = m;
+    m.unmount();
+    let _ = m.wait_exit();
+    m.launch();
+    assert_eq!(m.sh("cat ok/a"), "a\n");
+    std::fs::write(m.source.join("ok/a"), "changed behind\n").unwrap();
+    let seen = wait_until(Duration::from_secs(5), || {
+        m.sh("cat ok/a") == "changed behind\n"
+    });
+    assert!(
+        seen.is_some(),
+        "a change behind the mount elsewhere is still seen"
+    );
+    let log = m.log();
+    assert!(
+        log.contains("cannot watch locked (permission denied)"),
+        "says which directory is not watched:\n{log}"
+    );
+    assert!(!log.contains("invalidating everything"), "{log}");
+    assert!(
+        !log.contains('\u{1b}'),
+        "no colour codes in a log file:\n{log}"
+    );
+}

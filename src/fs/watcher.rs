@@ -90,6 +90,18 @@ impl Watcher {
                         match ev {
                             Ok(ev) if last.is_some_and(|l| repeats(l, ev)) => {}
                             Ok(ev) => inval.handle(&prefix, ev),
+                            Err(e) if permission_denied(e) => {
+                                // Nothing was missed: the directory was never watched. A rescan
+                                // would not watch it either.
+                                for p in &e.paths {
+                                    let rel = p.strip_prefix(&prefix).unwrap_or(p);
+                                    warn!(
+                                        "cannot watch {} (permission denied): changes made behind \
+                                         the mount below it are not seen",
+                                        rel.display()
+                                    );
+                                }
+                            }
                             Err(e) => {
                                 warn!("watcher error, invalidating everything: {e}");
                                 inval.everything();
@@ -100,6 +112,12 @@ impl Watcher {
                 }
             })
     }
+}
+
+/// inotify needs read access to a directory to watch it: a mount made without root meets
+/// directories it may not read (a build directory root made, say).
+fn permission_denied(e: &notify::Error) -> bool {
+    matches!(&e.kind, notify::ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::PermissionDenied)
 }
 
 /// Whether `ev`, right after `prev`, says nothing new: the same content or metadata change of
