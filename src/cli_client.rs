@@ -257,6 +257,9 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     } else {
         println!("mount:    {source} at {mount}");
     }
+    if let Some(io) = s.pointer("/data_path").and_then(Value::as_str) {
+        println!("io:       {io}");
+    }
     println!("socket:   {}", path.display());
     println!(
         "entries:  {} live, {} deleted, {} withheld, {} ignored ({} tokens of live content known)",

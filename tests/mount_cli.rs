@@ -655,3 +655,34 @@ fn options_no_observe_verbose_and_io_modes_mount() {
         );
     }
 }
+
+/// `worldfs status` says how reads and writes move, and why: what makes a mount fast or slow
+/// is otherwise invisible.
+#[test]
+fn status_says_how_reads_and_writes_move() {
+    let io_line = |m: &Mount| {
+        std::fs::write(m.path("f"), "x").unwrap_or_else(|e| panic!("{e}"));
+        let out = worldfs(&[os(&"status"), os(&"--socket"), os(&m.socket())]);
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find(|l| l.starts_with("io:"))
+            .map(str::to_owned)
+            .unwrap_or_else(|| panic!("no io line: {out:?}"))
+    };
+    let daemon = Mount::mirror_with(&["--io", "daemon"]);
+    assert!(
+        io_line(&daemon)
+            .contains("daemon: every read and write passes through worldfs (--io daemon)"),
+        "{}",
+        io_line(&daemon)
+    );
+    drop(daemon);
+    let auto = Mount::mirror();
+    let line = io_line(&auto);
+    assert!(
+        line.contains("kernel passthrough: reads and writes at native speed")
+            || line.contains("the kernel does not offer FUSE passthrough"),
+        "{line}"
+    );
+}

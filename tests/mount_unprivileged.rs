@@ -278,6 +278,12 @@ fn a_user_mounts_in_place_sees_its_world_and_unmounts_with_worldfs_unmount() {
     );
     let status = m.worldfs(&[OsStr::new("status")]);
     assert!(status.status.success(), "worldfs status: {status:?}");
+    assert!(
+        String::from_utf8_lossy(&status.stdout).contains(
+            "io:       daemon: every read and write passes through worldfs (mounted without root"
+        ),
+        "status says why the mount is slower: {status:?}"
+    );
     let text = m.worldfs(&[
         OsStr::new("projection"),
         OsStr::new("--budget"),

@@ -5,10 +5,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 macro_rules! op_counters {
     ($($name:ident),* $(,)?) => {
-        /// One counter per FUSE operation the passthrough serves.
+        /// One counter per FUSE operation the passthrough serves, and how it moves data.
         #[derive(Debug, Default)]
         pub struct OpStats {
             $(pub $name: AtomicU64,)*
+            /// How reads and writes move, for `worldfs status`: decided at INIT, and again if
+            /// kernel passthrough fails later. `None` before INIT.
+            pub data_path: parking_lot::Mutex<Option<String>>,
         }
 
         impl OpStats {

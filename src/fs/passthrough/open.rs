@@ -143,6 +143,10 @@ impl Passthrough {
                     "kernel passthrough unavailable ({e}); serving reads and writes in the daemon"
                 );
                 self.passthrough.store(false, Ordering::Relaxed);
+                *self.stats.data_path.lock() = Some(format!(
+                    "daemon: every read and write passes through worldfs (kernel passthrough \
+                     failed: {e})"
+                ));
                 None
             }
         }

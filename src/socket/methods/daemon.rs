@@ -95,6 +95,7 @@ pub(super) fn stats(shared: &Shared) -> Value {
             "dropped": shared.subs.dropped_total(),
         },
         "fuse_ops": fuse,
+        "data_path": shared.op_stats.as_ref().and_then(|s| s.data_path.lock().clone()),
         "world": world,
         "root": {
             "source": shared.info.source,
