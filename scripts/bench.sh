@@ -308,6 +308,10 @@ bench_fs_user() {
     wfs_defer "chmod $mode /dev/fuse"
     wfs_log "/dev/fuse mode $mode -> 666 for this run, as distributions ship it (restored on exit)"
   fi
+  # the user's daemon keeps its world apart, never in WFS_STATE_HOME's
+  export XDG_STATE_HOME=$base/state
+  rm -rf "$XDG_STATE_HOME"
+  mkdir "$XDG_STATE_HOME"
   chown "$user:$gid" "$XDG_STATE_HOME"
   files=$(git -c safe.directory='*' -C "$base/native/tree" ls-files | wc -l)
   local as=(setpriv --reuid="$user" --regid="$gid" --clear-groups -- env HOME="$base/home")

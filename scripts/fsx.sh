@@ -62,7 +62,10 @@ if [ -n "$AS_USER" ]; then
   AS=(setpriv --reuid="$AS_USER" --regid="$(id -g "$AS_USER")" --clear-groups --)
   # fsx lives in root's cargo home, which other users cannot enter
   cp "$FSX" "$WORK/fsx"; FSX=$WORK/fsx
-  chown -R "$AS_USER:$(id -g "$AS_USER")" "$WORK" "$XDG_STATE_HOME"
+  # the user's daemon keeps its world in the work directory, never in WFS_STATE_HOME's
+  export XDG_STATE_HOME=$WORK/state
+  mkdir "$XDG_STATE_HOME"
+  chown -R "$AS_USER:$(id -g "$AS_USER")" "$WORK"
   WFS_AS=("${AS[@]}")
 fi
 case "$MODE" in

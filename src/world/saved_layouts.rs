@@ -141,8 +141,8 @@ impl SavedLayout {
         }
     }
 
-    /// The layout again, offered every entry path in `entries` and its own outputs.
-    fn into_layout(self, entries: &[PathBuf]) -> Layout {
+    /// The layout again, offered `entries` (every entry path) and its own outputs.
+    fn into_layout(self, entries: &PathSet) -> Layout {
         let mut by_key = HashMap::with_capacity(self.placed.len());
         let mut order = Vec::with_capacity(self.placed.len());
         for (p, [major, minor, turn, fingerprint]) in self.placed {
@@ -157,11 +157,10 @@ impl SavedLayout {
             );
             order.push(p);
         }
-        let offered: PathSet = entries
-            .iter()
-            .chain(&self.offered_outputs)
-            .map(PathBuf::as_path)
-            .collect();
+        let mut offered = entries.clone();
+        for p in &self.offered_outputs {
+            offered.insert(p, ());
+        }
         let kept: Vec<(PathBuf, Form)> = self
             .kept
             .into_iter()
@@ -211,7 +210,8 @@ impl World {
         if saved.is_empty() {
             return;
         }
-        let entries: Vec<PathBuf> = self.cache.filter_map_in_order(|p, _| Some(p.to_path_buf()));
+        let paths = self.cache.filter_map_in_order(|p, _| Some(p.to_path_buf()));
+        let entries: PathSet = paths.iter().map(PathBuf::as_path).collect();
         let mut layouts = self.layouts.lock();
         for s in saved {
             let key = s.key.clone();
