@@ -395,7 +395,10 @@ fn a_restart_sends_each_requester_the_projection_it_was_sent_before() {
     // it keeps its place, ahead of a.
     cat(&m, &["big.py"]);
     let before = get(&m, 8000);
-    assert_eq!(before, first, "an unchanged part keeps its place and its bytes");
+    assert_eq!(
+        before, first,
+        "an unchanged part keeps its place and its bytes"
+    );
     let (big, a) = (before.find("line 10 of"), before.find("A = 1"));
     assert!(big.is_some() && a.is_some() && big < a, "{before}");
 
