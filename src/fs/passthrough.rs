@@ -73,7 +73,8 @@ fn errno(e: io::Error) -> Errno {
 }
 
 /// Says once why programs using the mount now fail with "Too many open files": the limit is
-/// the daemon's, and without root (no file handles) every file the kernel knows costs one.
+/// the daemon's, and every file open through the mount costs one (without root, so do files
+/// the kernel knows, up to a share of the limit: see `inode_store`).
 fn out_of_descriptors() {
     static SAID: AtomicBool = AtomicBool::new(false);
     if SAID.swap(true, Ordering::Relaxed) {
@@ -82,9 +83,8 @@ fn out_of_descriptors() {
     let limit = sys::nofile_limit().map_or_else(|| "?".to_string(), |n| n.to_string());
     eprintln!(
         "worldfs: warning: the daemon has run out of file descriptors (limit {limit}); \
-         operations through the mount fail until the kernel forgets files. A mount made without \
-         root holds one descriptor per file the kernel knows: raise the hard limit \
-         (`ulimit -Hn`, systemd's LimitNOFILE) or mount as root"
+         operations through the mount fail until files are closed. Every file open through the \
+         mount holds one: raise the hard limit (`ulimit -Hn`, systemd's LimitNOFILE)"
     );
 }
 

@@ -171,25 +171,25 @@ pub fn statvfs(fd: BorrowedFd<'_>) -> io::Result<libc::statvfs> {
 
 /// The soft open-file limit.
 pub fn nofile_limit() -> Option<u64> {
+    nofile_rlimit().map(|l| l.rlim_cur)
+}
+
+fn nofile_rlimit() -> Option<libc::rlimit> {
     let mut lim = MaybeUninit::<libc::rlimit>::uninit();
     // SAFETY: getrlimit fills the struct when it returns 0.
     unsafe {
-        (libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0)
-            .then(|| lim.assume_init().rlim_cur)
+        (libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0).then(|| lim.assume_init())
     }
 }
 
 /// Raises the soft open-file limit to the hard one: a busy mount keeps many files open.
 pub fn raise_nofile_limit() {
-    let mut lim = MaybeUninit::<libc::rlimit>::uninit();
-    unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, lim.as_mut_ptr()) == 0 {
-            let mut lim = lim.assume_init();
-            if lim.rlim_cur < lim.rlim_max {
-                lim.rlim_cur = lim.rlim_max;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-            }
-        }
+    if let Some(mut lim) = nofile_rlimit()
+        && lim.rlim_cur < lim.rlim_max
+    {
+        lim.rlim_cur = lim.rlim_max;
+        // SAFETY: a valid rlimit; failure leaves the limit as it was.
+        unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) };
     }
 }
 
