@@ -144,6 +144,11 @@ enum Op {
         from: String,
         to: String,
     },
+    /// A name for the open file in `slot` (linkat of /proc/self/fd/N, as for an O_TMPFILE).
+    LinkFd {
+        slot: usize,
+        to: String,
+    },
     Symlink {
         target: String,
         path: String,
@@ -625,6 +630,16 @@ impl Runner {
                 )),
                 Op::Link { from, to } => {
                     unit(libc::link(self.p(from).as_ptr(), self.p(to).as_ptr()))
+                }
+                Op::LinkFd { slot, to } => {
+                    let from = CString::new(format!("/proc/self/fd/{}", self.fd(*slot))).unwrap();
+                    unit(libc::linkat(
+                        libc::AT_FDCWD,
+                        from.as_ptr(),
+                        libc::AT_FDCWD,
+                        self.p(to).as_ptr(),
+                        libc::AT_SYMLINK_FOLLOW,
+                    ))
                 }
                 Op::Symlink { target, path } => {
                     let t = CString::new(target.as_str()).unwrap();
@@ -1180,6 +1195,49 @@ fn open_flags_and_errors() {
         .err(libc::ENAMETOOLONG, open(&long, CREAT, 0o644, 9))
         .err(libc::ENAMETOOLONG, lstat(&long))
         .ok(readdir(""))
+        .check();
+}
+
+#[test]
+fn unnamed_files_o_tmpfile() {
+    let tmp = libc::O_TMPFILE | libc::O_RDWR;
+    let link_fd = |slot, to: &str| Op::LinkFd { slot, to: s(to) };
+    Sc::new()
+        .ok(mkdir("d", 0o755))
+        .ok(open("d", tmp, 0o640, 0))
+        .is(write(0, b"hello"), Out::Num(5))
+        .ok(fstat(0))
+        .is(pread(0, 0, 100), bytes(b"hello"))
+        // nothing in the directory until it is linked
+        .ok(readdir("d"))
+        .ok(link_fd(0, "d/kept"))
+        .ok(lstat("d/kept"))
+        .is(readf("d/kept"), bytes(b"hello"))
+        // the open file and the name are one file
+        .is(write(0, b" world"), Out::Num(6))
+        .is(readf("d/kept"), bytes(b"hello world"))
+        .ok(fstat(0))
+        .err(libc::EEXIST, link_fd(0, "d/kept"))
+        .ok(close(0))
+        // O_EXCL: never to be linked
+        .ok(open("d", tmp | libc::O_EXCL, 0o600, 1))
+        .is(write(1, b"secret"), Out::Num(6))
+        .err(libc::ENOENT, link_fd(1, "d/leaked"))
+        .ok(close(1))
+        // closed without a name: gone
+        .ok(open("", tmp, 0o644, 2))
+        .is(write(2, b"scratch"), Out::Num(7))
+        .ok(close(2))
+        .ok(readdir(""))
+        .ok(readdir("d"))
+        // what open(2) refuses natively
+        .err(
+            libc::EINVAL,
+            open("d", libc::O_TMPFILE | libc::O_RDONLY, 0o644, 3),
+        )
+        .ok(open("d/kept", libc::O_RDONLY, 0, 4))
+        .err(libc::ENOTDIR, open("d/kept", tmp, 0o644, 5))
+        .err(libc::ENOENT, open("nodir", tmp, 0o644, 5))
         .check();
 }
 

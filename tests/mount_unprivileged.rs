@@ -414,14 +414,31 @@ fn a_users_mirror_mount_does_what_the_files_beneath_do() {
         exec 3< hard; rm hard; cat <&3 > read-after-unlink; exec 3<&-
         printf 'z' > gone; rm gone
         cat a b d/g soft > all
+        python3 -c \"$TMPFILE\" d unnamed-then-linked
     ";
+    // A file made with no name (O_TMPFILE), written, then linked: without file handles the
+    // mount holds a descriptor for it, the only way to reach a file that has no name.
+    let tmpfile = "
+import ctypes, os, sys
+fd = os.open(sys.argv[1], os.O_TMPFILE | os.O_RDWR, 0o640)
+os.write(fd, b'no name yet\\n')
+assert os.pread(fd, 100, 0) == b'no name yet\\n'
+src = f'/proc/self/fd/{fd}'.encode()
+dst = os.path.join(sys.argv[1], sys.argv[2]).encode()
+# AT_FDCWD, AT_SYMLINK_FOLLOW: os.link would link the magic link itself.
+assert ctypes.CDLL(None).linkat(-100, src, -100, dst, 0x400) == 0, 'linkat'
+os.write(fd, b'and then a name\\n')
+os.close(fd)
+";
     let m = UserMount::start(false, |_| {});
-    m.sh(script);
+    m.sh(&format!("TMPFILE=\"{tmpfile}\"; {script}"));
     let native = m.base.join("native");
     std::fs::create_dir(&native).unwrap();
     chown_tree(&native, m.user);
     let mut cmd = m.as_user(Command::new("sh"));
-    cmd.args(["-ec", script]).current_dir(&native);
+    cmd.args(["-ec", script])
+        .env("TMPFILE", tmpfile)
+        .current_dir(&native);
     let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT);
     assert!(out.status.success(), "the script natively: {out:?}");
     let through = tree(&m.source);

@@ -165,6 +165,50 @@ fn agent_sequence_through_the_mount_yields_the_expected_world() {
     assert_eq!(stats["drops"]["observations"], 0, "{stats}");
 }
 
+/// A file written with no name (`O_TMPFILE`) and then linked into place, the way some tools
+/// save atomically, enters the world as the agent's new file with what it holds, and its link
+/// is no change behind the mount.
+#[test]
+fn a_file_made_without_a_name_and_linked_is_the_agents_new_file() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir(src.join("out")).expect("mkdir");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    sh(
+        &m.root,
+        // An interpreter's writes are the agent's when it was told the file's name
+        // (src/world/attribution.rs), as the name is here.
+        "python3 -c '
+import os, sys
+fd = os.open(\"out\", os.O_TMPFILE | os.O_WRONLY, 0o644)
+os.write(fd, b\"made unnamed\\n\")
+import ctypes
+src = f\"/proc/self/fd/{fd}\".encode()
+# AT_FDCWD, AT_SYMLINK_FOLLOW: os.link would link the magic link itself.
+assert ctypes.CDLL(None).linkat(-100, src, -100, sys.argv[1].encode(), 0x400) == 0
+os.close(fd)
+' out/report.txt",
+    );
+    let want = blake3::hash(b"made unnamed\n").to_hex().to_string();
+    let list = until(&mut c, "the linked file recorded", |l| {
+        entry(l, "out/report.txt")
+            .is_some_and(|e| e["agent_wrote"] == true && e["hash"] == want.as_str())
+    });
+    assert_eq!(
+        entry(&list, "out/report.txt").expect("entry")["state"],
+        "live"
+    );
+    let r = c
+        .call("entries.read", json!({"path": "out/report.txt"}))
+        .expect("entries.read");
+    assert!(r.to_string().contains("made unnamed"), "{r}");
+    assert_eq!(
+        world_counts(&mut c)["external"],
+        0,
+        "the link came through the mount"
+    );
+}
+
 /// The world's counters from `stats`.
 fn world_counts(c: &mut Client) -> Value {
     let stats = c.call("stats", json!({})).expect("stats");

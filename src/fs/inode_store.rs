@@ -399,23 +399,51 @@ impl InodeStore {
     pub fn lookup(&self, parent: &Inode, name: &CStr) -> io::Result<(Arc<Inode>, libc::stat)> {
         let pfd = self.path_fd(parent)?;
         let st = sys::fstatat(pfd.as_fd(), name, libc::AT_SYMLINK_NOFOLLOW)?;
+        let backing = self.backing_for(pfd.as_fd(), name)?;
+        let name_os = OsStr::from_bytes(name.to_bytes());
+        let inode = self.insert(&st, backing, Some((parent.nodeid, name_os)));
+        Ok((inode, st))
+    }
+
+    /// Takes in a file that has no name (`O_TMPFILE`), open as `fd`, counting one kernel
+    /// reference to it. It is reached through its handle, or through a descriptor held for it
+    /// (over the budget if need be: with no name there is no other way), until it is linked.
+    pub fn adopt_unnamed(&self, fd: BorrowedFd<'_>) -> io::Result<(Arc<Inode>, libc::stat)> {
+        let st = sys::fstat(fd)?;
+        let backing = match self.handle_of(fd, c"")? {
+            Some(handle) => Backing::Handle(handle),
+            None => {
+                let proc_path = sys::proc_fd_path(fd.as_raw_fd());
+                // Following the magic link (no O_NOFOLLOW) is what reaches the file.
+                let path_fd = sys::openat(self.root_fd.as_fd(), &proc_path, libc::O_PATH, 0)?;
+                self.held_fds.fetch_add(1, Ordering::Relaxed);
+                Backing::Fd(HeldFd {
+                    fd: path_fd,
+                    held: self.held_fds.clone(),
+                })
+            }
+        };
+        Ok((self.insert(&st, backing, None), st))
+    }
+
+    /// Enters the inode `st` describes, or counts one more reference to the one known.
+    fn insert(&self, st: &libc::stat, backing: Backing, name: Option<(u64, &OsStr)>) -> Arc<Inode> {
         let nodeid = self.nodeid_for(st.st_dev, st.st_ino);
         let kind = st.st_mode & libc::S_IFMT;
-        let name_os = OsStr::from_bytes(name.to_bytes());
-        let backing = self.backing_for(pfd.as_fd(), name)?;
         let existing = self.map.get(&nodeid).map(|e| e.clone());
         // A different backing under a known node id means ext4 reused the inode number of a
         // deleted file: the new inode gets the next generation so the kernel drops its old one.
         let generation = match existing {
             Some(existing) if existing.same_backing(&backing, st.st_dev, kind) => {
                 existing.nlookup.fetch_add(1, Ordering::Relaxed);
-                let mut slot = existing.name.lock();
-                // Usually the same name again: keep sharing it rather than allocating.
-                if !matches!(&*slot, Some((p, n)) if *p == parent.nodeid && **n == *name_os) {
-                    *slot = Some((parent.nodeid, Box::from(name_os)));
+                if let Some((parent, name)) = name {
+                    let mut slot = existing.name.lock();
+                    // Usually the same name again: keep sharing it rather than allocating.
+                    if !matches!(&*slot, Some((p, n)) if *p == parent && **n == *name) {
+                        *slot = Some((parent, Box::from(name)));
+                    }
                 }
-                drop(slot);
-                return Ok((existing, st));
+                return existing;
             }
             Some(stale) => stale.generation + 1,
             None => 0,
@@ -428,7 +456,7 @@ impl InodeStore {
             kind,
             backing,
             nlookup: AtomicU64::new(0),
-            name: Mutex::new(Some((parent.nodeid, Box::from(name_os)))),
+            name: Mutex::new(name.map(|(parent, name)| (parent, Box::from(name)))),
             backing_id: Mutex::new(Weak::new()),
             told: AtomicU64::new(0),
             told_size: AtomicU64::new(0),
@@ -459,18 +487,27 @@ impl InodeStore {
             self.drop_cached_fd(&old);
             self.retained.forget(old.nodeid);
         }
-        Ok((result, st))
+        result
+    }
+
+    /// The handle of `name` in `dir` (of `dir` itself for ""), if handles are in use and it
+    /// belongs to the mount of SOURCE.
+    fn handle_of(&self, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Option<FileHandle>> {
+        let Some(mount_id) = self.root_mount_id else {
+            return Ok(None);
+        };
+        match FileHandle::of(dir, name) {
+            Ok(h) if h.mount_id == mount_id => Ok(Some(h)),
+            // Another mount (a submount) or no handle support: the caller holds a descriptor.
+            Ok(_) => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn backing_for(&self, dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Backing> {
-        if let Some(mount_id) = self.root_mount_id {
-            match FileHandle::of(dir, name) {
-                Ok(h) if h.mount_id == mount_id => return Ok(Backing::Handle(h)),
-                // Another mount (a submount) or no handle support: fall through to a descriptor.
-                Ok(_) => {}
-                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {}
-                Err(e) => return Err(e),
-            }
+        if let Some(handle) = self.handle_of(dir, name)? {
+            return Ok(Backing::Handle(handle));
         }
         // A soft bound: threads racing past it overshoot by a few descriptors at most.
         if self.held_fds.load(Ordering::Relaxed) >= self.max_held_fds {

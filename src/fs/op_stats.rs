@@ -61,6 +61,7 @@ op_counters!(
     removexattr,
     access,
     create,
+    tmpfile,
     fallocate,
     lseek,
     copy_file_range,

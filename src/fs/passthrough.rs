@@ -133,6 +133,39 @@ impl Passthrough {
     /// and parent (see `callers`). Called after the reply, so the caller does not wait for it;
     /// every request that replies first holds `observe.answering()` until it has emitted, so the
     /// socket's barrier still waits for what the caller did just before asking it.
+    /// Answers CREATE or TMPFILE with the new entry and its open file, then tells the world.
+    fn reply_created(&self, req: &Request, opened: Res<Opened>, reply: ReplyCreate) {
+        let o = match opened {
+            Ok(Opened {
+                attr: Some(attr),
+                fh,
+                backing,
+                nodeid,
+                op,
+                generation,
+                fopen,
+            }) => {
+                let fh = FileHandle(fh);
+                let ttl = &self.opts.entry_ttl;
+                match &backing {
+                    Some(id) => reply.created_passthrough(
+                        ttl,
+                        &attr,
+                        Generation(generation),
+                        fh,
+                        FopenFlags::empty(),
+                        id,
+                    ),
+                    None => reply.created(ttl, &attr, Generation(generation), fh, fopen),
+                }
+                (op, nodeid)
+            }
+            Ok(_) => return reply.error(Errno::EIO),
+            Err(e) => return reply.error(e),
+        };
+        self.emit_stamped(o.0, req.pid(), o.1);
+    }
+
     fn emit_stamped(&self, op: Op, pid: u32, nodeid: u64) {
         if !self.observe.is_enabled() {
             return;
@@ -523,8 +556,25 @@ impl Filesystem for Passthrough {
         })();
         match result {
             Ok((r, target)) => {
-                if let Some(target) = target {
-                    self.emit_child(Op::Link { target }, req.pid(), newparent.0, newname);
+                match target {
+                    Some(target) => {
+                        self.emit_child(Op::Link { target }, req.pid(), newparent.0, newname)
+                    }
+                    // A file without a name (O_TMPFILE) given its first: to the world, a file
+                    // created with what it holds now, as an atomic save through rename is.
+                    // Stamped like an open, so it is the caller's doing even once it exited.
+                    None => {
+                        let created = Op::Open {
+                            read: false,
+                            write: true,
+                            truncate: false,
+                            created: true,
+                        };
+                        let caller = self.callers.stamp(req.pid());
+                        self.observe.emit_from(created, req.pid(), caller, || {
+                            self.store.child_path(newparent.0, newname)
+                        });
+                    }
                 }
                 self.reply_entry(reply, Ok(r));
             }
@@ -972,35 +1022,23 @@ impl Filesystem for Passthrough {
     ) {
         bump(&self.stats.create);
         let _answering = self.observe.answering();
-        let o = match self.do_create(req, parent, name, mode, flags, &reply) {
-            Ok(Opened {
-                attr: Some(attr),
-                fh,
-                backing,
-                nodeid,
-                op,
-                generation,
-                fopen,
-            }) => {
-                let fh = FileHandle(fh);
-                let ttl = &self.opts.entry_ttl;
-                match &backing {
-                    Some(id) => reply.created_passthrough(
-                        ttl,
-                        &attr,
-                        Generation(generation),
-                        fh,
-                        FopenFlags::empty(),
-                        id,
-                    ),
-                    None => reply.created(ttl, &attr, Generation(generation), fh, fopen),
-                }
-                (op, nodeid)
-            }
-            Ok(_) => return reply.error(Errno::EIO),
-            Err(e) => return reply.error(e),
-        };
-        self.emit_stamped(o.0, req.pid(), o.1);
+        let opened = self.do_create(req, parent, name, mode, flags, &reply);
+        self.reply_created(req, opened, reply);
+    }
+
+    fn tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        bump(&self.stats.tmpfile);
+        let _answering = self.observe.answering();
+        let opened = self.do_tmpfile(req, parent, mode, flags, &reply);
+        self.reply_created(req, opened, reply);
     }
 
     fn fallocate(

@@ -316,6 +316,45 @@ impl Passthrough {
             .map_err(errno)?
         };
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
+        Ok(self.file_created(&inode, &st, fd, flags, reply))
+    }
+
+    /// TMPFILE: a file with no name in `parent` (`O_TMPFILE`), created as the caller, opened
+    /// as CREATE opens. It gets a name only if it is linked (LINK); until then nothing about it
+    /// reaches the world, which knows files by path.
+    pub(super) fn do_tmpfile(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        flags: i32,
+        reply: &ReplyCreate,
+    ) -> Res<Opened> {
+        let parent_inode = self.inode(parent)?;
+        let pfd = self.store.path_fd(&parent_inode).map_err(errno)?;
+        // O_EXCL keeps the file from ever being linked; it must reach the backing open. The
+        // kernel's flags may or may not carry O_TMPFILE's bits: they are set here either way.
+        let flags = flags & !(libc::O_TMPFILE | libc::O_CREAT);
+        let open_flags = backing_open_flags(flags) | (flags & libc::O_EXCL) | libc::O_TMPFILE;
+        let fd = {
+            let _as = AsCaller::switch(req.uid(), req.gid()).map_err(errno)?;
+            sys::openat(pfd.as_fd(), c".", open_flags, mode).map_err(errno)?
+        };
+        let (inode, st) = self.store.adopt_unnamed(fd.as_fd()).map_err(errno)?;
+        Ok(self.file_created(&inode, &st, fd, flags, reply))
+    }
+
+    /// What CREATE and TMPFILE share once the backing file is open: the I/O mode, the
+    /// passthrough registration, the handle, and the observation.
+    fn file_created(
+        &self,
+        inode: &Arc<Inode>,
+        st: &libc::stat,
+        fd: OwnedFd,
+        flags: i32,
+        reply: &ReplyCreate,
+    ) -> Opened {
+        let inode = inode.clone();
         let (read, write) = access_mode(flags);
         let passthrough = self.passthrough.load(Ordering::Relaxed);
         // As in `do_open`: writes to a set-id file must come through the daemon.
@@ -333,7 +372,7 @@ impl Passthrough {
             truncate: flags & libc::O_TRUNC != 0,
             created: true,
         };
-        let attr = told_attr(&inode, &st);
-        Ok(Opened::new(&inode, handle, op, Some(attr)))
+        let attr = told_attr(&inode, st);
+        Opened::new(&inode, handle, op, Some(attr))
     }
 }

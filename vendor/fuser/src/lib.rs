@@ -860,6 +860,26 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
+    /// Create and open an unnamed file in directory `parent` (`open(2)` with `O_TMPFILE`,
+    /// Linux 6.1+). Replied to like [`Filesystem::create`]; the file gets a name only if it
+    /// is later linked (`link`). The default, `ENOSYS`, makes the kernel answer `EOPNOTSUPP`
+    /// to every later `O_TMPFILE` open without asking again.
+    fn tmpfile(
+        &self,
+        _req: &Request,
+        parent: INodeNo,
+        mode: u32,
+        umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        warn!(
+            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, \
+            flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
     /// Test for a POSIX file lock.
     fn getlk(
         &self,
