@@ -25,6 +25,25 @@ fn fence_for(body: &str) -> String {
     "`".repeat(longest.max(2) + 1)
 }
 
+/// A path as a heading shows it: one line, whatever the name holds. A newline in a file name
+/// would otherwise end the heading and let the rest of the name pass for content.
+fn heading_path(display: &str) -> std::borrow::Cow<'_, str> {
+    if !display.chars().any(char::is_control) {
+        return display.into();
+    }
+    display
+        .chars()
+        .map(|c| {
+            if c.is_control() {
+                c.escape_default().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect::<String>()
+        .into()
+}
+
 pub fn goal_piece(goal: &str) -> String {
     format!("# Goal\n\n{goal}")
 }
@@ -63,14 +82,12 @@ pub fn entry_frame(part: &EntryPart, i: usize) -> (String, String) {
         }
         (Shown::Content, None, _) => String::new(),
     };
+    let path = heading_path(&part.display);
     if part.shown != Shown::Content {
-        return (format!("## {}{what}\n", part.display), String::new());
+        return (format!("## {path}{what}\n"), String::new());
     }
     let fence = fence_for(&call.result);
-    (
-        format!("## {}{what}\n{fence}\n", part.display),
-        format!("\n{fence}"),
-    )
+    (format!("## {path}{what}\n{fence}\n"), format!("\n{fence}"))
 }
 
 /// The whole markdown document.
@@ -110,5 +127,16 @@ mod tests {
         assert_eq!(fence_for("plain"), "```");
         assert_eq!(fence_for("a ``` b"), "````");
         assert_eq!(fence_for("`````"), "``````");
+    }
+
+    #[test]
+    fn a_heading_is_one_line_whatever_the_file_name_holds() {
+        assert_eq!(heading_path("src/main.rs"), "src/main.rs");
+        assert_eq!(heading_path("évolué/naïve.py"), "évolué/naïve.py");
+        assert_eq!(
+            heading_path("evil\n```\nname\t.txt"),
+            "evil\\n```\\nname\\t.txt"
+        );
+        assert!(!heading_path("a\r\u{1b}[31mb").contains(['\r', '\u{1b}']));
     }
 }
