@@ -10,6 +10,11 @@
 //! and attribute events (modify, attrib, close-write) can be merged with an external writer's and
 //! are always invalidated. An entry not matched within `TTL` is dropped, so a lost event can never
 //! hide a later external change for longer than that.
+//!
+//! One creation can also be reported twice: notify walks a directory it starts watching and
+//! reports what it finds there as created, and the kernel may have queued the same creation
+//! (a `mkdir -p a/b` made while `a`'s watch was being added). The second report of a name that
+//! still leads to the same inode, with no removal of it reported in between, is no change.
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
@@ -28,10 +33,14 @@ pub enum NameChange {
 }
 
 type Key = (u64, u64, Box<[u8]>, NameChange);
+/// A name in a directory of the backing tree: (dev, directory inode, name).
+type NameKey = (u64, u64, Box<[u8]>);
 
 #[derive(Default)]
 pub struct SelfChanges {
     pending: Mutex<HashMap<Key, (u32, Instant)>>,
+    /// Creations reported lately, with the inode each name led to when it was reported.
+    created: Mutex<HashMap<NameKey, (u64, Instant)>>,
 }
 
 impl SelfChanges {
@@ -60,6 +69,27 @@ impl SelfChanges {
                 p.remove(&key);
             }
         }
+    }
+
+    /// True if the watcher already reported `name` created, leading to inode `ino`, within
+    /// `TTL`, and not removed since: a second report of one creation. Otherwise notes this one.
+    pub fn created_again(&self, dev: u64, dir_ino: u64, name: &OsStr, ino: u64) -> bool {
+        let now = Instant::now();
+        let mut c = self.created.lock();
+        if c.len() >= MAX_ENTRIES {
+            c.retain(|_, (_, t)| now.duration_since(*t) < TTL);
+        }
+        let key = (dev, dir_ino, name.as_bytes().into());
+        match c.insert(key, (ino, now)) {
+            Some((seen, at)) => seen == ino && now.duration_since(at) < TTL,
+            None => false,
+        }
+    }
+
+    /// The watcher reported `name` removed: a creation reported after this is a new one.
+    pub fn removal_reported(&self, dev: u64, dir_ino: u64, name: &OsStr) {
+        let key: NameKey = (dev, dir_ino, name.as_bytes().into());
+        self.created.lock().remove(&key);
     }
 
     /// True (and forgets one occurrence) if the watcher's event is the mount's own change.
@@ -91,6 +121,29 @@ mod tests {
         assert!(s.take(1, 2, n, NameChange::Created));
         assert!(!s.take(1, 2, n, NameChange::Created), "consumed once only");
         assert!(!s.take(1, 3, n, NameChange::Created), "other directory");
+    }
+
+    #[test]
+    fn a_creation_reported_twice_is_one_creation() {
+        let s = SelfChanges::default();
+        let n = OsStr::new("b");
+        assert!(!s.created_again(1, 2, n, 10), "the first report");
+        assert!(s.created_again(1, 2, n, 10), "the same creation again");
+        assert!(
+            !s.created_again(1, 2, n, 11),
+            "another inode took the name (rename over it)"
+        );
+        assert!(!s.created_again(1, 3, n, 11), "another directory");
+        s.removal_reported(1, 2, n);
+        assert!(!s.created_again(1, 2, n, 11), "removed, then created anew");
+        let old = Instant::now() - TTL;
+        s.created
+            .lock()
+            .insert((1, 2, n.as_bytes().into()), (11, old));
+        assert!(
+            !s.created_again(1, 2, n, 11),
+            "too long ago to be the same report"
+        );
     }
 
     #[test]

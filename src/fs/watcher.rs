@@ -214,6 +214,23 @@ impl Invalidator {
                         // it, its names cannot be matched to the mount's own changes either.
                         continue;
                     };
+                    match (nc, &st) {
+                        (NameChange::Created, Some(child))
+                            if self.self_changes.created_again(
+                                p.st_dev,
+                                p.st_ino,
+                                name,
+                                child.st_ino,
+                            ) =>
+                        {
+                            // notify's walk of a new directory and the kernel both reported it.
+                            continue;
+                        }
+                        (NameChange::Removed, _) => {
+                            self.self_changes.removal_reported(p.st_dev, p.st_ino, name)
+                        }
+                        _ => {}
+                    }
                     if self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
                         // The echo of an operation made through the mount.
                         continue;
