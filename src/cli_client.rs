@@ -4,7 +4,7 @@
 //! mount containing the current directory, named the way the daemon names it. Exit codes: 0 on
 //! success, 1 when the daemon cannot be reached or answers with an error, 2 for bad usage.
 
-use std::io::Read;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -122,11 +122,36 @@ fn connect(arg: &SocketArg) -> Result<Client, Failure> {
     Ok(Client::connect(&path, TIMEOUT)?)
 }
 
-fn print_json(v: &Value) {
-    println!(
-        "{}",
-        serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string())
-    );
+/// `println!` into a `String` that [`emit`] writes out at once.
+macro_rules! outln {
+    ($out:ident, $($arg:tt)*) => {{
+        $out.push_str(&format!($($arg)*));
+        $out.push('\n');
+    }};
+}
+
+/// Writes `text` to stdout. A reader that went away (`worldfs status | head -3`) is no failure:
+/// the output was for it alone, and `println!` would have panicked.
+pub fn write_stdout(text: &str) -> std::io::Result<()> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => r,
+    }
+}
+
+fn emit(text: &str) -> Result<(), Failure> {
+    write_stdout(text)
+        .context("writing to stdout")
+        .map_err(Failure::from)
+}
+
+fn print_json(v: &Value) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(v).unwrap_or_else(|_| v.to_string());
+    emit(&format!("{text}\n"))
 }
 
 fn ctl(arg: &SocketArg, method: &str, params: Option<&str>) -> Result<(), Failure> {
@@ -143,8 +168,7 @@ fn ctl(arg: &SocketArg, method: &str, params: Option<&str>) -> Result<(), Failur
     };
     let mut c = connect(arg)?;
     let r = c.call(method, params)?;
-    print_json(&r);
-    Ok(())
+    print_json(&r)
 }
 
 fn parse_params(s: &str) -> Result<Value, Failure> {
@@ -183,15 +207,14 @@ fn projection(
     let mut c = connect(arg)?;
     let r = c.call("projection.get", params)?;
     if full {
-        print_json(&r);
-        return Ok(());
+        return print_json(&r);
     }
     // The body is what goes to the model: markdown as is, request bodies as JSON. What it cost
     // and what was left out goes to stderr, so stdout can be piped into a request.
     match r.get("body") {
-        Some(Value::String(t)) => print!("{t}"),
-        Some(body) => print_json(body),
-        None => print_json(&r),
+        Some(Value::String(t)) => emit(t)?,
+        Some(body) => print_json(body)?,
+        None => print_json(&r)?,
     }
     let count = |k: &str| r.get(k).and_then(Value::as_array).map_or(0, Vec::len);
     eprintln!(
@@ -219,10 +242,9 @@ fn goal(arg: &SocketArg, text: Option<String>, clear: bool) -> Result<(), Failur
         c.call("goal.get", json!({}))?
     };
     match r.get("goal").and_then(Value::as_str) {
-        Some(g) => println!("{g}"),
-        None => println!("(no goal set)"),
+        Some(g) => emit(&format!("{g}\n")),
+        None => emit("(no goal set)\n"),
     }
-    Ok(())
 }
 
 fn num(v: &Value, ptr: &str) -> String {
@@ -240,10 +262,12 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     let (mut client, s) = match stats {
         Ok(cs) => cs,
         Err(e) => {
-            println!("socket:   {} (not answering)", path.display());
+            emit(&format!("socket:   {} (not answering)\n", path.display()))?;
             return Err(Failure::Failed(e.into()));
         }
     };
+    // Written at once at the end, so a reader that stops early (`| head -3`) ends nothing.
+    let mut out = String::new();
     let text = |ptr: &str| {
         s.pointer(ptr)
             .and_then(Value::as_str)
@@ -253,15 +277,16 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     let mount = text("/root/mount_point");
     let source = text("/root/source");
     if mount == source {
-        println!("mount:    {mount} (in place)");
+        outln!(out, "mount:    {mount} (in place)");
     } else {
-        println!("mount:    {source} at {mount}");
+        outln!(out, "mount:    {source} at {mount}");
     }
     if let Some(io) = s.pointer("/data_path").and_then(Value::as_str) {
-        println!("io:       {io}");
+        outln!(out, "io:       {io}");
     }
-    println!("socket:   {}", path.display());
-    println!(
+    outln!(out, "socket:   {}", path.display());
+    outln!(
+        out,
         "entries:  {} live, {} deleted, {} withheld, {} ignored ({} tokens of live content known)",
         num(&s, "/entries/live"),
         num(&s, "/entries/deleted"),
@@ -274,7 +299,8 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         .and_then(Value::as_f64)
         .map(|r| format!(" ({:.1}% of a growing history)", r * 100.0))
         .unwrap_or_default();
-    println!(
+    outln!(
+        out,
         "tokens:   last projection {}, {} projections sent {} tokens; a growing history ({} now) \
          would have sent {}{ratio}",
         num(&s, "/tokens/last_projection_tokens"),
@@ -294,7 +320,8 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             .and_then(Value::as_f64)
             .map(|r| format!(" ({:.1}%)", r * 100.0))
             .unwrap_or_default();
-        println!(
+        outln!(
+            out,
             "proxy:    {} model calls ({} sent with the projection): their messages {} tokens, \
              sent {}{ratio}; the last {} -> {}",
             num(&s, "/proxy/calls"),
@@ -305,7 +332,8 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             num(&s, "/proxy/last_sent_tokens"),
         );
     }
-    println!(
+    outln!(
+        out,
         "observed: {} by the agent, {} weakly attributed, {} by scans, {} unattributed",
         num(&s, "/world/by_class/agent"),
         num(&s, "/world/by_class/weak"),
@@ -316,7 +344,10 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     // mount's own writes for someone else's. Reused renders need the watcher, so their flag
     // says whether there is one.
     if s.pointer("/renders/enabled").and_then(Value::as_bool) == Some(false) {
-        println!("behind:   not watched (--no-watch): changes behind the mount are not reported");
+        outln!(
+            out,
+            "behind:   not watched (--no-watch): changes behind the mount are not reported"
+        );
     } else {
         // Found only by counting a file again: while nothing was mounted, or while the
         // watcher's queue overflowed.
@@ -327,14 +358,16 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             Some(n) if n > 0 => format!("; {n} found changed when counted again after a restart"),
             _ => String::new(),
         };
-        println!(
+        outln!(
+            out,
             "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
              (re-checked, not counted as changes){unseen}",
             num(&s, "/world/by_class/external"),
             num(&s, "/world/by_class/echo"),
         );
     }
-    println!(
+    outln!(
+        out,
         "kept:     {}",
         kept_line(s.pointer("/world/kept"), s.pointer("/world/not_kept"))
     );
@@ -344,20 +377,23 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         Some(n) if n > 0 => format!("; {n} begun and not recorded yet"),
         _ => String::new(),
     };
-    println!(
+    outln!(
+        out,
         "commands: {} outputs cached; {} dropped as what they depend on changed, {} oldest dropped \
          for room{begun}",
         num(&s, "/commands_cached"),
         num(&s, "/drops/commands_invalidated"),
         num(&s, "/drops/commands_for_room"),
     );
-    println!(
+    outln!(
+        out,
         "drops:    observations {}, to subscribers {}, journal {}",
         num(&s, "/drops/observations"),
         num(&s, "/drops/subscription_observations"),
         num(&s, "/drops/journal"),
     );
-    println!(
+    outln!(
+        out,
         "activity: turn {}, last seq {}, {} connections open, {} requests, projection.get p50 {} µs \
          p99 {} µs",
         num(&s, "/world/turn"),
@@ -368,14 +404,19 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/latency/projection.get/p99_us"),
     );
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
-    let state = client
-        .call("state.get", json!({}))
-        .map_err(|e| Failure::Failed(e.into()))?;
+    let state = match client.call("state.get", json!({})) {
+        Ok(state) => state,
+        Err(e) => {
+            emit(&out)?;
+            return Err(Failure::Failed(e.into()));
+        }
+    };
     if let Some(tasks) = state.pointer("/state/tasks").and_then(Value::as_array)
         && !tasks.is_empty()
     {
         let count = |status: &str| tasks.iter().filter(|t| t["status"] == status).count();
-        println!(
+        outln!(
+            out,
             "tasks:    {} ({} done, {} in progress, {} to do)",
             tasks.len(),
             count("completed"),
@@ -383,7 +424,7 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             count("pending"),
         );
     }
-    Ok(())
+    emit(&out)
 }
 
 /// The `kept:` line of `worldfs status`: where the world is kept across restarts and how

@@ -83,7 +83,8 @@ fn main() -> ExitCode {
                 })
             })
             .and_then(|outcome| {
-                print!("{}", outcome.summary);
+                worldfs::cli_client::write_stdout(&outcome.summary)
+                    .map_err(|e| anyhow::anyhow!("writing the summary to stdout: {e}"))?;
                 match outcome.failed.len() {
                     0 => Ok(()),
                     n => Err(anyhow::anyhow!(

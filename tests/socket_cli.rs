@@ -188,3 +188,44 @@ fn goal_projection_and_status_subcommands() {
         "{o}"
     );
 }
+
+/// A reader that stops early (`worldfs status | head -3`) ends nothing: the commands exit 0
+/// and quietly. `println!` panicked on the closed pipe, with a backtrace on stderr.
+#[test]
+fn output_to_a_reader_that_went_away_is_no_failure() {
+    let f = Fixture::new();
+    let s = f.sock.to_string_lossy().into_owned();
+    for args in [
+        vec!["status", "--socket", &s],
+        vec!["projection", "--socket", &s],
+        vec!["ctl", "--socket", &s, "stats"],
+        vec!["goal", "--socket", &s],
+    ] {
+        // The read end is closed before the command starts, so its first write fails (EPIPE)
+        // however fast it is.
+        let mut fds = [0; 2];
+        // SAFETY: fds has room for the two descriptors pipe(2) returns.
+        assert_eq!(unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) }, 0);
+        // SAFETY: both descriptors are fresh and owned here from now on.
+        let (reader, writer) = unsafe {
+            use std::os::fd::FromRawFd;
+            (
+                std::os::fd::OwnedFd::from_raw_fd(fds[0]),
+                std::os::fd::OwnedFd::from_raw_fd(fds[1]),
+            )
+        };
+        drop(reader);
+        let out = must(
+            Command::new(env!("CARGO_BIN_EXE_worldfs"))
+                .args(&args)
+                .env_remove("WORLDFS_SOCKET")
+                .current_dir("/")
+                .stdout(Stdio::from(writer))
+                .stderr(Stdio::piped())
+                .output(),
+        );
+        let err = text(&out.stderr);
+        assert!(out.status.success(), "{args:?}: {:?}\n{err}", out.status);
+        assert!(!err.contains("panicked"), "{args:?}: {err}");
+    }
+}
