@@ -133,7 +133,8 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             if let Some(params) = tasks
                 && let Err(e) = c.call("state.patch", params)
             {
-                tracing::info!("worldfs hook: the task list is not changed: {e}");
+                let e = anyhow::Error::from(e);
+                tracing::info!("worldfs hook: the task list is not changed: {e:#}");
             }
             if let Some(params) = command {
                 match c.call("command.record", params) {

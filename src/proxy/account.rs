@@ -98,7 +98,11 @@ pub(crate) fn record(state: &State, call: &Call) {
         )
     });
     if let Err(e) = reported {
-        tracing::debug!("{}: not reported to the mount: {e}", call.path);
+        tracing::debug!(
+            "{}: not reported to the mount: {:#}",
+            call.path,
+            anyhow::Error::from(e)
+        );
     }
 }
 

@@ -11,13 +11,14 @@ use super::protocol::RpcError;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClientError {
-    #[error("cannot connect to {path:?}: {source} (is `worldfs mount` running?)")]
+    // The cause is the error's source: `{:#}` prints it after the message, once.
+    #[error("cannot connect to {path:?} (is `worldfs mount` running?)")]
     Connect {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
-    #[error("talking to the daemon: {0}")]
+    #[error("talking to the daemon")]
     Io(#[from] io::Error),
     #[error("the daemon closed the connection")]
     Closed,
