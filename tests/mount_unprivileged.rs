@@ -558,3 +558,24 @@ fn a_users_mount_over_a_directory_it_may_not_read_says_what_it_cannot_watch() {
         "no colour codes in a log file:\n{log}"
     );
 }
+
+#[test]
+fn everyday_tools_work_through_a_users_mount() {
+    // scripts/everyday-tools.sh, as tests/mount_everyday.rs runs it natively and through root's
+    // mounts: here the daemon and the tools are `nobody`'s, with no file handles and every
+    // byte through the daemon. The script is passed as text: `nobody` may not read the checkout.
+    let m = UserMount::start(false, |_| {});
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/everyday-tools.sh");
+    let script = std::fs::read_to_string(&script).expect("read scripts/everyday-tools.sh");
+    let mut cmd = m.as_user(Command::new("bash"));
+    cmd.args(["-c", &script, "everyday-tools.sh"]).arg(&m.root);
+    let out = run_with_timeout(&mut cmd, COMMAND_TIMEOUT);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let checks = text.lines().filter(|l| l.starts_with("ok ")).count();
+    assert!(
+        out.status.success() && checks >= 30,
+        "as {USER} ({checks} checks passed):\n{text}\n{}\n--- daemon output ---\n{}",
+        String::from_utf8_lossy(&out.stderr),
+        m.log()
+    );
+}
