@@ -560,9 +560,10 @@ impl Filesystem for Passthrough {
                     Some(target) => {
                         self.emit_child(Op::Link { target }, req.pid(), newparent.0, newname)
                     }
-                    // A file without a name (O_TMPFILE) given its first: to the world, a file
-                    // created with what it holds now, as an atomic save through rename is.
-                    // Stamped like an open, so it is the caller's doing even once it exited.
+                    // A file without a name (O_TMPFILE) given its first (the lookup above made
+                    // it the inode's name): to the world, a file created with what it holds
+                    // now, as an atomic save through rename is. Stamped like an open, so it is
+                    // the caller's doing even once it exited.
                     None => {
                         let created = Op::Open {
                             read: false,
@@ -570,10 +571,7 @@ impl Filesystem for Passthrough {
                             truncate: false,
                             created: true,
                         };
-                        let caller = self.callers.stamp(req.pid());
-                        self.observe.emit_from(created, req.pid(), caller, || {
-                            self.store.child_path(newparent.0, newname)
-                        });
+                        self.emit_stamped(created, req.pid(), r.0.nodeid);
                     }
                 }
                 self.reply_entry(reply, Ok(r));

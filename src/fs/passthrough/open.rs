@@ -316,7 +316,7 @@ impl Passthrough {
             .map_err(errno)?
         };
         let (inode, st) = self.store.lookup(&parent_inode, &cname).map_err(errno)?;
-        Ok(self.file_created(&inode, &st, fd, flags, reply))
+        Ok(self.file_created(inode, &st, fd, flags, reply))
     }
 
     /// TMPFILE: a file with no name in `parent` (`O_TMPFILE`), created as the caller, opened
@@ -341,20 +341,19 @@ impl Passthrough {
             sys::openat(pfd.as_fd(), c".", open_flags, mode).map_err(errno)?
         };
         let (inode, st) = self.store.adopt_unnamed(fd.as_fd()).map_err(errno)?;
-        Ok(self.file_created(&inode, &st, fd, flags, reply))
+        Ok(self.file_created(inode, &st, fd, flags, reply))
     }
 
     /// What CREATE and TMPFILE share once the backing file is open: the I/O mode, the
     /// passthrough registration, the handle, and the observation.
     fn file_created(
         &self,
-        inode: &Arc<Inode>,
+        inode: Arc<Inode>,
         st: &libc::stat,
         fd: OwnedFd,
         flags: i32,
         reply: &ReplyCreate,
     ) -> Opened {
-        let inode = inode.clone();
         let (read, write) = access_mode(flags);
         let passthrough = self.passthrough.load(Ordering::Relaxed);
         // As in `do_open`: writes to a set-id file must come through the daemon.
