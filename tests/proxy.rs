@@ -308,22 +308,28 @@ fn texts(v: &Value) -> String {
     out
 }
 
-#[test]
-fn the_main_conversation_goes_upstream_as_the_present() {
+/// A mount holding `calc.py`, with the goal set and the file read by the agent (`cat`: a
+/// reader the world counts as the agent's, which this test's own process is not).
+fn session_that_read_calc() -> (Mount, Client) {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
     });
     let mut c = Client::connect(&m.socket(), WAIT).expect("connect");
     c.call("goal.set", json!({ "goal": PROMPT }))
         .expect("goal.set");
-    // The agent reads the file, then edits it: the history's copy is stale, the projection's
-    // must be what is on disk.
-    // `cat`: a reader the world counts as the agent's (this test's own process is not one).
     let out = Command::new("cat")
         .arg(m.path("calc.py"))
         .output()
         .expect("cat through the mount");
     assert!(out.status.success());
+    (m, c)
+}
+
+#[test]
+fn the_main_conversation_goes_upstream_as_the_present() {
+    // The agent reads the file, then edits it: the history's copy is stale, the projection's
+    // must be what is on disk.
+    let (m, mut c) = session_that_read_calc();
     std::fs::write(
         m.path("calc.py"),
         "def add(a, b):\n    return round(a + b, 2)\n",
@@ -485,6 +491,74 @@ fn the_main_conversation_goes_upstream_as_the_present() {
     assert!(
         proxy.says("proxy stopped; model calls: 3 sent with the projection, 1 as they came, 0 "),
         "the summary at exit"
+    );
+}
+
+/// `v` with every `cache_control` in it set to `cc`.
+fn mark_all(v: &mut Value, cc: &Value) {
+    match v {
+        Value::Object(m) => {
+            if m.contains_key("cache_control") {
+                m.insert("cache_control".into(), cc.clone());
+            }
+            m.values_mut().for_each(|x| mark_all(x, cc));
+        }
+        Value::Array(a) => a.iter_mut().for_each(|x| mark_all(x, cc)),
+        _ => {}
+    }
+}
+
+#[test]
+fn an_hour_long_prompt_cache_is_kept_hour_long_around_the_projection() {
+    let (m, _c) = session_that_read_calc();
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+
+    // Claude Code on a subscription asks the cache to keep its system prompt (for every
+    // session) and its messages for an hour. The API refuses an hour-long breakpoint after a
+    // five-minute one, so the projection's, placed before the last turn's, must be an hour
+    // long too, or every rewritten call would come back 400.
+    let mut body = claude_request(PROMPT, &file, 6);
+    mark_all(
+        &mut body["system"],
+        &json!({"type": "ephemeral", "ttl": "1h", "scope": "global"}),
+    );
+    mark_all(
+        &mut body["messages"],
+        &json!({"type": "ephemeral", "ttl": "1h"}),
+    );
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let resp = post(&proxy.url("/v1/messages"), &body);
+    assert_eq!(resp.status(), 200);
+    let sent = up.next().json();
+    assert_eq!(
+        sent["system"], body["system"],
+        "the system prompt as it came"
+    );
+    let all = texts(&sent["messages"]);
+    assert!(all.contains("def add(a, b):"), "the projection was sent");
+    assert!(
+        !all.contains("a long stale listing"),
+        "the history between is replaced"
+    );
+    if let Err(v) = worldfs::projection::validate::anthropic(&sent) {
+        panic!("the rewritten request breaks the API's rules: {v:?}");
+    }
+    let ttls = worldfs::projection::validate::breakpoint_ttls(&sent);
+    assert!(
+        ttls.len() > 2,
+        "the projection placed breakpoints: {ttls:?}"
+    );
+    assert!(
+        ttls.iter()
+            .all(|t| *t == Some(worldfs::projection::CacheTtl::OneHour)),
+        "{ttls:?}"
     );
 }
 

@@ -51,6 +51,7 @@ const KEYS: &[&str] = &[
     "tool_name",
     "path_param",
     "max_breakpoints",
+    "cache_ttl",
     "absolute_paths",
     "goal",
     "tool_use_id",

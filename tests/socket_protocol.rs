@@ -83,6 +83,29 @@ fn projection_respects_budget_and_formats() {
         json!({"tool_name": "Read", "path_param": "file_path", "max_breakpoints": 0,
                "absolute_paths": true, "policy": "lru"}),
     );
+    // Breakpoints an hour long, for a harness whose own are: the API refuses one after a
+    // five-minute breakpoint.
+    for (ttl, want) in [
+        (json!("1h"), json!({"type": "ephemeral", "ttl": "1h"})),
+        (json!("5m"), json!({"type": "ephemeral"})),
+        (Value::Null, json!({"type": "ephemeral"})),
+    ] {
+        let mut params = json!({"format": "anthropic", "max_breakpoints": 4});
+        if !ttl.is_null() {
+            params["cache_ttl"] = ttl.clone();
+        }
+        let p = c.call("projection.get", params);
+        let marks = p["body"]["messages"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter_map(|b| b.get("cache_control"))
+            .collect::<Vec<_>>();
+        assert!(!marks.is_empty(), "{p}");
+        assert!(marks.iter().all(|m| **m == want), "{ttl}: {marks:?}");
+    }
 }
 
 /// What a projection left out is listed up to `evicted_limit` (100 unless asked), and counted
@@ -184,6 +207,7 @@ fn projection_rejects_bad_parameters_clearly() {
         (json!({"tool_name": ""}), "tool_name"),
         (json!({"max_breakpoints": 5}), "at most 4"),
         (json!({"max_breakpoints": 300}), "invalid value"),
+        (json!({"cache_ttl": "2h"}), "unknown variant"),
         (json!({"policy": "nope"}), "unknown policy"),
         (json!({"budgett": 10}), "unknown field"),
     ];

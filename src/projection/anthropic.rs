@@ -144,7 +144,7 @@ pub fn render(input: &Input) -> Value {
     }
     for (m, b) in placed {
         if let Some(Value::Object(block)) = msgs.get_mut(m).and_then(|x| x.content.get_mut(b)) {
-            block.insert("cache_control".into(), json!({"type": "ephemeral"}));
+            block.insert("cache_control".into(), input.cache_ttl.cache_control());
         }
     }
 

@@ -81,6 +81,7 @@ pub fn gather(
         step: last_step,
         read_tool,
         max_breakpoints: req.max_breakpoints,
+        cache_ttl: req.cache_ttl,
         report,
         framing_fields: (framing != Framing::default()).then_some(framing),
         state_fields: (!state.is_empty()).then_some(state),

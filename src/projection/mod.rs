@@ -38,7 +38,7 @@ use crate::world::tokens::TokenizerError;
 pub use goal::NO_GOAL_TEXT;
 pub use ids::{MAX_ID_LEN, valid_id, valid_tool_name};
 pub use parts::MINIMAL_USER_TEXT;
-pub use request::{Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput};
+pub use request::{CacheTtl, Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput};
 
 /// Name of the tokenizer every count uses.
 pub const TOKENIZER: &str = "o200k_base";

@@ -147,6 +147,7 @@ pub struct Input {
     pub step: Option<StepPart>,
     pub read_tool: ToolDef,
     pub max_breakpoints: u8,
+    pub cache_ttl: super::CacheTtl,
     pub report: Report,
     /// Rendered framing fields, for the json format.
     pub framing_fields: Option<Framing>,

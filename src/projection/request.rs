@@ -112,6 +112,41 @@ impl LineNumbers {
     }
 }
 
+/// How long the prompt cache keeps what a projection's `cache_control` breakpoints mark
+/// (anthropic). The API requires breakpoints with the longer time before those with the shorter
+/// one (tools, then system, then messages), so a harness that marks its own last turn for an
+/// hour (Claude Code does on a subscription) must ask for `1h` here too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+pub enum CacheTtl {
+    /// `{"type": "ephemeral"}`: the API's default of five minutes.
+    #[default]
+    #[serde(rename = "5m")]
+    FiveMinutes,
+    /// `{"type": "ephemeral", "ttl": "1h"}`: written at 2x instead of 1.25x, kept an hour.
+    #[serde(rename = "1h")]
+    OneHour,
+}
+
+impl CacheTtl {
+    /// The `cache_control` value of a breakpoint. Five minutes is left implicit, as the API's
+    /// default, so bodies stay as they were before the option existed.
+    pub fn cache_control(self) -> serde_json::Value {
+        match self {
+            CacheTtl::FiveMinutes => serde_json::json!({"type": "ephemeral"}),
+            CacheTtl::OneHour => serde_json::json!({"type": "ephemeral", "ttl": "1h"}),
+        }
+    }
+
+    /// The time a `cache_control` value asks for; `None` for one this API version does not
+    /// define (left for the API to judge).
+    pub fn of(cache_control: &serde_json::Value) -> Option<Self> {
+        match cache_control.get("ttl") {
+            None => Some(CacheTtl::FiveMinutes),
+            Some(t) => serde_json::from_value(t.clone()).ok(),
+        }
+    }
+}
+
 /// What the last step's result carries of lines the stream above already shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -139,6 +174,8 @@ pub struct ProjectionRequest {
     pub path_param: String,
     /// `cache_control` breakpoints to place (anthropic only), 0 to 4.
     pub max_breakpoints: u8,
+    /// How long the cache keeps what they mark (anthropic only).
+    pub cache_ttl: CacheTtl,
     /// Root shown to the model (e.g. the mount path) so paths are absolute, as Claude Code's
     /// `Read` requires; `None` shows paths relative to the root.
     pub absolute_paths: Option<PathBuf>,
@@ -167,6 +204,7 @@ impl Default for ProjectionRequest {
             tool_name: "Read".into(),
             path_param: "file_path".into(),
             max_breakpoints: 2,
+            cache_ttl: CacheTtl::FiveMinutes,
             absolute_paths: None,
             line_numbers: LineNumbers::Tab,
             include_deleted: true,
@@ -193,9 +231,10 @@ impl ProjectionRequest {
     /// where its projection placed each piece, and what its thrash guard learnt. Everything
     /// that changes what is chosen or the bytes of a piece is part of it, so two clients with
     /// the same budget but other options (a `worldfs projection` beside `worldfs proxy`) never
-    /// move each other's pieces or cache breakpoints. The number of breakpoints is not: it only
-    /// marks pieces, and the proxy's changes from call to call (it gets what Claude Code's own
-    /// leave); nor is the length of the evicted list.
+    /// move each other's pieces or cache breakpoints. The number of breakpoints and their time
+    /// to live are not: they only mark pieces, and the proxy's change from call to call (it gets
+    /// what Claude Code's own leave, and matches their time); nor is the length of the evicted
+    /// list.
     pub fn requester_key(&self, policy: &str, budget: u64) -> String {
         let root = self
             .absolute_paths
@@ -271,6 +310,7 @@ mod tests {
         // What only marks pieces, or only shortens the report, is the same requester.
         let mut same = base.clone();
         same.max_breakpoints = 4;
+        same.cache_ttl = CacheTtl::OneHour;
         same.evicted_limit = Some(3);
         assert_eq!(key(&same), key(&base));
         // Everything else is another one.

@@ -308,6 +308,24 @@ fn leaf_tokens(v: &Value) -> u64 {
     }
 }
 
+/// Every `cache_control` value in `v`, in document order.
+fn cache_controls(v: &Value) -> Vec<Value> {
+    match v {
+        Value::Array(a) => a.iter().flat_map(cache_controls).collect(),
+        Value::Object(m) => m
+            .iter()
+            .flat_map(|(k, v)| {
+                if k == "cache_control" {
+                    vec![v.clone()]
+                } else {
+                    cache_controls(v)
+                }
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
 /// Every string in `v` (recursively).
 fn strings(v: &Value) -> Vec<&str> {
     match v {
@@ -365,16 +383,19 @@ proptest! {
         budget in budget_strategy(),
         format in format_strategy(),
         breakpoints in 0u8..=4,
+        hour in any::<bool>(),
         absolute in any::<bool>(),
         include_deleted in any::<bool>(),
         policy in prop::sample::select(vec!["worldfs", "seed", "lru"]),
     ) {
         let b = build(&s);
+        let cache_ttl = if hour { CacheTtl::OneHour } else { CacheTtl::FiveMinutes };
         let req = ProjectionRequest {
             format,
             budget_tokens: Some(budget),
             policy: Some(policy.to_string()),
             max_breakpoints: breakpoints,
+            cache_ttl,
             absolute_paths: absolute.then(|| PathBuf::from("/mnt/work")),
             include_deleted,
             ..ProjectionRequest::default()
@@ -384,6 +405,11 @@ proptest! {
                 prop_assert!(p.tokens <= budget, "{} > {}", p.tokens, budget);
                 if let Err(v) = validate_projection(&p) {
                     prop_assert!(false, "{format}: {v:#?}\n{}", p.body);
+                }
+                let marks = cache_controls(&p.body);
+                prop_assert!(marks.len() <= usize::from(breakpoints));
+                for m in marks {
+                    prop_assert_eq!(m, cache_ttl.cache_control());
                 }
                 let carried = match &p.body {
                     Value::String(t) => tokens::count_uncached(t.as_bytes()).map_or(0, u64::from),

@@ -11,7 +11,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::ids::{valid_id, valid_tool_name};
-use super::request::{Format, MAX_BREAKPOINTS};
+use super::request::{CacheTtl, Format, MAX_BREAKPOINTS};
 
 /// Which rule a body breaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
@@ -47,6 +47,9 @@ pub enum Rule {
     EmptyMessage,
     /// At most 4 `cache_control` breakpoints.
     TooManyBreakpoints,
+    /// A breakpoint kept an hour after one kept five minutes, in the order the API reads them
+    /// (tools, system, messages): it answers 400.
+    CacheTtlOrder,
     /// Thinking blocks only at the start of the last assistant message, signed.
     Thinking,
     /// Synthesized Responses items carry no `id`.
@@ -209,6 +212,62 @@ pub fn count_cache_control(v: &Value) -> usize {
     }
 }
 
+/// Each `cache_control` under `v` with where it is, in the order the API reads them: an
+/// object's own mark after what it holds (it marks the end of the block).
+fn marks<'a>(v: &'a Value, at: String, out: &mut Vec<(String, &'a Value)>) {
+    match v {
+        Value::Object(m) => {
+            for (k, x) in m.iter().filter(|(k, _)| k.as_str() != "cache_control") {
+                marks(x, format!("{at}/{k}"), out);
+            }
+            if let Some(cc) = m.get("cache_control") {
+                out.push((format!("{at}/cache_control"), cc));
+            }
+        }
+        Value::Array(a) => {
+            for (i, x) in a.iter().enumerate() {
+                marks(x, format!("{at}/{i}"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The time each breakpoint under `v` asks for, in the order the API reads them (`None`: a
+/// time this API version does not define). Also used by `worldfs proxy`, whose breakpoints must
+/// fit between Claude Code's.
+pub fn breakpoint_ttls(v: &Value) -> Vec<Option<CacheTtl>> {
+    let mut all = Vec::new();
+    marks(v, String::new(), &mut all);
+    all.into_iter().map(|(_, cc)| CacheTtl::of(cc)).collect()
+}
+
+/// No breakpoint kept an hour after one kept five minutes. A top-level `cache_control`
+/// (automatic caching) marks the last block, so it is read last.
+fn cache_ttl_order(r: &mut Report, body: &Value) {
+    let mut all = Vec::new();
+    for key in ["tools", "system", "messages"] {
+        if let Some(v) = body.get(key) {
+            marks(v, format!("/{key}"), &mut all);
+        }
+    }
+    if let Some(cc) = body.get("cache_control") {
+        all.push(("/cache_control".into(), cc));
+    }
+    let mut short: Option<String> = None;
+    for (at, cc) in all {
+        match (CacheTtl::of(cc), &short) {
+            (Some(CacheTtl::FiveMinutes), None) => short = Some(at),
+            (Some(CacheTtl::OneHour), Some(first)) => r.add(
+                Rule::CacheTtlOrder,
+                at,
+                format!("a 1h breakpoint after the 5m one at {first}"),
+            ),
+            _ => {}
+        }
+    }
+}
+
 /// One message after merging consecutive messages of the same role, as the API does.
 struct Merged<'a> {
     role: &'a str,
@@ -256,6 +315,7 @@ pub fn anthropic(body: &Value) -> Result<(), Vec<Violation>> {
             format!("{breakpoints} cache_control breakpoints (at most {MAX_BREAKPOINTS})"),
         );
     }
+    cache_ttl_order(&mut r, body);
     if messages.is_empty() {
         r.add(Rule::EmptyMessage, "/messages", "no messages");
         return r.finish();
@@ -862,6 +922,54 @@ mod tests {
                 "{rule:?} not found in {got:?} for {body}"
             );
         }
+    }
+
+    #[test]
+    fn an_hour_long_breakpoint_after_a_five_minute_one_is_refused() {
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
+        let five = json!({"type": "ephemeral"});
+        let body = |system: &Value, message: &Value| {
+            json!({
+                "system": [{"type": "text", "text": "s", "cache_control": system}],
+                "messages": [{"role": "user", "content": [
+                    {"type": "text", "text": "a", "cache_control": message},
+                    {"type": "tool_result", "tool_use_id": "t", "content": [{"type": "text", "text": "r"}], "cache_control": message}
+                ]}]
+            })
+        };
+        // Longer first, or all alike: what the API takes.
+        for (s, m) in [(&hour, &hour), (&hour, &five), (&five, &five)] {
+            assert!(
+                !rules(anthropic(&body(s, m))).contains(&Rule::CacheTtlOrder),
+                "{s} then {m}"
+            );
+        }
+        // An hour after five minutes, in system then messages, and within the messages.
+        let v = anthropic(&body(&five, &hour)).expect_err("refused");
+        let at: Vec<&str> = v
+            .iter()
+            .filter(|v| v.rule == Rule::CacheTtlOrder)
+            .map(|v| v.at.as_str())
+            .collect();
+        assert_eq!(
+            at,
+            [
+                "/messages/0/content/0/cache_control",
+                "/messages/0/content/1/cache_control"
+            ]
+        );
+        let mut within = body(&hour, &hour);
+        within["messages"][0]["content"][0]["cache_control"] = five.clone();
+        assert!(rules(anthropic(&within)).contains(&Rule::CacheTtlOrder));
+        // Automatic caching marks the last block: read last.
+        let mut auto = body(&five, &five);
+        auto["cache_control"] = hour.clone();
+        assert!(rules(anthropic(&auto)).contains(&Rule::CacheTtlOrder));
+        // Tools are read before the system prompt.
+        let mut tools = body(&hour, &hour);
+        tools["tools"] =
+            json!([{"name": "Read", "input_schema": {"type": "object"}, "cache_control": five}]);
+        assert!(rules(anthropic(&tools)).contains(&Rule::CacheTtlOrder));
     }
 
     #[test]

@@ -188,6 +188,7 @@ fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
         "path_param": "file_path",
         "absolute_paths": true,
         "max_breakpoints": plan.breakpoints,
+        "cache_ttl": plan.cache_ttl,
         "last_step": false,
     });
     if let Some(g) = rewrite::read_gutter(body) {

@@ -27,8 +27,8 @@ use std::collections::HashSet;
 use serde_json::Value;
 
 use crate::claude_hook::LATER_PROMPT;
-use crate::projection::LineNumbers;
 use crate::projection::validate::{self, count_cache_control};
+use crate::projection::{CacheTtl, LineNumbers};
 
 /// The API's limit on `cache_control` breakpoints in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
@@ -79,6 +79,11 @@ pub struct Plan {
     pub later_prompts: Option<String>,
     /// Breakpoints the projection may place.
     pub breakpoints: u8,
+    /// Their time to live: the API refuses a breakpoint kept an hour after one kept five
+    /// minutes, so the projection's, placed between the system prompt's and the last turn's,
+    /// take the time of the next one after them (Claude Code marks its messages for an hour on
+    /// a subscription), or of the last one before.
+    pub cache_ttl: CacheTtl,
 }
 
 fn role(m: &Value) -> Option<&str> {
@@ -162,6 +167,22 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
             .map(count_cache_control)
             .sum::<usize>();
     let breakpoints = u8::try_from(MAX_BREAKPOINTS.saturating_sub(used)).unwrap_or(0);
+    // A top-level `cache_control` (automatic caching) marks the last block: it comes after.
+    let after = messages[tail_start..]
+        .iter()
+        .flat_map(validate::breakpoint_ttls)
+        .chain(obj.get("cache_control").map(CacheTtl::of))
+        .flatten()
+        .next();
+    let before = || {
+        ["tools", "system"]
+            .iter()
+            .filter_map(|k| obj.get(*k))
+            .flat_map(validate::breakpoint_ttls)
+            .flatten()
+            .last()
+    };
+    let cache_ttl = after.or_else(before).unwrap_or_default();
     Ok(Plan {
         tail_start,
         head: without_breakpoints(first),
@@ -169,6 +190,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         breakpoints,
+        cache_ttl,
     })
 }
 
@@ -460,6 +482,77 @@ mod tests {
             first["content"][1]["text"],
             body["messages"][0]["content"][1]["text"]
         );
+    }
+
+    /// `body` with every breakpoint of `key` (`system`, `tools` or `messages`) set to `cc`.
+    fn with_marks(mut body: Value, key: &str, cc: &Value) -> Value {
+        fn set(v: &mut Value, cc: &Value) {
+            match v {
+                Value::Object(m) => {
+                    if m.contains_key("cache_control") {
+                        m.insert("cache_control".into(), cc.clone());
+                    }
+                    m.values_mut().for_each(|x| set(x, cc));
+                }
+                Value::Array(a) => a.iter_mut().for_each(|x| set(x, cc)),
+                _ => {}
+            }
+        }
+        set(&mut body[key], cc);
+        body
+    }
+
+    #[test]
+    fn the_projections_breakpoints_take_the_time_of_claude_codes() {
+        let hour = json!({"type": "ephemeral", "ttl": "1h"});
+        let global = json!({"type": "ephemeral", "ttl": "1h", "scope": "global"});
+        let five = json!({"type": "ephemeral"});
+        let ttl = |body: &Value| plan(body, Some(PROMPT)).expect("eligible").cache_ttl;
+        // Claude Code on a subscription: an hour on the system prompt and on its messages.
+        let sub = with_marks(with_marks(request(4), "system", &global), "messages", &hour);
+        assert_eq!(ttl(&sub), CacheTtl::OneHour);
+        assert_eq!(ttl(&request(4)), CacheTtl::FiveMinutes);
+        // The next breakpoint after the projection decides; without one, the last before it.
+        let hour_then_five = with_marks(with_marks(request(4), "system", &hour), "messages", &five);
+        assert_eq!(ttl(&hour_then_five), CacheTtl::FiveMinutes);
+        let mut unmarked_tail = with_marks(request(4), "system", &hour);
+        unmarked_tail["messages"][8]["content"][0]
+            .as_object_mut()
+            .expect("result")
+            .remove("cache_control");
+        assert_eq!(ttl(&unmarked_tail), CacheTtl::OneHour);
+        // Automatic caching marks the last block.
+        let mut auto = unmarked_tail.clone();
+        auto["system"][0]
+            .as_object_mut()
+            .expect("block")
+            .remove("cache_control");
+        auto["cache_control"] = hour.clone();
+        assert_eq!(ttl(&auto), CacheTtl::OneHour);
+
+        // The request the proxy sends is one the API takes: every breakpoint an hour long.
+        let plan = plan(&sub, Some(PROMPT)).expect("eligible");
+        let mut proj = projection();
+        for m in &mut proj {
+            for b in m["content"].as_array_mut().expect("blocks") {
+                if b.get("cache_control").is_some() {
+                    b["cache_control"] = plan.cache_ttl.cache_control();
+                }
+            }
+        }
+        proj[0]["content"][0]["cache_control"] = plan.cache_ttl.cache_control();
+        let out = splice(&sub, &plan, &proj).expect("valid");
+        let ttls = validate::breakpoint_ttls(&out);
+        assert_eq!(ttls.len(), 4, "{out}");
+        assert!(
+            ttls.iter().all(|t| *t == Some(CacheTtl::OneHour)),
+            "{ttls:?}"
+        );
+        // Five-minute breakpoints in between would be refused by the API, and so by the check.
+        let mut five_between = projection();
+        five_between[2]["content"][0]["cache_control"] = five;
+        let refused = splice(&sub, &plan, &five_between).expect_err("refused");
+        assert!(refused.to_string().contains("CacheTtlOrder"), "{refused}");
     }
 
     #[test]

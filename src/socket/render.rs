@@ -21,7 +21,7 @@ use serde_json::{Value, json};
 
 use crate::world::{Form, World};
 
-pub use crate::projection::{Format, LineNumbers, StepOutput};
+pub use crate::projection::{CacheTtl, Format, LineNumbers, StepOutput};
 
 /// Evicted entries a projection lists unless asked for another number: enough for a person or
 /// a harness to see what went, not the whole world of a big tree.
@@ -41,6 +41,8 @@ pub struct ProjectionParams {
     pub path_param: Option<String>,
     /// Most `cache_control` breakpoints (0..=4).
     pub max_breakpoints: Option<u8>,
+    /// How long the prompt cache keeps what they mark; `None`: five minutes.
+    pub cache_ttl: Option<CacheTtl>,
     /// Show absolute paths (under the mount point) instead of root-relative ones.
     pub absolute_paths: bool,
     /// Whether the last step's result repeats lines the stream shows.
@@ -147,6 +149,9 @@ impl Renderer for Projections {
         }
         if let Some(b) = p.max_breakpoints {
             req.max_breakpoints = b;
+        }
+        if let Some(t) = p.cache_ttl {
+            req.cache_ttl = t;
         }
         if p.absolute_paths {
             req.absolute_paths = self.mount_point.clone();

@@ -188,6 +188,7 @@ mod tests {
             tool_name: None,
             path_param: None,
             max_breakpoints: None,
+            cache_ttl: None,
             absolute_paths: false,
             step_output: StepOutput::ShownOnce,
             last_step: true,

@@ -9,7 +9,7 @@ use serde_json::json;
 use super::{MAX_BUDGET, Shared, ingest_barrier};
 use crate::socket::protocol::{Reply, RpcError, code};
 use crate::socket::render::{
-    DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
+    CacheTtl, DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
 };
 
 #[derive(Deserialize)]
@@ -27,6 +27,8 @@ pub(super) struct ProjectionGet {
     path_param: Option<String>,
     #[serde(default)]
     max_breakpoints: Option<u8>,
+    #[serde(default)]
+    cache_ttl: Option<CacheTtl>,
     #[serde(default)]
     absolute_paths: bool,
     #[serde(default)]
@@ -95,6 +97,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         tool_name: p.tool_name,
         path_param: p.path_param,
         max_breakpoints: p.max_breakpoints,
+        cache_ttl: p.cache_ttl,
         absolute_paths: p.absolute_paths,
         step_output: p.step_output,
         last_step: p.last_step,
