@@ -129,6 +129,9 @@ pub enum Command {
     Status {
         #[command(flatten)]
         target: SocketArg,
+        /// A directory in the mount (`-C DIR` says the same); by default the current one.
+        #[arg(value_name = "DIR", conflicts_with = "dir")]
+        at: Option<PathBuf>,
     },
     /// Replay recorded agent runs (worldfs-trace/1) through a real mount and measure what each
     /// context strategy would have sent (docs/replay.md).
@@ -241,10 +244,13 @@ pub struct ProjectionOptions {
 }
 
 /// Which daemon a client command talks to.
-#[derive(Debug, Clone, clap::Args)]
+#[derive(Debug, Clone, Default, clap::Args)]
 pub struct SocketArg {
-    /// The daemon's socket; by default, the socket of the worldfs mount that contains the
-    /// current directory.
-    #[arg(long, value_name = "PATH", env = "WORLDFS_SOCKET")]
+    /// The daemon's socket; by default, the socket of the worldfs mount that contains DIR
+    /// (-C), else $WORLDFS_SOCKET, else the mount that contains the current directory.
+    #[arg(long, value_name = "PATH", conflicts_with = "dir")]
     pub socket: Option<PathBuf>,
+    /// Talk to the worldfs mount that contains DIR, as if run there (like `git -C`).
+    #[arg(short = 'C', value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }

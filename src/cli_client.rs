@@ -1,7 +1,7 @@
 //! The client subcommands: `worldfs ctl`, `projection`, `status` and `goal`.
 //!
 //! Each finds the daemon's socket from `--socket` (or `WORLDFS_SOCKET`), else from the worldfs
-//! mount containing the current directory, named the way the daemon names it. Exit codes: 0 on
+//! mount containing `-C DIR` or the current directory, named the way the daemon names it. Exit codes: 0 on
 //! success, 1 when the daemon cannot be reached or answers with an error, 2 for bad usage.
 
 use std::io::{Read, Write};
@@ -33,7 +33,10 @@ pub fn run(cmd: Command) -> ExitCode {
             full,
             evicted_limit,
         } => projection(&target, &options, full, evicted_limit),
-        Command::Status { target } => status(&target),
+        Command::Status { mut target, at } => {
+            target.dir = target.dir.or(at);
+            status(&target)
+        }
         Command::Goal {
             target,
             text,
@@ -76,21 +79,47 @@ impl From<ClientError> for Failure {
     }
 }
 
-/// The socket to talk to: explicit, or the one of the mount containing the current directory.
+/// `$WORLDFS_SOCKET`, when set: below what the command line says, above the current directory.
+fn socket_from_env() -> Option<PathBuf> {
+    std::env::var_os("WORLDFS_SOCKET")
+        .filter(|s| !s.is_empty())
+        .map(PathBuf::from)
+}
+
+/// The socket to talk to: `--socket`, or the one of the mount containing `-C DIR`, or
+/// `$WORLDFS_SOCKET`, else the one of the mount containing the current directory.
 pub fn resolve_socket(arg: &SocketArg) -> anyhow::Result<PathBuf> {
-    if let Some(p) = &arg.socket {
-        return Ok(p.clone());
+    if arg.socket.is_some() || arg.dir.is_some() {
+        return resolve_socket_at(arg, Path::new("."));
+    }
+    if let Some(p) = socket_from_env() {
+        return Ok(p);
     }
     let cwd = std::env::current_dir().context("reading the current directory")?;
     resolve_socket_at(arg, &cwd)
 }
 
-/// The socket to talk to: explicit, or the one of the mount containing `dir`.
+/// The socket to talk to: `--socket`, or the one of the mount containing `-C DIR`, or
+/// `$WORLDFS_SOCKET`, else the one of the mount containing `dir`.
 pub fn resolve_socket_at(arg: &SocketArg, dir: &Path) -> anyhow::Result<PathBuf> {
     if let Some(p) = &arg.socket {
         return Ok(p.clone());
     }
-    let Some(m) = mountinfo::worldfs_mount_covering(dir).context("reading mountinfo")? else {
+    if arg.dir.is_none()
+        && let Some(p) = socket_from_env()
+    {
+        return Ok(p);
+    }
+    let dir = match &arg.dir {
+        // Made absolute and resolved, so a relative or symlinked DIR names the mount it is in;
+        // only made absolute when it cannot be resolved (a mount whose daemon died).
+        Some(d) => d
+            .canonicalize()
+            .or_else(|_| std::path::absolute(d))
+            .with_context(|| format!("-C {}", d.display()))?,
+        None => dir.to_path_buf(),
+    };
+    let Some(m) = mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? else {
         bail!(
             "{} is not inside a worldfs mount; pass --socket PATH (printed by `worldfs mount`)",
             dir.display()

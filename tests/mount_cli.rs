@@ -686,3 +686,76 @@ fn status_says_how_reads_and_writes_move() {
         "{line}"
     );
 }
+
+/// The client commands find the mount from any directory in it given with `-C DIR` (or as
+/// `status DIR`), wherever they run, as they do from the current directory.
+#[test]
+fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
+    let m = Mount::mirror();
+    std::fs::create_dir(m.path("sub")).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    let sub = m.path("sub");
+    let run = |args: &[&OsStr]| {
+        run_with_timeout(
+            Command::new(bin())
+                .args(args)
+                .env_remove("WORLDFS_SOCKET")
+                .current_dir("/"),
+            Duration::from_secs(30),
+        )
+    };
+    let socket_line = format!("socket:   {}", m.socket().display());
+    for args in [
+        vec![os(&"status"), os(&sub)],
+        vec![os(&"status"), os(&"-C"), os(&sub)],
+    ] {
+        let out = run(&args);
+        assert!(out.status.success(), "{args:?}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&socket_line),
+            "{args:?}: {out:?}"
+        );
+    }
+    // A directory named on the command line wins over the environment's socket.
+    let out = run_with_timeout(
+        Command::new(bin())
+            .args([os(&"goal"), os(&"-C"), os(&sub), os(&"ship the parser")])
+            .env("WORLDFS_SOCKET", "/nonexistent/worldfs.sock")
+            .current_dir("/"),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{out:?}");
+    // A relative DIR is taken from the current directory (here outside the mount).
+    let rel = sub
+        .strip_prefix(&m.root)
+        .unwrap_or_else(|e| panic!("the mount is under its test directory: {e}"));
+    let out = run_with_timeout(
+        Command::new(bin())
+            .arg("goal")
+            .arg("-C")
+            .arg(rel)
+            .env_remove("WORLDFS_SOCKET")
+            .current_dir(&m.root),
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "ship the parser"
+    );
+    // A directory outside any mount is a clear error; two directories are a usage error.
+    let out = run(&[os(&"status"), os(&"-C"), os(&"/")]);
+    assert_error("status -C /", &out, &["/ is not inside a worldfs mount"]);
+    for args in [
+        vec![os(&"status"), os(&"-C"), os(&sub), os(&sub)],
+        vec![
+            os(&"status"),
+            os(&"-C"),
+            os(&sub),
+            os(&"--socket"),
+            os(&m.socket()),
+        ],
+    ] {
+        let out = run(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
+    }
+}

@@ -10,7 +10,9 @@
 //! The rewritten `messages` are, in order:
 //! 1. the first user message as it came (Claude Code's `<system-reminder>` blocks, CLAUDE.md,
 //!    then the prompt), without its breakpoints: Claude Code derives a check value in its
-//!    billing header from this message's text, so it stays as it is;
+//!    billing header from this message's text, so it stays as it is; after it, the tool searches
+//!    of the history replaced whose results load deferred tools, each call with its result (the
+//!    API knows such a tool only from the `tool_reference` blocks of a result in the request);
 //! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
 //!    after the first), then the files and command outputs as they are now;
 //! 3. the `role: "system"` messages Claude Code put in the history replaced (its mid-conversation
@@ -74,6 +76,9 @@ pub struct Plan {
     pub head: Value,
     /// `role: "system"` messages of the history replaced, once each, without breakpoints.
     pub instructions: Vec<Value>,
+    /// The history's calls whose results load deferred tools, then those results (two
+    /// messages, or none), without breakpoints.
+    pub tool_loads: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
@@ -158,6 +163,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .map(without_breakpoints)
         .filter(|m| seen.insert(m.to_string()))
         .collect();
+    let tool_loads = tool_loads(&messages[1..tail_start]);
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -187,11 +193,84 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         tail_start,
         head: without_breakpoints(first),
         instructions,
+        tool_loads,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         breakpoints,
         cache_ttl,
     })
+}
+
+fn kind(b: &Value) -> Option<&str> {
+    b.get("type").and_then(Value::as_str)
+}
+
+/// The blocks of `messages` with role `r`.
+fn blocks_of<'a>(messages: &'a [Value], r: &'a str) -> impl Iterator<Item = &'a Value> {
+    messages
+        .iter()
+        .filter(move |m| role(m) == Some(r))
+        .filter_map(|m| m.get("content")?.as_array())
+        .flatten()
+}
+
+/// The calls of `history` whose results load deferred tools (hold `tool_reference` blocks:
+/// Claude Code's ToolSearch, with `ENABLE_TOOL_SEARCH`), as one assistant message, and those
+/// results as the user message answering it. Without them, a deferred tool the agent found
+/// would be unknown to the API again, and a call of it refused.
+fn tool_loads(history: &[Value]) -> Vec<Value> {
+    let loads = |b: &&Value| {
+        kind(b) == Some("tool_result")
+            && b.get("content")
+                .and_then(Value::as_array)
+                .is_some_and(|c| c.iter().any(|p| kind(p) == Some("tool_reference")))
+    };
+    let loading: HashSet<&str> = blocks_of(history, "user")
+        .filter(loads)
+        .filter_map(|b| b.get("tool_use_id")?.as_str())
+        .collect();
+    if loading.is_empty() {
+        return Vec::new();
+    }
+    let calls: Vec<&Value> = blocks_of(history, "assistant")
+        .filter(|b| {
+            kind(b) == Some("tool_use")
+                && b.get("id")
+                    .and_then(Value::as_str)
+                    .is_some_and(|id| loading.contains(id))
+        })
+        .collect();
+    let called: HashSet<&str> = calls.iter().filter_map(|b| b.get("id")?.as_str()).collect();
+    let results: Vec<&Value> = blocks_of(history, "user")
+        .filter(loads)
+        .filter(|b| {
+            b.get("tool_use_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| called.contains(id))
+        })
+        .collect();
+    if results.is_empty() {
+        return Vec::new();
+    }
+    fn unmark(v: &mut Value) {
+        match v {
+            Value::Object(o) => {
+                o.remove("cache_control");
+                o.values_mut().for_each(unmark);
+            }
+            Value::Array(a) => a.iter_mut().for_each(unmark),
+            _ => {}
+        }
+    }
+    let bare = |b: &&Value| {
+        let mut b = (*b).clone();
+        unmark(&mut b);
+        b
+    };
+    vec![
+        serde_json::json!({"role": "assistant", "content": calls.iter().map(bare).collect::<Vec<_>>()}),
+        serde_json::json!({"role": "user", "content": results.iter().map(bare).collect::<Vec<_>>()}),
+    ]
 }
 
 /// The line-number gutter Claude Code's own Read results use in this request, so the
@@ -310,6 +389,9 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
         m
     });
     new.push(head);
+    for m in plan.tool_loads.iter().cloned() {
+        push_message(&mut new, m);
+    }
     for m in opening
         .into_iter()
         .chain(projection.iter().skip(1).cloned())
@@ -553,6 +635,56 @@ mod tests {
         five_between[2]["content"][0]["cache_control"] = five;
         let refused = splice(&sub, &plan, &five_between).expect_err("refused");
         assert!(refused.to_string().contains("CacheTtlOrder"), "{refused}");
+    }
+
+    #[test]
+    fn the_tool_searches_that_loaded_deferred_tools_are_kept() {
+        let mut body = request(4);
+        body["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .extend([
+                json!({"name": "ToolSearch", "input_schema": {"type": "object"}}),
+                json!({"name": "mcp__db__query", "input_schema": {"type": "object"}, "defer_loading": true}),
+            ]);
+        let messages = body["messages"].as_array_mut().expect("messages");
+        let search = json!({"role": "assistant", "content": [
+            {"type": "text", "text": "I need the database tool."},
+            {"type": "tool_use", "id": "toolu_s", "name": "ToolSearch", "input": {"query": "select:mcp__db__query"}},
+            {"type": "tool_use", "id": "toolu_ls", "name": "Bash", "input": {"command": "ls"}}
+        ]});
+        let found = json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_s", "content": [
+                {"type": "tool_reference", "tool_name": "mcp__db__query"}
+            ], "cache_control": {"type": "ephemeral"}},
+            {"type": "tool_result", "tool_use_id": "toolu_ls", "content": "a.py"}
+        ]});
+        messages.insert(1, search);
+        messages.insert(2, found);
+        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        assert_eq!(plan.tool_loads.len(), 2);
+        assert_eq!(
+            count_cache_control(&Value::Array(plan.tool_loads.clone())),
+            0
+        );
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        // Right after the first message: the search alone, then its result alone.
+        assert_eq!(
+            m[1]["content"],
+            json!([{"type": "tool_use", "id": "toolu_s", "name": "ToolSearch", "input": {"query": "select:mcp__db__query"}}])
+        );
+        assert_eq!(
+            m[2]["content"][0],
+            json!({"type": "tool_result", "tool_use_id": "toolu_s", "content": [
+                {"type": "tool_reference", "tool_name": "mcp__db__query"}
+            ]})
+        );
+        // The Bash call beside it was history like any other.
+        assert_eq!(m[2]["content"].as_array().map(Vec::len), Some(1));
+        // A history without such results keeps nothing of it.
+        let plain = super::plan(&request(4), Some(PROMPT)).expect("eligible");
+        assert!(plain.tool_loads.is_empty());
     }
 
     #[test]
