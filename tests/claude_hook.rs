@@ -509,3 +509,81 @@ fn what_was_read_just_before_a_bash_call_is_not_its_input() {
         assert_eq!(r["commands"][0]["inputs"][0][0], "calc.py", "{r}");
     }
 }
+
+/// Claude Code answers a Read of a file unchanged since its last Read with a note to look at
+/// that earlier result, reading nothing. Behind `worldfs proxy` the earlier result is gone with
+/// the history, so the projection must show the file again, even though the mount saw no read.
+#[test]
+fn a_read_answered_unchanged_since_the_last_read_brings_the_file_back() {
+    let body = |tag: &str| -> String {
+        (0..60)
+            .map(|i| format!("def {tag}_{i}(x):\n    return x * {i}  # in {tag}\n"))
+            .collect()
+    };
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("looked.py"), body("looked")).expect("write");
+        for i in 0..12 {
+            std::fs::write(src.join(format!("other{i}.py")), body(&format!("other{i}")))
+                .expect("write");
+        }
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let cwd = m.root.to_string_lossy().into_owned();
+    let event = |v: Value| {
+        let mut v = v;
+        v["session_id"] = "s1".into();
+        v["cwd"] = cwd.clone().into();
+        v.to_string()
+    };
+    c.call("goal.set", json!({"goal": "tidy the helpers"}))
+        .expect("goal.set");
+    // One turn per file, each read by `cat` (a reader the world counts as the agent's).
+    let mut step = 0;
+    let mut cat = |name: &str| {
+        run(&m.root, "cat", &[name]);
+        step += 1;
+        common::hook(
+            Path::new("/"),
+            &event(json!({
+                "hook_event_name": "PostToolUse",
+                "tool_name": "Bash",
+                "tool_use_id": format!("toolu_cat{step}"),
+                "tool_input": {"command": format!("cat {name}")},
+                "tool_response": {"stdout": "(the file)", "stderr": ""},
+            })),
+        );
+    };
+    cat("looked.py");
+    for i in 0..12 {
+        cat(&format!("other{i}.py"));
+    }
+    // What the proxy asks for: without the last step, which it sends itself.
+    let proxy_view = |c: &mut Client| {
+        c.call(
+            "projection.get",
+            json!({"format": "anthropic", "budget": 4000, "last_step": false,
+                   "tool_name": "Read", "path_param": "file_path", "absolute_paths": true}),
+        )
+        .expect("projection")["body"]
+            .to_string()
+    };
+    assert!(
+        !proxy_view(&mut c).contains("# in looked"),
+        "read twelve turns ago, evicted"
+    );
+    let file_path = m.path("looked.py").to_string_lossy().into_owned();
+    common::hook(
+        Path::new("/"),
+        &event(json!({
+            "hook_event_name": "PostToolUse",
+            "tool_name": "Read",
+            "tool_use_id": "toolu_reread",
+            "tool_input": {"file_path": file_path},
+            "tool_response": {"type": "file_unchanged", "file": {"filePath": file_path}},
+        })),
+    );
+    assert!(
+        proxy_view(&mut c).contains("# in looked"),
+        "the file the last step refers to is shown again"
+    );
+}

@@ -179,6 +179,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         assistant_text: Some("Creating the new module.".into()),
         raw_assistant_content: None,
         turn: 1,
+        refers_to: Vec::new(),
     });
     w
 }

@@ -118,6 +118,18 @@ pub fn gather(
             input.step = Some(shortened_step(s, result, points_at.clone(), format)?);
         }
     }
+    // What the step showed only by reference ("unchanged since your last Read") is kept as
+    // what it points at, also for a client that sends the step itself: nothing else in its
+    // request holds those lines.
+    if policy.keeps_last_step()
+        && let Some(s) = &recorded_step
+    {
+        for p in &s.refers_to {
+            if !points_at.contains(p) {
+                points_at.push(p.clone());
+            }
+        }
+    }
 
     // What the entries may use: the budget minus everything else, with the tool definitions
     // counted as if there were calls (there will be, if any entry is kept).

@@ -275,6 +275,7 @@ fn build(s: &Scenario) -> Built {
             assistant_text: text.clone(),
             raw_assistant_content: None,
             turn: 0,
+            refers_to: Vec::new(),
         });
     }
     for (k, (cmd, i, fresh)) in s.commands.iter().enumerate() {
@@ -603,6 +604,7 @@ fn raw_assistant_content_with_thinking_is_replayed_verbatim() {
         assistant_text: None,
         raw_assistant_content: Some(raw.clone()),
         turn: 0,
+        refers_to: Vec::new(),
     });
     let p = render(&b.world, &ProjectionRequest::new(Format::Anthropic, 10_000))
         .unwrap_or_else(|e| panic!("{e}"));
@@ -911,6 +913,7 @@ fn the_tool_list_does_not_follow_the_last_step() {
         assistant_text: None,
         raw_assistant_content: None,
         turn: 0,
+        refers_to: Vec::new(),
     };
     let names = |p: &Projection| -> Vec<String> {
         p.body["tools"]
@@ -1105,6 +1108,7 @@ fn bash_step(b: &Built, command: &str, output: &str) {
         assistant_text: None,
         raw_assistant_content: None,
         turn: b.world.turn(),
+        refers_to: Vec::new(),
     });
 }
 

@@ -211,6 +211,12 @@ pub struct Step {
     /// Turn at which it was recorded (filled by the world).
     #[serde(default)]
     pub turn: u64,
+    /// Files whose lines the result showed without the mount seeing them read (a Read that
+    /// Claude Code answered with "unchanged since your last Read"): the projection keeps them
+    /// as it keeps what the step points at, since the result refers to content it does not
+    /// hold (filled by the world).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub refers_to: Vec<std::path::PathBuf>,
 }
 
 /// A command's output, valid as long as the files it read through the mount are unchanged,

@@ -1170,6 +1170,7 @@ fn a_restored_world_is_the_saved_one_and_finds_what_changed_meanwhile() {
         assistant_text: Some("Looking at the helper.".into()),
         raw_assistant_content: None,
         turn: 2,
+        refers_to: Vec::new(),
     });
     h.note_step_tool("Bash");
     h.state

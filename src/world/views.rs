@@ -46,28 +46,54 @@ pub fn line_span(text: &[u8], lines: Option<(u64, u64)>) -> ByteRange {
     }
 }
 
+/// How the agent came to be shown a view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Viewed {
+    /// The mount saw the agent read the file this turn.
+    Read,
+    /// It did not: the tool showed what it had read before, or told the agent to look at an
+    /// earlier result. A client that replaced the history (`worldfs proxy`) has only the
+    /// projection to hold that earlier result.
+    Unread,
+}
+
 impl World {
     /// Records that the agent was shown `lines` (1-based, inclusive; `None`: all) of the file
-    /// at `rel`. False if the world has no live file entry there (nothing is created).
-    pub fn agent_viewed(&self, rel: &Path, lines: Option<(u64, u64)>) -> Result<bool, SourceError> {
+    /// at `rel`, and whether the mount saw the agent read it this turn. `None` if the world has
+    /// no live file entry there (nothing is created).
+    pub fn agent_viewed(
+        &self,
+        rel: &Path,
+        lines: Option<(u64, u64)>,
+    ) -> Result<Option<Viewed>, SourceError> {
         let known = self.cache.get(rel).is_some_and(|e| {
             e.kind == super::entry::EntryKind::File && e.state == super::entry::EntryState::Live
         });
         if !known {
-            return Ok(false);
+            return Ok(None);
         }
         let text = self.source.read_prefix(rel, self.rules.max_file_bytes())?;
         let span = line_span(&text, lines);
         if span.is_empty() {
-            return Ok(false);
+            return Ok(None);
         }
         let Some(mut e) = self.cache.get_mut(rel) else {
-            return Ok(false);
+            return Ok(None);
         };
         e.recent.record(span);
+        // The agent looks at it now, whether or not the mount saw a read: Claude Code answers
+        // the Read of a file unchanged since its last Read with a note to look at that earlier
+        // result, reading nothing.
+        let turn = self.turns.current();
+        let viewed = if e.last_agent_turn < turn {
+            Viewed::Unread
+        } else {
+            Viewed::Read
+        };
+        e.last_agent_turn = turn;
         drop(e);
         self.bump_generation();
-        Ok(true)
+        Ok(Some(viewed))
     }
 }
 

@@ -13,6 +13,7 @@ use crate::socket::metrics::count_tokens;
 use crate::socket::protocol::{RpcError, code};
 use crate::socket::{begun, commands};
 use crate::world::harness::{CommandOutput, MAX_STEP_TOOLS, Step};
+use crate::world::views::Viewed;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -81,10 +82,16 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     // entries those reads create.
     ingest_barrier(shared);
     let mut viewed = 0u64;
+    let mut refers_to = Vec::new();
     for (rel, lines) in &views {
         match w.agent_viewed(rel, *lines) {
-            Ok(true) => viewed += 1,
-            Ok(false) => {}
+            Ok(Some(how)) => {
+                viewed += 1;
+                if how == Viewed::Unread && !refers_to.contains(rel) {
+                    refers_to.push(rel.clone());
+                }
+            }
+            Ok(None) => {}
             Err(e) => tracing::debug!(path = %rel.display(), "step.record: view not applied: {e}"),
         }
     }
@@ -119,6 +126,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         assistant_text: p.assistant_text,
         raw_assistant_content: p.raw_assistant_content,
         turn,
+        refers_to,
     });
     Ok(json!({
         "turn": turn,

@@ -196,7 +196,9 @@ impl Worldfs {
         let mut later = Vec::new();
         for &i in order {
             let c = &candidates[i];
-            if c.shown_last() || c.fresh {
+            // What the agent is looking at now (tier 0) is added like a new read, also when
+            // the mount saw no read of it: a step that showed it only by reference.
+            if c.shown_last() || c.fresh || Self::tier(c) == 0 {
                 fits &= p.offer(i, self.forms_sticky(c, caps));
             } else if c.unshown {
                 later.push(i);
@@ -645,6 +647,26 @@ mod tests {
         let s = Worldfs::default().select(&[old, read], 4000);
         assert_eq!(kept_paths(&s), vec!["old"]);
         assert_eq!(s.total_tokens, 3000);
+    }
+
+    #[test]
+    fn an_evicted_entry_the_last_step_points_at_comes_back_unread() {
+        // "looked" was evicted long ago and not read since (the tool answered with "unchanged
+        // since your last Read"): neither fresh nor unshown, yet the step refers to it.
+        let mut shown = cand("shown", 3000, 3, 5);
+        shown.last_form = Some(Form::Whole);
+        let mut looked = cand("looked", 1500, 9, 1);
+        let s = Worldfs::default().select(&[shown.clone(), looked.clone()], 5000);
+        assert_eq!(kept_paths(&s), vec!["shown"], "left out while untouched");
+        looked.in_last_step = true;
+        let s = Worldfs::default().select(&[shown.clone(), looked.clone()], 5000);
+        let mut kept = kept_paths(&s);
+        kept.sort();
+        assert_eq!(kept, vec!["looked", "shown"], "appended");
+        assert_eq!(s.total_tokens, 4500);
+        // no room to append: a compaction, which keeps it first
+        let s = Worldfs::default().select(&[shown, looked], 4000);
+        assert!(kept_paths(&s).contains(&"looked".to_string()));
     }
 
     #[test]
