@@ -43,6 +43,7 @@ use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_at;
 use crate::socket::{Client, ClientError, fit};
 
+pub mod install;
 pub(crate) mod tasks;
 
 /// Claude Code waits for its hooks; the socket answers in milliseconds, and `step.record` waits

@@ -173,11 +173,25 @@ pub enum Command {
     /// TaskList) goes into the structured state, so projections carry its plan; a new session
     /// clears it with the goal. A subagent's calls are not the session's steps. Register it for
     /// SessionStart, UserPromptSubmit, PreToolUse (Bash, Grep, Glob), PostToolUse and
-    /// PostToolUseFailure (README, "With Claude Code"). It always exits 0 without output, so a
-    /// missing mount never gets in the agent's way; `-v` prints what went wrong on stderr.
+    /// PostToolUseFailure (README, "With Claude Code"); `worldfs hook --install` does that. It
+    /// always exits 0 without output, so a missing mount never gets in the agent's way; `-v`
+    /// prints what went wrong on stderr.
     Hook {
         #[command(flatten)]
         target: SocketArg,
+        /// Register `worldfs hook` for those events in Claude Code's settings of the project in
+        /// the current directory (or -C DIR): DIR/.claude/settings.local.json, created if
+        /// missing. Everything else the file holds stays; installing again replaces ours. Then
+        /// exit.
+        #[arg(long, conflicts_with = "uninstall")]
+        install: bool,
+        /// Remove every `worldfs hook` command from those settings, then exit.
+        #[arg(long)]
+        uninstall: bool,
+        /// The settings file for --install or --uninstall instead (`~/.claude/settings.json`:
+        /// every project of this user).
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
     },
     /// Serve Claude Code's API calls with the projection in place of its history.
     ///

@@ -92,7 +92,19 @@ fn main() -> ExitCode {
                     )),
                 }
             }),
-        Command::Hook { target } => {
+        Command::Hook {
+            target,
+            install,
+            uninstall,
+            settings,
+        } => {
+            if install || uninstall {
+                return worldfs::claude_hook::install::run(&target, settings, uninstall);
+            }
+            if settings.is_some() {
+                eprintln!("worldfs: --settings goes with --install or --uninstall");
+                return ExitCode::from(2);
+            }
             worldfs::claude_hook::run(&target, std::io::stdin().lock());
             return ExitCode::SUCCESS;
         }

@@ -587,3 +587,81 @@ fn a_read_answered_unchanged_since_the_last_read_brings_the_file_back() {
         "the file the last step refers to is shown again"
     );
 }
+
+/// `worldfs hook --install` registers the hook in the project's Claude Code settings, keeping
+/// what else they hold, and the command it registers is one Claude Code can run: here through
+/// `sh -c`, as Claude Code runs hook commands, it sets the mount's goal.
+#[test]
+fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir(src.join(".claude")).expect("mkdir");
+        std::fs::write(
+            src.join(".claude/settings.local.json"),
+            r#"{"permissions": {"allow": ["Bash(ls:*)"]}}"#,
+        )
+        .expect("write");
+    });
+    let settings = m.path(".claude/settings.local.json");
+    let bin = common::bin();
+    let bin = bin.to_str().expect("UTF-8 path");
+    let root = m.root.to_str().expect("UTF-8 path");
+    let out = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
+    assert!(out.contains("now runs"), "{out}");
+    let read = || -> Value {
+        serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON")
+    };
+    let s = read();
+    assert_eq!(s["permissions"], json!({"allow": ["Bash(ls:*)"]}));
+    let commands: Vec<String> = s["hooks"]
+        .as_object()
+        .expect("hooks")
+        .values()
+        .filter_map(Value::as_array)
+        .flatten()
+        .filter_map(|g| g["hooks"].as_array())
+        .flatten()
+        .filter_map(|h| h["command"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(commands.len(), 5, "{s}");
+    assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash|Grep|Glob");
+    let again = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
+    assert!(again.contains("already runs"), "{again}");
+
+    // The registered command, run the way Claude Code runs it.
+    let event = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
+                       "cwd": root, "prompt": "Make the parser strict"});
+    let mut child = std::process::Command::new("sh")
+        .args(["-c", &commands[0]])
+        .current_dir("/")
+        .env_remove("WORLDFS_SOCKET")
+        .stdin(std::process::Stdio::piped())
+        .spawn()
+        .expect("sh");
+    use std::io::Write;
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(event.to_string().as_bytes())
+        .expect("event");
+    assert!(child.wait().expect("wait").success());
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    assert_eq!(goal(&mut c), "Make the parser strict");
+
+    let out = run(Path::new("/"), bin, &["hook", "--uninstall", "-C", root]);
+    assert!(out.contains("5 `worldfs hook` commands removed"), "{out}");
+    assert_eq!(read(), json!({"permissions": {"allow": ["Bash(ls:*)"]}}));
+
+    // A file that is not JSON is left as it is.
+    std::fs::write(&settings, "{not json").expect("write");
+    let out = std::process::Command::new(bin)
+        .args(["hook", "--install", "-C", root])
+        .output()
+        .expect("run");
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("is not valid JSON"));
+    assert_eq!(
+        std::fs::read_to_string(&settings).expect("read"),
+        "{not json"
+    );
+}

@@ -1,0 +1,363 @@
+//! `worldfs hook --install` / `--uninstall`: registers `worldfs hook` in a Claude Code settings
+//! file, so a user need not paste the JSON of the README by hand.
+//!
+//! The file keeps everything else it holds: other hooks, permissions, any key. Our entries are
+//! the hook commands that run `worldfs hook` (by any path); installing removes them first and
+//! adds the current set, so installing twice gives the same file, and an install made by an
+//! older version is brought up to date. A file that is not a JSON object is refused, never
+//! overwritten. The new file replaces the old one by a rename, so a crash leaves one or the
+//! other.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, bail};
+use serde_json::{Map, Value, json};
+
+/// The events `worldfs hook` needs, with the tools each is for (README, "With Claude Code").
+pub const EVENTS: [(&str, Option<&str>); 5] = [
+    ("SessionStart", None),
+    ("UserPromptSubmit", None),
+    ("PreToolUse", Some("Bash|Grep|Glob")),
+    ("PostToolUse", Some("*")),
+    ("PostToolUseFailure", Some("*")),
+];
+
+/// Seconds Claude Code waits for the hook (it answers in milliseconds, and gives up by itself
+/// after 3 s of a daemon that does not answer).
+const TIMEOUT_SECS: u64 = 5;
+
+/// Whether `command` runs `worldfs hook`: an install of ours, whatever path it used.
+fn is_ours(command: &str) -> bool {
+    let mut words = command.split_whitespace();
+    let (Some(program), Some(sub)) = (words.next(), words.next()) else {
+        return false;
+    };
+    Path::new(program).file_name().and_then(|n| n.to_str()) == Some("worldfs") && sub == "hook"
+}
+
+/// `settings` without any `worldfs hook` command: groups left with no hook go, and so does an
+/// event left with no group, and `hooks` when it is left empty. How many commands went.
+pub fn remove(settings: &mut Map<String, Value>) -> usize {
+    let Some(Value::Object(hooks)) = settings.get_mut("hooks") else {
+        return 0;
+    };
+    let mut removed = 0;
+    for groups in hooks.values_mut() {
+        let Value::Array(groups) = groups else {
+            continue;
+        };
+        for group in groups.iter_mut() {
+            if let Some(Value::Array(list)) = group.get_mut("hooks") {
+                let before = list.len();
+                list.retain(|h| {
+                    !h.get("command")
+                        .and_then(Value::as_str)
+                        .is_some_and(is_ours)
+                });
+                removed += before - list.len();
+            }
+        }
+        groups.retain(|g| {
+            g.get("hooks")
+                .and_then(Value::as_array)
+                .is_none_or(|l| !l.is_empty())
+        });
+    }
+    hooks.retain(|_, groups| groups.as_array().is_none_or(|g| !g.is_empty()));
+    if hooks.is_empty() {
+        settings.remove("hooks");
+    }
+    removed
+}
+
+/// `settings` with `command` registered for every event `worldfs hook` needs (ours from before
+/// replaced). Fails when `hooks` or an event's entry is not of the shape Claude Code reads.
+pub fn add(settings: &mut Map<String, Value>, command: &str) -> anyhow::Result<()> {
+    remove(settings);
+    let hooks = settings
+        .entry("hooks")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Value::Object(hooks) = hooks else {
+        bail!("its \"hooks\" is not an object");
+    };
+    for (event, matcher) in EVENTS {
+        let groups = hooks
+            .entry(event)
+            .or_insert_with(|| Value::Array(Vec::new()));
+        let Value::Array(groups) = groups else {
+            bail!("its \"hooks\".\"{event}\" is not an array");
+        };
+        let mut group = json!({
+            "hooks": [{"type": "command", "command": command, "timeout": TIMEOUT_SECS}]
+        });
+        if let Some(m) = matcher {
+            group["matcher"] = json!(m);
+        }
+        groups.push(group);
+    }
+    Ok(())
+}
+
+/// The command to register: `worldfs hook` when `worldfs` on `PATH` is this program, else this
+/// program's full path, quoted for the shell Claude Code runs it with (with the user's `PATH`).
+pub fn command_for(this: &Path, path_var: Option<&std::ffi::OsStr>) -> anyhow::Result<String> {
+    let on_path = path_var
+        .map(|p| {
+            std::env::split_paths(p)
+                .map(|d| d.join("worldfs"))
+                .collect::<Vec<_>>()
+        })
+        .unwrap_or_default()
+        .into_iter()
+        .find(|p| p.is_file());
+    let same = on_path.is_some_and(
+        |p| matches!((p.canonicalize(), this.canonicalize()), (Ok(a), Ok(b)) if a == b),
+    );
+    if same {
+        return Ok("worldfs hook".to_owned());
+    }
+    let this = this
+        .to_str()
+        .with_context(|| format!("{} is not UTF-8", this.display()))?;
+    let word = shlex::try_quote(this).with_context(|| format!("quoting {this}"))?;
+    Ok(format!("{word} hook"))
+}
+
+/// The settings file a project's hooks go in: `DIR/.claude/settings.local.json` (Claude Code's
+/// per-user file of a project, not meant for version control).
+pub fn default_settings(dir: &Path) -> PathBuf {
+    dir.join(".claude").join("settings.local.json")
+}
+
+/// Reads `path` as a JSON object; a missing or empty file is an empty one.
+fn read(path: &Path) -> anyhow::Result<Map<String, Value>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Map::new()),
+        Err(e) => return Err(e).with_context(|| format!("reading {}", path.display())),
+    };
+    if text.trim().is_empty() {
+        return Ok(Map::new());
+    }
+    match serde_json::from_str(&text) {
+        Ok(Value::Object(m)) => Ok(m),
+        Ok(_) => bail!("{} is not a JSON object; left as it is", path.display()),
+        Err(e) => bail!("{} is not valid JSON ({e}); left as it is", path.display()),
+    }
+}
+
+/// Writes `settings` to `path` through a temporary file beside it and a rename.
+fn write(path: &Path, settings: &Map<String, Value>) -> anyhow::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let mut text = serde_json::to_string_pretty(settings).context("serializing the settings")?;
+    text.push('\n');
+    let tmp = tempfile::NamedTempFile::new_in(dir)
+        .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+    std::fs::write(tmp.path(), text)
+        .with_context(|| format!("writing {}", tmp.path().display()))?;
+    // Keep the mode of the file replaced (a private settings file stays private).
+    if let Ok(meta) = std::fs::metadata(path) {
+        let _ = std::fs::set_permissions(tmp.path(), meta.permissions());
+    }
+    tmp.persist(path)
+        .with_context(|| format!("replacing {}", path.display()))?;
+    Ok(())
+}
+
+/// Registers `command` in the settings file at `path`. What was done, in one line.
+pub fn install(path: &Path, command: &str) -> anyhow::Result<String> {
+    let mut settings = read(path)?;
+    let before = settings.clone();
+    add(&mut settings, command).with_context(|| {
+        format!(
+            "{} has hooks of a shape Claude Code does not read",
+            path.display()
+        )
+    })?;
+    if settings == before {
+        return Ok(format!("{} already runs `{command}`", path.display()));
+    }
+    write(path, &settings)?;
+    let events: Vec<String> = EVENTS
+        .iter()
+        .map(|(e, m)| match m {
+            Some(m) if *m != "*" => format!("{e} ({m})"),
+            _ => (*e).to_owned(),
+        })
+        .collect();
+    Ok(format!(
+        "{} now runs `{command}` on {}",
+        path.display(),
+        events.join(", ")
+    ))
+}
+
+/// `worldfs hook --install` or `--uninstall`: the settings file given, or the project's in `-C
+/// DIR` or the current directory. Prints what was done; an error is one line and status 1.
+pub fn run(
+    target: &crate::cli::SocketArg,
+    settings: Option<PathBuf>,
+    uninstall_them: bool,
+) -> std::process::ExitCode {
+    let result = (|| {
+        let path = match settings {
+            Some(p) => p,
+            None => match &target.dir {
+                Some(d) => default_settings(d),
+                None => default_settings(
+                    &std::env::current_dir().context("reading the current directory")?,
+                ),
+            },
+        };
+        if uninstall_them {
+            uninstall(&path)
+        } else {
+            let this = std::env::current_exe().context("finding this program's path")?;
+            install(
+                &path,
+                &command_for(&this, std::env::var_os("PATH").as_deref())?,
+            )
+        }
+    })();
+    match result {
+        Ok(done) => {
+            println!("worldfs: {done}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("worldfs: error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+/// Removes every `worldfs hook` command from the settings file at `path`.
+pub fn uninstall(path: &Path) -> anyhow::Result<String> {
+    if !path.exists() {
+        return Ok(format!(
+            "{} does not exist: nothing to remove",
+            path.display()
+        ));
+    }
+    let mut settings = read(path)?;
+    let removed = remove(&mut settings);
+    if removed == 0 {
+        return Ok(format!("{} has no `worldfs hook` command", path.display()));
+    }
+    write(path, &settings)?;
+    Ok(format!(
+        "{}: {removed} `worldfs hook` commands removed",
+        path.display()
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obj(v: Value) -> Map<String, Value> {
+        match v {
+            Value::Object(m) => m,
+            other => panic!("not an object: {other}"),
+        }
+    }
+
+    #[test]
+    fn ours_is_any_path_to_worldfs_hook() {
+        assert!(is_ours("worldfs hook"));
+        assert!(is_ours("/usr/local/bin/worldfs hook"));
+        assert!(is_ours("worldfs  hook -v"));
+        assert!(!is_ours("worldfs proxy"));
+        assert!(!is_ours("my-worldfs hook"));
+        assert!(!is_ours("echo worldfs hook"));
+        assert!(!is_ours(""));
+    }
+
+    #[test]
+    fn adding_keeps_everything_else_and_twice_is_once() {
+        let mut s = obj(json!({
+            "permissions": {"allow": ["Bash(ls:*)"]},
+            "hooks": {
+                "PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}],
+                "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+            }
+        }));
+        add(&mut s, "worldfs hook").expect("add");
+        let once = s.clone();
+        add(&mut s, "worldfs hook").expect("add again");
+        assert_eq!(s, once, "installing twice is installing once");
+        assert_eq!(s["permissions"], json!({"allow": ["Bash(ls:*)"]}));
+        assert_eq!(s["hooks"]["Stop"].as_array().map(Vec::len), Some(1));
+        let post = s["hooks"]["PostToolUse"].as_array().expect("PostToolUse");
+        assert_eq!(post.len(), 2, "the user's own group stays beside ours");
+        assert_eq!(post[0]["hooks"][0]["command"], "prettier --write");
+        assert_eq!(post[1]["matcher"], "*");
+        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash|Grep|Glob");
+        assert!(s["hooks"]["SessionStart"][0].get("matcher").is_none());
+        // An older install by another path is replaced, not doubled.
+        add(&mut s, "/opt/worldfs/bin/worldfs hook").expect("add by path");
+        let commands: Vec<&str> = s["hooks"]
+            .as_object()
+            .into_iter()
+            .flat_map(|h| h.values())
+            .filter_map(Value::as_array)
+            .flatten()
+            .filter_map(|g| g["hooks"].as_array())
+            .flatten()
+            .filter_map(|h| h["command"].as_str())
+            .filter(|c| is_ours(c))
+            .collect();
+        assert_eq!(commands, vec!["/opt/worldfs/bin/worldfs hook"; 5]);
+
+        // Removing takes ours alone, and what is left empty.
+        assert_eq!(remove(&mut s), 5);
+        assert_eq!(
+            Value::Object(s),
+            json!({
+                "permissions": {"allow": ["Bash(ls:*)"]},
+                "hooks": {
+                    "PostToolUse": [{"matcher": "Edit", "hooks": [{"type": "command", "command": "prettier --write"}]}],
+                    "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
+                }
+            })
+        );
+        let mut only_ours = Map::new();
+        add(&mut only_ours, "worldfs hook").expect("add");
+        remove(&mut only_ours);
+        assert!(only_ours.is_empty());
+    }
+
+    #[test]
+    fn hooks_of_another_shape_are_refused() {
+        let mut s = obj(json!({"hooks": []}));
+        assert!(add(&mut s, "worldfs hook").is_err());
+        let mut s = obj(json!({"hooks": {"PreToolUse": {"matcher": "Bash"}}}));
+        assert!(add(&mut s, "worldfs hook").is_err());
+    }
+
+    #[test]
+    fn the_command_names_this_program_unless_path_finds_it() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bin = dir.path().join("worldfs");
+        std::fs::write(&bin, "").expect("write");
+        let path = std::env::join_paths([dir.path()]).expect("PATH");
+        assert_eq!(
+            command_for(&bin, Some(&path)).expect("command"),
+            "worldfs hook"
+        );
+        let elsewhere = tempfile::tempdir().expect("tempdir");
+        let other = std::env::join_paths([elsewhere.path()]).expect("PATH");
+        assert_eq!(
+            command_for(&bin, Some(&other)).expect("command"),
+            format!("{} hook", bin.display())
+        );
+        assert_eq!(
+            command_for(Path::new("/a b/worldfs"), None).expect("command"),
+            "'/a b/worldfs' hook"
+        );
+    }
+}
