@@ -782,3 +782,36 @@ fn an_unreachable_upstream_is_an_api_error_and_no_mount_is_a_clear_start_error()
         "{err}"
     );
 }
+
+/// Started in a project whose Claude Code settings do not run `worldfs hook`, the proxy says
+/// so (the mount would never learn the goal, and nothing would be rewritten); once `worldfs
+/// hook --install` ran there, it does not.
+#[test]
+fn the_proxy_warns_when_the_project_has_no_hooks() {
+    let m = Mount::start(common::Mode::Mirror, &[], |_| {});
+    let home = tempfile::tempdir().expect("an empty home");
+    let up = Upstream::start();
+    let start = || {
+        let mut cmd = Command::new(common::bin());
+        cmd.current_dir(&m.root)
+            .env_remove("WORLDFS_SOCKET")
+            .env("HOME", home.path());
+        Proxy::spawn(cmd, up.port, &[])
+    };
+    let warned = |p: &Proxy| {
+        p.said
+            .lock()
+            .is_ok_and(|v| v.iter().any(|l| l.contains("register `worldfs hook`")))
+    };
+    let p = start();
+    assert!(warned(&p), "no hooks: a warning before it listens");
+    drop(p);
+    let out = Command::new(common::bin())
+        .args(["hook", "--install", "-C"])
+        .arg(&m.root)
+        .output()
+        .expect("worldfs hook --install");
+    assert!(out.status.success(), "{out:?}");
+    let p = start();
+    assert!(!warned(&p), "hooks installed: no warning");
+}

@@ -129,6 +129,19 @@ pub fn default_settings(dir: &Path) -> PathBuf {
     dir.join(".claude").join("settings.local.json")
 }
 
+/// Whether a settings file Claude Code reads for a project in one of `dirs` (its own two, or the
+/// user's `~/.claude/settings.json`) runs `worldfs hook`. For a warning only: a file that cannot
+/// be read counts as not registering it.
+pub fn registered(dirs: &[PathBuf], home: Option<&Path>) -> bool {
+    let files = dirs
+        .iter()
+        .flat_map(|d| [default_settings(d), d.join(".claude").join("settings.json")])
+        .chain(home.map(|h| h.join(".claude").join("settings.json")));
+    files
+        .filter_map(|f| read(&f).ok())
+        .any(|mut s| remove(&mut s) > 0)
+}
+
 /// Reads `path` as a JSON object; a missing or empty file is an empty one.
 fn read(path: &Path) -> anyhow::Result<Map<String, Value>> {
     let text = match std::fs::read_to_string(path) {
@@ -329,6 +342,19 @@ mod tests {
         add(&mut only_ours, "worldfs hook").expect("add");
         remove(&mut only_ours);
         assert!(only_ours.is_empty());
+    }
+
+    #[test]
+    fn registered_looks_in_the_projects_settings_and_the_users() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let home = tempfile::tempdir().expect("tempdir");
+        let dirs = [project.path().to_path_buf()];
+        assert!(!registered(&dirs, Some(home.path())));
+        install(&home.path().join(".claude/settings.json"), "worldfs hook").expect("install");
+        assert!(registered(&dirs, Some(home.path())));
+        assert!(!registered(&dirs, None));
+        install(&default_settings(project.path()), "/x/worldfs hook").expect("install");
+        assert!(registered(&dirs, None));
     }
 
     #[test]

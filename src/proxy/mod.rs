@@ -74,6 +74,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         anyhow::bail!("--budget 0: a projection needs at least one token");
     }
     let socket = resolve_socket(&cfg.socket)?;
+    let unhooked = without_hooks(&cfg.socket);
     // Started inside the mount (how it finds the socket), it must not keep the mount busy: an
     // unmount would only detach it.
     if let Err(e) = std::env::set_current_dir("/") {
@@ -83,6 +84,14 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     Client::connect(&socket, SOCKET_TIMEOUT)
         .and_then(|mut c| c.call("initialize", json!({})))
         .with_context(|| format!("asking the mount's socket {}", socket.display()))?;
+    if let Some(dir) = unhooked {
+        eprintln!(
+            "worldfs: warning: no Claude Code settings of {} register `worldfs hook`, so the \
+             mount will not know the session's goal and every call will go as it came; run \
+             `worldfs hook --install` there",
+            dir.display()
+        );
+    }
     let client = reqwest::Client::builder()
         // Claude Code's calls stream for minutes; only connecting is bounded.
         .connect_timeout(Duration::from_secs(30))
@@ -112,6 +121,22 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     // Connections still open (a stream under way) must not hold the exit.
     runtime.shutdown_background();
     Ok(())
+}
+
+/// The project's directory (the current one or `-C DIR`) when no Claude Code settings of it
+/// (nor of the mount's root, nor the user's) register `worldfs hook`: without it the mount has
+/// no goal, and every call goes upstream as it came.
+fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
+    let dir = target
+        .dir
+        .clone()
+        .or_else(|| std::env::current_dir().ok())?;
+    let mut dirs = vec![dir.clone()];
+    if let Ok(Some(m)) = crate::mountinfo::worldfs_mount_covering(&dir) {
+        dirs.push(m.mount_point);
+    }
+    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
+    (!crate::claude_hook::install::registered(&dirs, home.as_deref())).then_some(dir)
 }
 
 /// Outcome of preparing one request body.
