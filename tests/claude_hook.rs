@@ -605,6 +605,16 @@ fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
     let bin = common::bin();
     let bin = bin.to_str().expect("UTF-8 path");
     let root = m.root.to_str().expect("UTF-8 path");
+    // The agent read the settings (Claude Code itself writes there too): they are in the world.
+    run(&m.root, "cat", &[".claude/settings.local.json"]);
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let listed = |c: &mut Client| {
+        c.call("entries.list", json!({}))
+            .expect("entries.list")
+            .to_string()
+            .contains("settings.local.json")
+    };
+    assert!(listed(&mut c), "read by the agent");
     let out = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
     assert!(out.contains("now runs"), "{out}");
     let read = || -> Value {
@@ -626,6 +636,8 @@ fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
     assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash|Grep|Glob");
     let again = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
     assert!(again.contains("already runs"), "{again}");
+    // Done through the mount, and not the agent's work: the world forgot the file.
+    assert!(!listed(&mut c), "forgotten after the install");
 
     // The registered command, run the way Claude Code runs it.
     let event = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
@@ -645,7 +657,6 @@ fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
         .write_all(event.to_string().as_bytes())
         .expect("event");
     assert!(child.wait().expect("wait").success());
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     assert_eq!(goal(&mut c), "Make the parser strict");
 
     let out = run(Path::new("/"), bin, &["hook", "--uninstall", "-C", root]);

@@ -195,6 +195,7 @@ pub fn install(path: &Path, command: &str) -> anyhow::Result<String> {
         return Ok(format!("{} already runs `{command}`", path.display()));
     }
     write(path, &settings)?;
+    forget_in_mount(path);
     let events: Vec<String> = EVENTS
         .iter()
         .map(|(e, m)| match m {
@@ -207,6 +208,33 @@ pub fn install(path: &Path, command: &str) -> anyhow::Result<String> {
         path.display(),
         events.join(", ")
     ))
+}
+
+/// Writing the settings inside a worldfs mount is housekeeping, not the agent's work: the
+/// mount's world forgets the file (else it would be projected as a file the agent wrote). Best
+/// effort: without a mount, or a daemon that answers, there is nothing to forget.
+fn forget_in_mount(path: &Path) {
+    let Ok(path) = path.canonicalize() else {
+        return;
+    };
+    let Ok(Some(m)) = crate::mountinfo::worldfs_mount_covering(&path) else {
+        return;
+    };
+    let forgot = crate::cli_client::socket_for_mount(&m.mount_point)
+        .and_then(|s| {
+            Ok(crate::socket::Client::connect(
+                &s,
+                std::time::Duration::from_secs(3),
+            )?)
+        })
+        .and_then(|mut c| Ok(c.call("entries.forget", json!({ "path": path.to_string_lossy() }))?));
+    if let Err(e) = forgot {
+        tracing::debug!(
+            "the mount at {} did not forget {}: {e:#}",
+            m.mount_point.display(),
+            path.display()
+        );
+    }
 }
 
 /// `worldfs hook --install` or `--uninstall`: the settings file given, or the project's in `-C
@@ -262,6 +290,7 @@ pub fn uninstall(path: &Path) -> anyhow::Result<String> {
         return Ok(format!("{} has no `worldfs hook` command", path.display()));
     }
     write(path, &settings)?;
+    forget_in_mount(path);
     Ok(format!(
         "{}: {removed} `worldfs hook` commands removed",
         path.display()

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{MAX_LIST, Shared, lossy, millis, rel_path};
+use super::{MAX_LIST, Shared, ingest_barrier, lossy, millis, rel_path};
 use crate::socket::protocol::RpcError;
 use crate::world::source::SourceError;
 use crate::world::{Entry, EntryState, Extent, LastSelection, ReadError};
@@ -193,5 +193,7 @@ pub(super) fn entries_pin(shared: &Shared, p: PathParam, pinned: bool) -> Result
 pub(super) fn entries_forget(shared: &Shared, p: PathParam) -> Result<Value, RpcError> {
     let w = &*shared.world;
     let path = rel_path(shared, &p.path)?;
+    // What the mount saw of it before this call is forgotten too, not applied after.
+    ingest_barrier(shared);
     Ok(json!({ "path": lossy(&path), "forgotten": w.forget(&path) }))
 }

@@ -196,9 +196,9 @@ impl Worldfs {
         let mut later = Vec::new();
         for &i in order {
             let c = &candidates[i];
-            // What the agent is looking at now (tier 0) is added like a new read, also when
-            // the mount saw no read of it: a step that showed it only by reference.
-            if c.shown_last() || c.fresh || Self::tier(c) == 0 {
+            // What the last step points at is added like a new read, also when the mount saw
+            // no read of it: a step that showed it only by reference.
+            if c.shown_last() || c.fresh || c.in_last_step {
                 fits &= p.offer(i, self.forms_sticky(c, caps));
             } else if c.unshown {
                 later.push(i);
