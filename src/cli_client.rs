@@ -1,8 +1,9 @@
 //! The client subcommands: `worldfs ctl`, `projection`, `status` and `goal`.
 //!
-//! Each finds the daemon's socket from `--socket` (or `WORLDFS_SOCKET`), else from the worldfs
-//! mount containing `-C DIR` or the current directory, named the way the daemon names it. Exit codes: 0 on
-//! success, 1 when the daemon cannot be reached or answers with an error, 2 for bad usage.
+//! Each finds the daemon's socket from `--socket`, else from the worldfs mount containing `-C
+//! DIR`, else from `WORLDFS_SOCKET`, else from the mount containing the current directory, named
+//! the way the daemon names it. Exit codes: 0 on success, 1 when the daemon cannot be reached or
+//! answers with an error, 2 for bad usage.
 
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -89,26 +90,24 @@ fn socket_from_env() -> Option<PathBuf> {
 /// The socket to talk to: `--socket`, or the one of the mount containing `-C DIR`, or
 /// `$WORLDFS_SOCKET`, else the one of the mount containing the current directory.
 pub fn resolve_socket(arg: &SocketArg) -> anyhow::Result<PathBuf> {
-    if arg.socket.is_some() || arg.dir.is_some() {
-        return resolve_socket_at(arg, Path::new("."));
-    }
-    if let Some(p) = socket_from_env() {
-        return Ok(p);
-    }
-    let cwd = std::env::current_dir().context("reading the current directory")?;
-    resolve_socket_at(arg, &cwd)
+    resolve_socket_or(arg, || {
+        std::env::current_dir().context("reading the current directory")
+    })
 }
 
-/// The socket to talk to: `--socket`, or the one of the mount containing `-C DIR`, or
-/// `$WORLDFS_SOCKET`, else the one of the mount containing `dir`.
+/// As [`resolve_socket`], with `dir` in place of the current directory.
 pub fn resolve_socket_at(arg: &SocketArg, dir: &Path) -> anyhow::Result<PathBuf> {
+    resolve_socket_or(arg, || Ok(dir.to_path_buf()))
+}
+
+/// The order of [`resolve_socket`]; `fallback` gives the directory last in it, asked only when
+/// nothing before it answers.
+fn resolve_socket_or(
+    arg: &SocketArg,
+    fallback: impl FnOnce() -> anyhow::Result<PathBuf>,
+) -> anyhow::Result<PathBuf> {
     if let Some(p) = &arg.socket {
         return Ok(p.clone());
-    }
-    if arg.dir.is_none()
-        && let Some(p) = socket_from_env()
-    {
-        return Ok(p);
     }
     let dir = match &arg.dir {
         // Made absolute and resolved, so a relative or symlinked DIR names the mount it is in;
@@ -117,7 +116,10 @@ pub fn resolve_socket_at(arg: &SocketArg, dir: &Path) -> anyhow::Result<PathBuf>
             .canonicalize()
             .or_else(|_| std::path::absolute(d))
             .with_context(|| format!("-C {}", d.display()))?,
-        None => dir.to_path_buf(),
+        None => match socket_from_env() {
+            Some(p) => return Ok(p),
+            None => fallback()?,
+        },
     };
     let Some(m) = mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? else {
         bail!(

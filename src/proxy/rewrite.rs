@@ -225,30 +225,21 @@ fn tool_loads(history: &[Value]) -> Vec<Value> {
                 .and_then(Value::as_array)
                 .is_some_and(|c| c.iter().any(|p| kind(p) == Some("tool_reference")))
     };
-    let loading: HashSet<&str> = blocks_of(history, "user")
-        .filter(loads)
-        .filter_map(|b| b.get("tool_use_id")?.as_str())
-        .collect();
-    if loading.is_empty() {
-        return Vec::new();
+    let mut results: Vec<&Value> = blocks_of(history, "user").filter(loads).collect();
+    fn id_of<'a>(b: &'a Value, key: &str) -> Option<&'a str> {
+        b.get(key).and_then(Value::as_str)
     }
+    let loading: HashSet<&str> = results
+        .iter()
+        .filter_map(|b| id_of(b, "tool_use_id"))
+        .collect();
     let calls: Vec<&Value> = blocks_of(history, "assistant")
         .filter(|b| {
-            kind(b) == Some("tool_use")
-                && b.get("id")
-                    .and_then(Value::as_str)
-                    .is_some_and(|id| loading.contains(id))
+            kind(b) == Some("tool_use") && id_of(b, "id").is_some_and(|id| loading.contains(id))
         })
         .collect();
-    let called: HashSet<&str> = calls.iter().filter_map(|b| b.get("id")?.as_str()).collect();
-    let results: Vec<&Value> = blocks_of(history, "user")
-        .filter(loads)
-        .filter(|b| {
-            b.get("tool_use_id")
-                .and_then(Value::as_str)
-                .is_some_and(|id| called.contains(id))
-        })
-        .collect();
+    let called: HashSet<&str> = calls.iter().filter_map(|b| id_of(b, "id")).collect();
+    results.retain(|b| id_of(b, "tool_use_id").is_some_and(|id| called.contains(id)));
     if results.is_empty() {
         return Vec::new();
     }
