@@ -7,7 +7,9 @@
 //! - `UserPromptSubmit`: the user's prompt is the goal. A later prompt in the same session is
 //!   added to it (a follow-up such as "now the tests too" does not replace the task).
 //! - `SessionStart` from `startup` or `clear`: a new conversation, so the goal is cleared and the
-//!   next prompt sets it. `resume` and `compact` keep it.
+//!   next prompt sets it. `resume` and `compact` keep it; `compact` also tells the mount that
+//!   the conversation now opens with Claude Code's summary of it (`goal.compacted`), which is
+//!   how `worldfs proxy` still finds it.
 //! - `PostToolUse`, `PostToolUseFailure`: the tool call and its result become the last step
 //!   (`step.record`), which advances the turn; a Read's shown lines become the file's view.
 //! - `PreToolUse` of a Bash call, then its `PostToolUse` (exit code 0) or `PostToolUseFailure`
@@ -64,6 +66,8 @@ pub enum Plan {
     ClearGoal,
     /// The user's prompt: the goal, or an addition to it.
     AddToGoal(String),
+    /// The conversation was compacted: it now opens with Claude Code's summary of it.
+    Compacted,
     /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
     Begin(String),
     /// `state.patch` with a change to the task list alone (a subagent's, which is shared).
@@ -116,6 +120,9 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             let now = c.call("goal.get", json!({}))?;
             let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
             c.call("goal.set", json!({ "goal": goal }))?;
+        }
+        Plan::Compacted => {
+            c.call("goal.compacted", json!({}))?;
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
@@ -198,6 +205,7 @@ pub fn plan(event: &Value) -> Plan {
         },
         Some("SessionStart") => match field("source") {
             Some("startup" | "clear") => Plan::ClearGoal,
+            Some("compact") if !in_subagent(event) => Plan::Compacted,
             _ => Plan::Nothing,
         },
         // A subagent's tool calls are steps of its own conversation, which the session's model
@@ -927,11 +935,13 @@ mod tests {
             ("startup", Plan::ClearGoal),
             ("clear", Plan::ClearGoal),
             ("resume", Plan::Nothing),
-            ("compact", Plan::Nothing),
+            ("compact", Plan::Compacted),
         ] {
             let ev = json!({"hook_event_name": "SessionStart", "source": source});
             assert_eq!(plan(&ev), want, "{source}");
         }
+        let sub = json!({"hook_event_name": "SessionStart", "source": "compact", "agent_id": "a1"});
+        assert_eq!(plan(&sub), Plan::Nothing, "a subagent's compaction");
         assert_eq!(goal_with(None, "Fix it"), "Fix it");
         assert_eq!(goal_with(Some(""), "Fix it"), "Fix it");
         assert_eq!(

@@ -165,7 +165,9 @@ pub enum Command {
     ///
     /// Reads one hook event (JSON) on stdin, as Claude Code passes it, and forwards it to the
     /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
-    /// are added to it), a new session (`startup`, `clear`) clears it, and each finished tool
+    /// are added to it), a new session (`startup`, `clear`) clears it, a compaction is noted
+    /// (the conversation then opens with its summary, and `worldfs proxy` finds it by that),
+    /// and each finished tool
     /// call becomes the last step, with the lines a Read showed as the file's view. A Bash
     /// call's output is cached while the files it read are unchanged, and a Grep or Glob
     /// result until anything changes below the directory it searched: their PreToolUse marks
@@ -198,7 +200,8 @@ pub enum Command {
     /// Start it in the mounted project, then start Claude Code there with
     /// `ANTHROPIC_BASE_URL=http://ADDR` (the address it prints). Each request of the session's
     /// main conversation is sent upstream with its history replaced by the mount's projection:
-    /// Claude Code's first message as it came, the later prompts, the files and outputs as they
+    /// Claude Code's first message as it came (the first prompt, or after a compaction the
+    /// summary the conversation opens with), the later prompts, the files and outputs as they
     /// are now, then the real last turn verbatim. System prompt, tools and every other field pass
     /// untouched; subagents and side requests pass as they came, and so does any request the
     /// mount cannot project (the agent is never stopped). Needs `worldfs hook` (for the goal).

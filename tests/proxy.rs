@@ -690,6 +690,87 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
 }
 
 #[test]
+fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
+    let (m, mut c) = session_that_read_calc();
+    let root = m.root.to_string_lossy().into_owned();
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    // Claude Code's conversation after `/compact`: the summary opens it, not the prompt.
+    let mut body = claude_request("unused", &file, 3);
+    body["messages"][0]["content"][1]["text"] = json!(format!(
+        "This session is being continued from a previous conversation that ran out of \
+         context. The summary below covers the earlier portion of the conversation.\n\n\
+         Summary:\n1. Primary Request and Intent: the user asked: {PROMPT}"
+    ));
+    body["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
+    // Until the hook tells of the compaction, it is no conversation the mount knows.
+    assert_passes_untouched(&up, &proxy, &body);
+
+    let event = |v: Value| {
+        let mut v = v;
+        v["session_id"] = "s1".into();
+        v["cwd"] = root.clone().into();
+        v.to_string()
+    };
+    let at = std::path::Path::new("/");
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "SessionStart", "source": "compact"})),
+    );
+    let g = c.call("goal.get", json!({})).expect("goal.get");
+    assert_eq!(g["compacted"], true, "{g}");
+    assert_eq!(g["goal"], PROMPT, "a compaction keeps the goal");
+
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post(&proxy.url("/v1/messages"), &body);
+    let sent = up.next().json();
+    let msgs = sent["messages"].as_array().expect("messages");
+    let orig = body["messages"].as_array().expect("messages");
+    assert!(msgs.len() < orig.len(), "the history was replaced");
+    assert_eq!(
+        msgs[0]["content"][1]["text"], orig[0]["content"][1]["text"],
+        "the summary goes as it came"
+    );
+    let goal_block = msgs[0]["content"]
+        .as_array()
+        .expect("blocks")
+        .iter()
+        .any(|b| b["text"] == PROMPT);
+    assert!(
+        goal_block,
+        "the goal, whole, after the summary: {}",
+        msgs[0]
+    );
+    assert_eq!(&msgs[msgs.len() - 2..], &orig[orig.len() - 2..]);
+    let all = texts(&sent["messages"]);
+    assert!(all.contains("return a + b"), "the file read, as it is");
+    assert!(!all.contains("a long stale listing"));
+
+    // A new conversation ends the compacted one: with the same prompt again, the summary's
+    // conversation is no longer the session's.
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "SessionStart", "source": "clear"})),
+    );
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})),
+    );
+    let g = c.call("goal.get", json!({})).expect("goal.get");
+    assert_eq!(g["compacted"], false, "{g}");
+    assert_passes_untouched(&up, &proxy, &body);
+}
+
+#[test]
 fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");

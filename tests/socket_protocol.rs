@@ -235,6 +235,23 @@ fn goal_set_get_clear() {
     assert_eq!(c.call("goal.get", json!({}))["goal"], Value::Null);
     let (code_, _) = c.call_err("goal.set", json!({"goal": 5}));
     assert_eq!(code_, code::INVALID_PARAMS);
+
+    // A compaction is noted only for a conversation with a goal, lasts through later prompts,
+    // and ends with the goal.
+    assert_eq!(c.call("goal.compacted", json!({}))["compacted"], false);
+    c.call("goal.set", json!({"goal": "make the tests pass"}));
+    assert_eq!(c.call("goal.get", json!({}))["compacted"], false);
+    let r = c.call("goal.compacted", json!({}));
+    assert_eq!(r, json!({"goal": "make the tests pass", "compacted": true}));
+    c.call(
+        "goal.set",
+        json!({"goal": "make the tests pass, then lint"}),
+    );
+    assert_eq!(c.call("goal.get", json!({}))["compacted"], true);
+    c.call("goal.set", json!({"goal": ""}));
+    assert_eq!(c.call("goal.get", json!({}))["compacted"], false);
+    let (code_, _) = c.call_err("goal.compacted", json!({"summary": "x"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
 }
 
 #[test]

@@ -203,7 +203,8 @@ type Rewrite = Result<(Value, String), rewrite::Skip>;
 fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
     let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
     let goal = c.call("goal.get", json!({}))?;
-    let plan = match rewrite::plan(body, goal.get("goal").and_then(Value::as_str)) {
+    let compacted = goal.get("compacted").and_then(Value::as_bool) == Some(true);
+    let plan = match rewrite::plan(body, goal.get("goal").and_then(Value::as_str), compacted) {
         Ok(p) => p,
         Err(skip) => return Ok(Err(skip)),
     };

@@ -7,6 +7,13 @@
 //! or summary request without tools, or a conversation of another session goes upstream
 //! untouched.
 //!
+//! Once Claude Code has compacted the conversation (`/compact`, or on its own), its first
+//! message is the summary instead, which opens with [`COMPACTED_OPENING`]. Such a conversation
+//! is the main one when the hook saw the session compacted (`goal.compacted`) and the request
+//! can start subagents (defines `Agent`, or `Task` as older versions call it): a subagent cannot,
+//! so its own compacted conversation is never taken for the session's. The goal then stays whole
+//! in the projection, since the first message no longer says it.
+//!
 //! The rewritten `messages` are, in order:
 //! 1. the first user message as it came (Claude Code's `<system-reminder>` blocks, CLAUDE.md,
 //!    then the prompt), without its breakpoints: Claude Code derives a check value in its
@@ -36,6 +43,13 @@ use crate::projection::{CacheTtl, LineNumbers};
 pub const MAX_BREAKPOINTS: usize = 4;
 /// The tool the projection's synthesized calls use; Claude Code defines it.
 pub const READ_TOOL: &str = "Read";
+/// How the summary Claude Code opens a compacted conversation with begins (the same words
+/// since 2025; later ones changed: "The conversation is summarized below", "The summary below
+/// covers the earlier portion of the conversation").
+pub const COMPACTED_OPENING: &str = "This session is being continued from a previous conversation";
+/// The tool that starts subagents, by its current name and its name before 2.1.63; subagents
+/// are not given it.
+const SUBAGENT_TOOLS: [&str; 2] = ["Agent", "Task"];
 
 /// Why a request goes upstream as it came.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,7 +60,8 @@ pub enum Skip {
     NoReadTool,
     /// The mount has no goal: `worldfs hook` is not installed, or no prompt was given yet.
     NoGoal,
-    /// The first message is not the session's first prompt: a subagent or another conversation.
+    /// The first message is not the session's first prompt (nor, once the session was
+    /// compacted, its summary): a subagent or another conversation.
     OtherConversation,
     /// Nothing between the first message and the last turn yet.
     TooShort,
@@ -60,7 +75,7 @@ impl std::fmt::Display for Skip {
             Skip::NoReadTool => "no Read tool (a side request)",
             Skip::NoGoal => "the mount has no goal (is `worldfs hook` installed?)",
             Skip::OtherConversation => {
-                "its first message is not the session's first prompt (a subagent or another conversation)"
+                "its first message is neither the session's first prompt nor the summary of its compaction (a subagent or another conversation)"
             }
             Skip::TooShort => "nothing to replace yet",
         })
@@ -82,6 +97,9 @@ pub struct Plan {
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
+    /// The head is the summary of a compacted conversation: it does not say the goal, which
+    /// the projection keeps whole.
+    pub compacted: bool,
     /// Breakpoints the projection may place.
     pub breakpoints: u8,
     /// Their time to live: the API refuses a breakpoint kept an hour after one kept five
@@ -106,6 +124,19 @@ fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
     }
 }
 
+/// Whether `content` has a text that opens with [`COMPACTED_OPENING`]: Claude Code's summary of
+/// the conversation it compacted (after its reminders, if any).
+fn opens_compacted(content: Option<&Value>) -> bool {
+    let opens = |t: &str| t.trim_start().starts_with(COMPACTED_OPENING);
+    match content {
+        Some(Value::String(s)) => opens(s),
+        Some(Value::Array(blocks)) => blocks.iter().any(|b| {
+            kind(b) == Some("text") && b.get("text").and_then(Value::as_str).is_some_and(opens)
+        }),
+        _ => false,
+    }
+}
+
 fn is_prompt(block: &Value, prompt: &str) -> bool {
     block.get("type").and_then(Value::as_str) == Some("text")
         && block
@@ -122,8 +153,9 @@ fn split_goal(goal: &str) -> (&str, Option<&str>) {
     }
 }
 
-/// Decides whether `body` is rewritten, and how.
-pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
+/// Decides whether `body` is rewritten, and how. `compacted`: the hook saw the session's
+/// conversation compacted (`goal.compacted`).
+pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, Skip> {
     let obj = body.as_object().ok_or(Skip::NotJson)?;
     let messages = obj
         .get("messages")
@@ -136,17 +168,29 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .rposition(|m| role(m) == Some("user"))
         .filter(|&u| messages[u + 1..].iter().all(|m| role(m) == Some("system")))
         .ok_or(Skip::NoMessages)?;
-    let has_read = obj.get("tools").and_then(Value::as_array).is_some_and(|t| {
-        t.iter()
-            .any(|t| t.get("name").and_then(Value::as_str) == Some(READ_TOOL))
-    });
-    if !has_read {
+    let defines = |names: &[&str]| {
+        obj.get("tools").and_then(Value::as_array).is_some_and(|t| {
+            t.iter().any(|t| {
+                t.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| names.contains(&n))
+            })
+        })
+    };
+    if !defines(&[READ_TOOL]) {
         return Err(Skip::NoReadTool);
     }
     let goal = goal.filter(|g| !g.trim().is_empty()).ok_or(Skip::NoGoal)?;
     let (prompt, later) = split_goal(goal);
     let first = &messages[0];
-    if role(first) != Some("user") || !holds_prompt(first.get("content"), prompt) {
+    let opens_with_prompt =
+        role(first) == Some("user") && holds_prompt(first.get("content"), prompt);
+    let compacted = !opens_with_prompt
+        && compacted
+        && role(first) == Some("user")
+        && opens_compacted(first.get("content"))
+        && defines(&SUBAGENT_TOOLS);
+    if !opens_with_prompt && !compacted {
         return Err(Skip::OtherConversation);
     }
     let tail_start = messages[..last_user]
@@ -196,6 +240,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         tool_loads,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
+        compacted,
         breakpoints,
         cache_ttl,
     })
@@ -410,6 +455,9 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
 /// breakpoint of a goal block that went.
 fn without_goal(m: &Value, plan: &Plan) -> (Option<Value>, Option<Value>) {
     let mut m = m.clone();
+    if plan.compacted {
+        return (Some(m), None);
+    }
     let Some(Value::Array(blocks)) = m.get_mut("content") else {
         return (Some(m), None);
     };
@@ -516,7 +564,7 @@ mod tests {
     #[test]
     fn the_main_conversation_is_rewritten_around_its_last_turn() {
         let body = request(5);
-        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         assert_eq!(plan.tail_start, 9);
         // system 1 + the last result 1.
         assert_eq!(plan.breakpoints, 2);
@@ -580,7 +628,7 @@ mod tests {
         let hour = json!({"type": "ephemeral", "ttl": "1h"});
         let global = json!({"type": "ephemeral", "ttl": "1h", "scope": "global"});
         let five = json!({"type": "ephemeral"});
-        let ttl = |body: &Value| plan(body, Some(PROMPT)).expect("eligible").cache_ttl;
+        let ttl = |body: &Value| plan(body, Some(PROMPT), false).expect("eligible").cache_ttl;
         // Claude Code on a subscription: an hour on the system prompt and on its messages.
         let sub = with_marks(with_marks(request(4), "system", &global), "messages", &hour);
         assert_eq!(ttl(&sub), CacheTtl::OneHour);
@@ -604,7 +652,7 @@ mod tests {
         assert_eq!(ttl(&auto), CacheTtl::OneHour);
 
         // The request the proxy sends is one the API takes: every breakpoint an hour long.
-        let plan = plan(&sub, Some(PROMPT)).expect("eligible");
+        let plan = plan(&sub, Some(PROMPT), false).expect("eligible");
         let mut proj = projection();
         for m in &mut proj {
             for b in m["content"].as_array_mut().expect("blocks") {
@@ -652,7 +700,7 @@ mod tests {
         ]});
         messages.insert(1, search);
         messages.insert(2, found);
-        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         assert_eq!(plan.tool_loads.len(), 2);
         assert_eq!(
             count_cache_control(&Value::Array(plan.tool_loads.clone())),
@@ -674,7 +722,7 @@ mod tests {
         // The Bash call beside it was history like any other.
         assert_eq!(m[2]["content"].as_array().map(Vec::len), Some(1));
         // A history without such results keeps nothing of it.
-        let plain = super::plan(&request(4), Some(PROMPT)).expect("eligible");
+        let plain = super::plan(&request(4), Some(PROMPT), false).expect("eligible");
         assert!(plain.tool_loads.is_empty());
     }
 
@@ -682,7 +730,7 @@ mod tests {
     fn later_prompts_follow_the_first_message() {
         let body = request(3);
         let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
-        let plan = plan(&body, Some(&goal)).expect("eligible");
+        let plan = plan(&body, Some(&goal), false).expect("eligible");
         let mut proj = projection();
         proj[0]["content"][0]["text"] = json!(goal);
         let out = splice(&body, &plan, &proj).expect("valid");
@@ -701,7 +749,8 @@ mod tests {
         m.insert(3, mode.clone());
         m.insert(6, mode.clone());
         m.push(env.clone());
-        let plan = plan(&body, Some(PROMPT)).expect("a trailing system message is Claude Code's");
+        let plan =
+            plan(&body, Some(PROMPT), false).expect("a trailing system message is Claude Code's");
         assert_eq!(plan.instructions, vec![mode.clone()], "once each");
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
@@ -711,13 +760,87 @@ mod tests {
         assert_eq!(m.iter().filter(|x| **x == mode).count(), 1);
     }
 
+    /// The same request once Claude Code compacted the conversation: it opens with the summary,
+    /// and the main thread can start subagents.
+    fn compacted_request(turns: usize) -> Value {
+        let mut body = request(turns);
+        body["messages"][0] = json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>CLAUDE.md says: use tabs</system-reminder>"},
+            {"type": "text", "text": format!("{COMPACTED_OPENING} that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n1. Primary Request and Intent: {PROMPT}"), "cache_control": {"type": "ephemeral"}}
+        ]});
+        if let Some(tools) = body["tools"].as_array_mut() {
+            tools.push(json!({"name": "Agent", "input_schema": {"type": "object"}}));
+        }
+        body
+    }
+
+    #[test]
+    fn a_compacted_conversation_is_rewritten_with_the_whole_goal() {
+        let body = compacted_request(5);
+        assert_eq!(
+            plan(&body, Some(PROMPT), false),
+            Err(Skip::OtherConversation),
+            "the hook did not see a compaction"
+        );
+        let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
+        let plan = plan(&body, Some(&goal), true).expect("eligible");
+        assert!(plan.compacted);
+        assert_eq!(plan.tail_start, 9);
+        let mut proj = projection();
+        proj[0]["content"][0]["text"] = json!(goal);
+        proj[0]["content"][0]["cache_control"] = json!({"type": "ephemeral"});
+        let out = splice(&body, &plan, &proj).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        assert_eq!(
+            m[0]["content"][1]["text"],
+            body["messages"][0]["content"][1]["text"]
+        );
+        assert!(
+            m[0]["content"][1].get("cache_control").is_none(),
+            "the summary as it came, unmarked"
+        );
+        // The summary, then the whole goal with its breakpoint, the Read pair, the last turn.
+        let n = m[0]["content"].as_array().map_or(0, Vec::len);
+        assert_eq!(n, 3, "{}", m[0]);
+        assert_eq!(m[0]["content"][2]["text"], json!(goal));
+        assert!(m[0]["content"][2].get("cache_control").is_some());
+        assert_eq!(m[m.len() - 1], body["messages"][10]);
+
+        // A subagent's own compacted conversation: it cannot start subagents.
+        let mut sub = body.clone();
+        if let Some(tools) = sub["tools"].as_array_mut() {
+            tools.retain(|t| t["name"] != "Agent");
+        }
+        assert_eq!(
+            super::plan(&sub, Some(PROMPT), true),
+            Err(Skip::OtherConversation)
+        );
+        let mut older = sub.clone();
+        if let Some(tools) = older["tools"].as_array_mut() {
+            tools.push(json!({"name": "Task", "input_schema": {"type": "object"}}));
+        }
+        assert!(
+            super::plan(&older, Some(PROMPT), true).is_ok(),
+            "Task, as before 2.1.63"
+        );
+        // Another conversation that is no summary, and one that opens with the first prompt.
+        let mut other = body.clone();
+        other["messages"][0]["content"][1]["text"] = json!("List the callers of parse_date.");
+        assert_eq!(
+            super::plan(&other, Some(PROMPT), true),
+            Err(Skip::OtherConversation)
+        );
+        let uncompacted = super::plan(&request(5), Some(PROMPT), true).expect("eligible");
+        assert!(!uncompacted.compacted, "the first prompt says the goal");
+    }
+
     #[test]
     fn other_requests_pass_untouched() {
         let body = request(5);
-        assert_eq!(plan(&body, None), Err(Skip::NoGoal));
-        assert_eq!(plan(&body, Some("  ")), Err(Skip::NoGoal));
+        assert_eq!(plan(&body, None, false), Err(Skip::NoGoal));
+        assert_eq!(plan(&body, Some("  "), false), Err(Skip::NoGoal));
         assert_eq!(
-            plan(&body, Some("Explore the parser module")),
+            plan(&body, Some("Explore the parser module"), false),
             Err(Skip::OtherConversation)
         );
         // A subagent handed the user's words inside its own task.
@@ -725,19 +848,25 @@ mod tests {
         quoting["messages"][0]["content"] = json!(format!(
             "Your task, for the user who asked \"{PROMPT}\": list the callers."
         ));
-        assert_eq!(plan(&quoting, Some(PROMPT)), Err(Skip::OtherConversation));
+        assert_eq!(
+            plan(&quoting, Some(PROMPT), false),
+            Err(Skip::OtherConversation)
+        );
         let mut no_tools = body.clone();
         no_tools["tools"] = json!([]);
-        assert_eq!(plan(&no_tools, Some(PROMPT)), Err(Skip::NoReadTool));
-        assert_eq!(plan(&request(0), Some(PROMPT)), Err(Skip::TooShort));
-        assert_eq!(plan(&request(1), Some(PROMPT)), Err(Skip::TooShort));
-        assert_eq!(plan(&json!([1]), Some(PROMPT)), Err(Skip::NotJson));
+        assert_eq!(plan(&no_tools, Some(PROMPT), false), Err(Skip::NoReadTool));
+        assert_eq!(plan(&request(0), Some(PROMPT), false), Err(Skip::TooShort));
+        assert_eq!(plan(&request(1), Some(PROMPT), false), Err(Skip::TooShort));
+        assert_eq!(plan(&json!([1]), Some(PROMPT), false), Err(Skip::NotJson));
         let mut ends_assistant = body;
         ends_assistant["messages"]
             .as_array_mut()
             .expect("messages")
             .pop();
-        assert_eq!(plan(&ends_assistant, Some(PROMPT)), Err(Skip::NoMessages));
+        assert_eq!(
+            plan(&ends_assistant, Some(PROMPT), false),
+            Err(Skip::NoMessages)
+        );
     }
 
     #[test]
@@ -746,7 +875,7 @@ mod tests {
         for t in body["tools"].as_array_mut().expect("tools") {
             t["cache_control"] = json!({"type": "ephemeral"});
         }
-        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         assert_eq!(plan.breakpoints, 0);
 
         let mut body = request(4);
@@ -756,7 +885,7 @@ mod tests {
     }
 
     fn plan_of(body: &Value) -> Plan {
-        plan(body, Some(PROMPT)).expect("eligible")
+        plan(body, Some(PROMPT), false).expect("eligible")
     }
 
     #[test]
@@ -765,7 +894,7 @@ mod tests {
         let m = body["messages"].as_array_mut().expect("messages");
         m.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
         m.push(json!({"role": "user", "content": "now the tests too"}));
-        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
         assert_eq!(m[m.len() - 2]["content"][0]["text"], "Done.");
@@ -800,7 +929,7 @@ mod tests {
     #[test]
     fn a_spliced_body_that_breaks_a_rule_is_refused() {
         let body = request(3);
-        let plan = plan(&body, Some(PROMPT)).expect("eligible");
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         // A projection whose call has no result.
         let broken = vec![
             json!({"role": "user", "content": PROMPT}),
@@ -919,10 +1048,17 @@ mod tests {
             trailing_system in any::<bool>(),
             files in 0usize..5,
             later in any::<bool>(),
+            compacted in any::<bool>(),
         ) {
-            let body = conversation(&turns, answer_then_prompt, trailing_system);
+            let mut body = conversation(&turns, answer_then_prompt, trailing_system);
+            if compacted {
+                body["messages"][0]["content"][1]["text"] = json!(format!("{COMPACTED_OPENING}. Summary: fixing dates."));
+                if let Some(t) = body["tools"].as_array_mut() {
+                    t.push(json!({"name": "Agent", "input_schema": {"type": "object"}}));
+                }
+            }
             let goal = if later { format!("{PROMPT}{LATER_PROMPT}and now?") } else { PROMPT.to_owned() };
-            let Ok(plan) = plan(&body, Some(&goal)) else {
+            let Ok(plan) = plan(&body, Some(&goal), compacted) else {
                 // Only a conversation with nothing between its first message and its last
                 // turn is left alone.
                 prop_assert!(turns.len() + usize::from(answer_then_prompt) <= 1);
@@ -942,6 +1078,14 @@ mod tests {
             };
             let head = texts(&orig[0]);
             prop_assert_eq!(&texts(&sent[0])[..head.len()], &head[..]);
+            // After a compaction the goal is said once, whole, right after the summary.
+            let goal_blocks = sent
+                .iter()
+                .flat_map(texts)
+                .skip(head.len())
+                .filter(|t| *t == json!(goal))
+                .count();
+            prop_assert_eq!(goal_blocks, usize::from(compacted));
         }
     }
 }

@@ -245,6 +245,10 @@ pub struct CommandOutput {
 #[derive(Debug, Default)]
 pub struct Harness {
     pub goal: RwLock<Option<String>>,
+    /// The conversation working toward the goal was compacted (Claude Code's `/compact`, or
+    /// its automatic compaction): it now opens with a summary, no longer with the first
+    /// prompt, and `worldfs proxy` finds it by that. Cleared with the goal.
+    pub compacted: std::sync::atomic::AtomicBool,
     pub framing: RwLock<Framing>,
     pub state: RwLock<StructuredState>,
     pub last_step: RwLock<Option<Step>>,

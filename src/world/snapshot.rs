@@ -144,6 +144,9 @@ pub struct Snapshot {
     pub seq: u64,
     pub turn: u64,
     pub goal: Option<String>,
+    /// The conversation toward the goal was compacted (absent in files saved before session 29).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
     pub framing: Framing,
     pub state: StructuredState,
     pub last_step: Option<Step>,
@@ -485,6 +488,7 @@ impl World {
             seq: self.recent.last_seq(),
             turn: self.turns.current(),
             goal: h.goal.read().clone(),
+            compacted: h.compacted.load(Ordering::Relaxed),
             framing: h.framing.read().clone(),
             state: h.state.read().clone(),
             last_step: h.last_step.read().clone(),
@@ -551,6 +555,7 @@ impl World {
         self.recent.resume_after(snap.seq);
         let h = &self.harness;
         *h.goal.write() = snap.goal;
+        h.compacted.store(snap.compacted, Ordering::Relaxed);
         *h.framing.write() = snap.framing;
         *h.state.write() = snap.state;
         *h.last_step.write() = snap.last_step;
@@ -748,6 +753,7 @@ mod tests {
         assert!(matches!(load(&path, src.path()), Ok(None)), "none yet");
         let w = world_over(src.path());
         *w.harness().goal.write() = Some("g".into());
+        w.harness().compacted.store(true, Ordering::Relaxed);
         let bytes = save(&path, &w.snapshot(src.path())).unwrap_or_else(|e| panic!("{e}"));
         let meta = fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.len(), bytes);
@@ -755,7 +761,12 @@ mod tests {
         let dir = fs::metadata(state.path().join("private")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);
         let back = load(&path, src.path()).unwrap_or_else(|e| panic!("{e}"));
-        assert_eq!(back.and_then(|s| s.goal).as_deref(), Some("g"));
+        let back = back.unwrap_or_else(|| panic!("saved"));
+        assert!(back.compacted, "the conversation's compaction is kept");
+        assert_eq!(back.goal.as_deref(), Some("g"));
+        let again = world_over(src.path());
+        again.restore(back, |_, _| true);
+        assert!(again.harness().compacted.load(Ordering::Relaxed));
         let listed: Vec<_> = fs::read_dir(state.path().join("private"))
             .unwrap_or_else(|e| panic!("{e}"))
             .flatten()

@@ -2,6 +2,8 @@
 //! The patches exist so a harness can change one field without resending the rest; each
 //! applies to a copy, so an error half way leaves what was set as it was.
 
+use std::sync::atomic::Ordering;
+
 use serde::Deserialize;
 use serde_json::{Value, json};
 
@@ -15,15 +17,36 @@ pub(super) struct GoalSet {
     goal: Option<String>,
 }
 
+/// A goal cleared ends the conversation, and with it what was compacted of it.
 pub(super) fn goal_set(shared: &Shared, p: GoalSet) -> Result<Value, RpcError> {
-    let w = &*shared.world;
-    *w.harness().goal.write() = p.goal.filter(|g| !g.is_empty());
-    Ok(json!({ "goal": *w.harness().goal.read() }))
+    let h = shared.world.harness();
+    let mut goal = h.goal.write();
+    *goal = p.goal.filter(|g| !g.is_empty());
+    if goal.is_none() {
+        h.compacted.store(false, Ordering::Relaxed);
+    }
+    drop(goal);
+    Ok(goal_answer(shared))
 }
 
 pub(super) fn goal_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
-    let w = &*shared.world;
-    Ok(json!({ "goal": *w.harness().goal.read() }))
+    Ok(goal_answer(shared))
+}
+
+/// The conversation now opens with a summary of itself instead of its first prompt.
+pub(super) fn goal_compacted(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let h = shared.world.harness();
+    // Under the goal's lock, so a goal cleared at the same time does not keep the mark.
+    let goal = h.goal.read();
+    h.compacted.store(goal.is_some(), Ordering::Relaxed);
+    drop(goal);
+    Ok(goal_answer(shared))
+}
+
+fn goal_answer(shared: &Shared) -> Value {
+    let h = shared.world.harness();
+    let goal = h.goal.read();
+    json!({ "goal": *goal, "compacted": h.compacted.load(Ordering::Relaxed) })
 }
 
 pub(super) fn state_set(shared: &Shared, mut s: StructuredState) -> Result<Value, RpcError> {
