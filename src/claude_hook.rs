@@ -42,7 +42,7 @@ use anyhow::Context;
 use serde_json::{Map, Value, json};
 
 use crate::cli::SocketArg;
-use crate::cli_client::resolve_socket_at;
+use crate::cli_client::resolve_socket_or;
 use crate::socket::{Client, ClientError, fit};
 
 pub mod install;
@@ -103,12 +103,12 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     if plan == Plan::Nothing {
         return Ok(());
     }
-    // The event's `cwd` is the agent's; the hook may run elsewhere.
-    let dir = agent_cwd(&event)
-        .map(PathBuf::from)
-        .map_or_else(std::env::current_dir, Ok)
-        .context("reading the current directory")?;
-    let socket = resolve_socket_at(arg, &dir)?;
+    // The event's `cwd` is the agent's; the hook may run elsewhere. The hook's own directory
+    // is asked only when nothing else names the socket.
+    let socket = resolve_socket_or(arg, || match agent_cwd(&event) {
+        Some(cwd) => Ok(PathBuf::from(cwd)),
+        None => std::env::current_dir().context("reading the current directory"),
+    })?;
     let mut c = Client::connect(&socket, TIMEOUT)?;
     match plan {
         Plan::Nothing => {}

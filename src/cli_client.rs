@@ -95,14 +95,9 @@ pub fn resolve_socket(arg: &SocketArg) -> anyhow::Result<PathBuf> {
     })
 }
 
-/// As [`resolve_socket`], with `dir` in place of the current directory.
-pub fn resolve_socket_at(arg: &SocketArg, dir: &Path) -> anyhow::Result<PathBuf> {
-    resolve_socket_or(arg, || Ok(dir.to_path_buf()))
-}
-
 /// The order of [`resolve_socket`]; `fallback` gives the directory last in it, asked only when
 /// nothing before it answers.
-fn resolve_socket_or(
+pub(crate) fn resolve_socket_or(
     arg: &SocketArg,
     fallback: impl FnOnce() -> anyhow::Result<PathBuf>,
 ) -> anyhow::Result<PathBuf> {
@@ -434,6 +429,16 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/latency/projection.get/p50_us"),
         num(&s, "/latency/projection.get/p99_us"),
     );
+    // What `worldfs proxy` knows the conversation by; none is the first thing to check when it
+    // sends every call as it came.
+    let goal = match client.call("goal.get", json!({})) {
+        Ok(goal) => goal,
+        Err(e) => {
+            emit(&out)?;
+            return Err(Failure::Failed(e.into()));
+        }
+    };
+    outln!(out, "goal:     {}", goal_line(&goal));
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
     let state = match client.call("state.get", json!({})) {
         Ok(state) => state,
@@ -456,6 +461,35 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     emit(&out)
+}
+
+/// The `goal:` line of `worldfs status`: the first prompt's first line, cut, and what followed.
+fn goal_line(answer: &Value) -> String {
+    const SHOWN: usize = 60;
+    let Some(goal) = answer.get("goal").and_then(Value::as_str) else {
+        return "none (a harness sets it; for Claude Code, `worldfs hook --install`)".into();
+    };
+    let mut prompts = goal.split(crate::claude_hook::LATER_PROMPT);
+    let first = prompts.next().unwrap_or_default().trim();
+    let line = first.lines().next().unwrap_or_default();
+    let mut shown: String = line.chars().take(SHOWN).collect();
+    if shown.len() < first.len() {
+        shown.push_str("...");
+    }
+    let mut notes = Vec::new();
+    match prompts.count() {
+        0 => {}
+        1 => notes.push("1 later prompt".to_owned()),
+        n => notes.push(format!("{n} later prompts")),
+    }
+    if answer.get("compacted").and_then(Value::as_bool) == Some(true) {
+        notes.push("the conversation was compacted".into());
+    }
+    if notes.is_empty() {
+        format!("{shown:?}")
+    } else {
+        format!("{shown:?} ({})", notes.join("; "))
+    }
 }
 
 /// The `kept:` line of `worldfs status`: where the world is kept across restarts and how
@@ -506,4 +540,30 @@ fn kept_line(kept: Option<&Value>, not_kept: Option<&Value>) -> String {
         );
     }
     line
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_goal_line_says_the_first_prompt_and_what_followed() {
+        assert!(goal_line(&json!({"goal": null})).starts_with("none"));
+        assert_eq!(
+            goal_line(&json!({"goal": "Fix the parser", "compacted": false})),
+            "\"Fix the parser\""
+        );
+        let long = format!("{}\nsecond line", "a".repeat(70));
+        let goal =
+            format!("{long}\n\nThen the user asked:\nand lint\n\nThen the user asked:\nship");
+        assert_eq!(
+            goal_line(&json!({"goal": goal, "compacted": true})),
+            format!(
+                "\"{}...\" (2 later prompts; the conversation was compacted)",
+                "a".repeat(60)
+            )
+        );
+        let two_lines = json!({"goal": "Fix it\nin src/", "compacted": false});
+        assert_eq!(goal_line(&two_lines), "\"Fix it...\"");
+    }
 }

@@ -742,6 +742,11 @@ fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
         String::from_utf8_lossy(&out.stdout).trim(),
         "ship the parser"
     );
+    let out = run(&[os(&"status"), os(&sub)]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("\ngoal:     \"ship the parser\"\n"),
+        "status shows the goal: {out:?}"
+    );
     // A directory outside any mount is a clear error; two directories are a usage error.
     let out = run(&[os(&"status"), os(&"-C"), os(&"/")]);
     assert_error("status -C /", &out, &["/ is not inside a worldfs mount"]);

@@ -9,7 +9,8 @@
 //! - Prefixes shorter than [`MIN_CACHEABLE`] tokens are never cached.
 //! - Billing: cache reads at 0.1x, the tokens from the hit up to the last breakpoint are written
 //!   at 1.25x, everything after the last breakpoint at 1x. Entries do not expire (the replay
-//!   has no clock; real runs call the model within the 5-minute TTL).
+//!   has no clock; real runs call the model within the 5-minute TTL). The same requests with
+//!   hour-long breakpoints (Claude Code's on a subscription) write at 2x: [`Bill::hour_billed`].
 
 use std::collections::HashSet;
 
@@ -21,6 +22,8 @@ pub const MIN_CACHEABLE: u64 = 1024;
 pub const LOOKBACK: usize = 20;
 pub const READ_RATE: f64 = 0.1;
 pub const WRITE_RATE: f64 = 1.25;
+/// What a cache write costs when the breakpoint is kept an hour.
+pub const HOUR_WRITE_RATE: f64 = 2.0;
 
 #[derive(Debug, Clone, Copy, Default, Serialize, PartialEq)]
 pub struct Bill {
@@ -29,6 +32,16 @@ pub struct Bill {
     pub cache_read: u64,
     /// uncached + 1.25 write + 0.1 read, in input-token equivalents.
     pub billed: f64,
+}
+
+impl Bill {
+    /// The same tokens billed with hour-long breakpoints: within an hour nothing expires either,
+    /// so only the price of a write differs.
+    pub fn hour_billed(&self) -> f64 {
+        self.uncached as f64
+            + HOUR_WRITE_RATE * self.cache_write as f64
+            + READ_RATE * self.cache_read as f64
+    }
 }
 
 #[derive(Default)]
@@ -118,6 +131,8 @@ mod tests {
             blk("b", 50, true),
         ]);
         assert_eq!((b3.cache_read, b3.cache_write), (2000, 150));
+        assert!((b3.billed - (2000.0 * 0.1 + 150.0 * 1.25)).abs() < 1e-9);
+        assert!((b3.hour_billed() - (2000.0 * 0.1 + 150.0 * 2.0)).abs() < 1e-9);
         // too small to cache
         let mut d = CacheSim::default();
         let s = d.bill(&[blk("x", 10, true)]);

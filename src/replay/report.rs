@@ -23,6 +23,9 @@ pub struct StrategySummary {
     pub late_ratio: Option<f64>,
     pub billed_total: f64,
     pub billed_ratio: Option<f64>,
+    /// The same with hour-long breakpoints (writes at 2x), against the baseline billed so.
+    pub billed_hour_total: f64,
+    pub billed_hour_ratio: Option<f64>,
     /// Tokens written to the prompt cache or sent uncached (everything not read from the
     /// cache), over the run.
     pub written_total: u64,
@@ -42,15 +45,19 @@ pub struct StrategySummary {
 }
 
 pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
-    let base: BTreeMap<u64, (u64, f64, u64)> = r
+    let base: BTreeMap<u64, (u64, f64, u64, f64)> = r
         .rows
         .iter()
         .filter(|x| x.strategy == "baseline")
-        .map(|x| (x.turn, (x.tokens, x.bill.billed, written(x))))
+        .map(|x| {
+            let b = &x.bill;
+            (x.turn, (x.tokens, b.billed, written(x), b.hour_billed()))
+        })
         .collect();
     let base_tokens: u64 = base.values().map(|v| v.0).sum();
     let base_billed: f64 = base.values().map(|v| v.1).sum();
     let base_written: u64 = base.values().map(|v| v.2).sum();
+    let base_hour: f64 = base.values().map(|v| v.3).sum();
     r.strategies
         .iter()
         .map(|name| {
@@ -63,6 +70,7 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
             for x in &rows {
                 s.tokens_total += x.tokens;
                 s.billed_total += x.bill.billed;
+                s.billed_hour_total += x.bill.hour_billed();
                 s.written_total += written(x);
                 s.stale_bytes += x.measure.stale_bytes;
                 s.needs_file += x.measure.needs_file;
@@ -75,13 +83,14 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
                 s.violations += x.violations;
                 s.over_budget += u64::from(x.over_budget);
                 if x.turn >= 40 {
-                    if let Some((b, _, _)) = base.get(&x.turn).filter(|b| b.0 > 0) {
+                    if let Some((b, ..)) = base.get(&x.turn).filter(|b| b.0 > 0) {
                         late.push(x.tokens as f64 / *b as f64);
                     }
                 }
             }
             s.tokens_ratio = ratio(s.tokens_total as f64, base_tokens as f64);
             s.billed_ratio = ratio(s.billed_total, base_billed);
+            s.billed_hour_ratio = ratio(s.billed_hour_total, base_hour);
             s.written_ratio = ratio(s.written_total as f64, base_written as f64);
             s.late_ratio = (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64);
             s
@@ -243,10 +252,10 @@ pub fn summary(results: &[TraceResult]) -> String {
     );
     out.push_str(
         "| strategy | tokens/request at turns >= 40 vs baseline | whole-run tokens vs baseline | \
-         billed input (cached) vs cached baseline | stale bytes | fresh recall, file | \
-         fresh recall, range | forced re-reads / reads | API violations | over budget | \
-         written to the cache vs baseline |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|\n",
+         billed input (cached) vs cached baseline | billed, hour-long cache | stale bytes | \
+         fresh recall, file | fresh recall, range | forced re-reads / reads | API violations | \
+         over budget | written to the cache vs baseline |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let per: Vec<Vec<StrategySummary>> = results.iter().map(summarize).collect();
     let names: Vec<String> = results
@@ -261,10 +270,13 @@ pub fn summary(results: &[TraceResult]) -> String {
         let sum = |f: &dyn Fn(&StrategySummary) -> u64| rows.iter().map(|s| f(s)).sum::<u64>();
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |",
             fmt_opt(median(rows.iter().filter_map(|s| s.late_ratio).collect())),
             fmt_opt(median(rows.iter().filter_map(|s| s.tokens_ratio).collect())),
             fmt_opt(median(rows.iter().filter_map(|s| s.billed_ratio).collect())),
+            fmt_opt(median(
+                rows.iter().filter_map(|s| s.billed_hour_ratio).collect()
+            )),
             sum(&|s| s.stale_bytes),
             pct(sum(&|s| s.fresh_file), sum(&|s| s.needs_file)),
             pct(sum(&|s| s.fresh_range), sum(&|s| s.needs_range)),
@@ -282,7 +294,9 @@ pub fn summary(results: &[TraceResult]) -> String {
          recall, re-reads, violations: summed over every turn of every trace. Recall counts \
          next-step reads/edits of files already seen; range level only for lines already seen. \
          Written to the cache: tokens not read from it (written at 1.25x, or sent uncached), \
-         against the baseline's, which writes each piece once.\n",
+         against the baseline's, which writes each piece once. Hour-long cache: the same \
+         requests with writes at 2x (Claude Code's breakpoints on a subscription), against the \
+         baseline billed so.\n",
     );
     if results
         .first()
@@ -440,6 +454,9 @@ mod tests {
         let p = s.iter().find(|s| s.strategy == "p");
         assert_eq!(p.map(|p| p.written_total), Some(2100));
         assert_eq!(p.and_then(|p| p.written_ratio), Some(2100.0 / 2000.0));
+        // hour-long: writes at 2x, reads at 0.1x; 2 * 2000 + 0.1 * 2500 for the history
+        let hour = p.and_then(|p| p.billed_hour_ratio).unwrap_or_default();
+        assert!((hour - (2.0 * 1800.0 + 300.0 + 0.1 * 1400.0) / 4250.0).abs() < 1e-9);
     }
 
     #[test]
@@ -450,17 +467,21 @@ mod tests {
                 (
                     s.tokens_ratio,
                     s.billed_ratio,
+                    s.billed_hour_ratio,
                     s.written_ratio,
                     s.late_ratio
                 ),
-                (None, None, None, None),
+                (None, None, None, None, None),
                 "{}",
                 s.strategy
             );
         }
         assert_eq!(instructions_floor(&r), None);
         let table = summary(&[r]);
-        assert!(table.contains("| baseline | - | - | - | 0 |"), "{table}");
+        assert!(
+            table.contains("| baseline | - | - | - | - | 0 |"),
+            "{table}"
+        );
         assert!(!table.contains("0.0%"), "{table}");
         // a baseline of zero tokens (empty prompts) has no floor either
         let zero = trace(vec![row(1, "baseline", 0, 0, 0)]);
