@@ -205,7 +205,9 @@ pub enum Command {
     /// are now, then the real last turn verbatim. System prompt, tools and every other field pass
     /// untouched; subagents and side requests pass as they came, and so does any request the
     /// mount cannot project (the agent is never stopped). Needs `worldfs hook` (for the goal).
-    /// Answers stream back unbuffered. `-v` logs each request: what was sent instead of what.
+    /// Answers stream back unbuffered. `-v` logs each request rewritten (what was sent instead
+    /// of what), and why a call that looks like the session's own went as it came; `-vv` also
+    /// why every other call did.
     Proxy {
         #[command(flatten)]
         target: SocketArg,

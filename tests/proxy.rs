@@ -707,8 +707,10 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
         .as_array_mut()
         .expect("tools")
         .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
-    // Until the hook tells of the compaction, it is no conversation the mount knows.
+    // Until the hook tells of the compaction, it is no conversation the mount knows, and `-v`
+    // says why, since the call looks like the session's own (it can start subagents).
     assert_passes_untouched(&up, &proxy, &body);
+    assert!(proxy.says("sent as it came: its first message is neither the session's first prompt"));
 
     let event = |v: Value| {
         let mut v = v;

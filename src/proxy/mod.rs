@@ -150,7 +150,7 @@ pub(crate) enum Prepared {
 fn prepare(state: &State, path: &str, body: &[u8]) -> (Prepared, Option<account::Call>) {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
-        Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson), None),
+        Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson, false), None),
     };
     match try_rewrite(state, &parsed) {
         Ok(Ok((out, summary))) => {
@@ -180,13 +180,25 @@ fn prepare(state: &State, path: &str, body: &[u8]) -> (Prepared, Option<account:
             };
             (prepared, Some(call))
         }
-        Ok(Err(skip)) => (untouched(state, path, &skip), None),
+        Ok(Err(skip)) => {
+            // A call that looks like the session's own (it can Read and start subagents) but is
+            // not taken for it is the one a user needs to hear about at `-v`.
+            let surprising = matches!(
+                skip,
+                rewrite::Skip::NoGoal | rewrite::Skip::OtherConversation
+            ) && rewrite::looks_main(&parsed);
+            (untouched(state, path, &skip, surprising), None)
+        }
         Err(e) => (failed(state, path, &format!("{e:#}")), None),
     }
 }
 
-fn untouched(state: &State, path: &str, why: &rewrite::Skip) -> Prepared {
-    tracing::debug!("{path}: sent as it came: {why}");
+fn untouched(state: &State, path: &str, why: &rewrite::Skip, surprising: bool) -> Prepared {
+    if surprising {
+        tracing::info!("{path}: sent as it came: {why}");
+    } else {
+        tracing::debug!("{path}: sent as it came: {why}");
+    }
     state.counts.untouched.fetch_add(1, Ordering::Relaxed);
     Prepared::Untouched
 }

@@ -153,6 +153,25 @@ fn split_goal(goal: &str) -> (&str, Option<&str>) {
     }
 }
 
+/// Whether `body` defines the tools only a session's main thread has: `Read`, and the one that
+/// starts subagents.
+pub fn looks_main(body: &Value) -> bool {
+    defines(body, &[READ_TOOL]) && defines(body, &SUBAGENT_TOOLS)
+}
+
+/// Whether `body`'s tools include one of `names`.
+fn defines(body: &Value, names: &[&str]) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|t| {
+            t.iter().any(|t| {
+                t.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| names.contains(&n))
+            })
+        })
+}
+
 /// Decides whether `body` is rewritten, and how. `compacted`: the hook saw the session's
 /// conversation compacted (`goal.compacted`).
 pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, Skip> {
@@ -168,16 +187,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         .rposition(|m| role(m) == Some("user"))
         .filter(|&u| messages[u + 1..].iter().all(|m| role(m) == Some("system")))
         .ok_or(Skip::NoMessages)?;
-    let defines = |names: &[&str]| {
-        obj.get("tools").and_then(Value::as_array).is_some_and(|t| {
-            t.iter().any(|t| {
-                t.get("name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|n| names.contains(&n))
-            })
-        })
-    };
-    if !defines(&[READ_TOOL]) {
+    if !defines(body, &[READ_TOOL]) {
         return Err(Skip::NoReadTool);
     }
     let goal = goal.filter(|g| !g.trim().is_empty()).ok_or(Skip::NoGoal)?;
@@ -189,7 +199,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         && compacted
         && role(first) == Some("user")
         && opens_compacted(first.get("content"))
-        && defines(&SUBAGENT_TOOLS);
+        && defines(body, &SUBAGENT_TOOLS);
     if !opens_with_prompt && !compacted {
         return Err(Skip::OtherConversation);
     }
@@ -814,6 +824,10 @@ mod tests {
         assert_eq!(
             super::plan(&sub, Some(PROMPT), true),
             Err(Skip::OtherConversation)
+        );
+        assert!(
+            looks_main(&body) && !looks_main(&sub),
+            "what `-v` speaks up for"
         );
         let mut older = sub.clone();
         if let Some(tools) = older["tools"].as_array_mut() {
