@@ -43,9 +43,9 @@ use crate::projection::{CacheTtl, LineNumbers};
 pub const MAX_BREAKPOINTS: usize = 4;
 /// The tool the projection's synthesized calls use; Claude Code defines it.
 pub const READ_TOOL: &str = "Read";
-/// How the summary Claude Code opens a compacted conversation with begins (the same words
-/// since 2025; later ones changed: "The conversation is summarized below", "The summary below
-/// covers the earlier portion of the conversation").
+/// How Claude Code's summary of a compacted conversation begins. These words have stayed since
+/// 2025; the sentence after them changed ("The conversation is summarized below", then "The
+/// summary below covers the earlier portion of the conversation").
 pub const COMPACTED_OPENING: &str = "This session is being continued from a previous conversation";
 /// The tool that starts subagents, by its current name and its name before 2.1.63; subagents
 /// are not given it.
