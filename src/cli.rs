@@ -125,7 +125,7 @@ pub enum Command {
         evicted_limit: Option<usize>,
     },
     /// Human summary of a mount: socket, entries, tokens, what was observed (and what changed
-    /// behind the mount), drops.
+    /// behind the mount), drops, the goal and the task list.
     Status {
         #[command(flatten)]
         target: SocketArg,

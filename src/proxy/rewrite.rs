@@ -837,6 +837,10 @@ mod tests {
             super::plan(&older, Some(PROMPT), true).is_ok(),
             "Task, as before 2.1.63"
         );
+        // The summary alone, as a string, as Claude Code sends a message of one text.
+        let mut bare = body.clone();
+        bare["messages"][0]["content"] = body["messages"][0]["content"][1]["text"].clone();
+        assert!(super::plan(&bare, Some(PROMPT), true).is_ok_and(|p| p.compacted));
         // Another conversation that is no summary, and one that opens with the first prompt.
         let mut other = body.clone();
         other["messages"][0]["content"][1]["text"] = json!("List the callers of parse_date.");
