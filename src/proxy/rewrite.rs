@@ -113,36 +113,28 @@ fn role(m: &Value) -> Option<&str> {
     m.get("role").and_then(Value::as_str)
 }
 
-/// Whether `content` has the prompt as a text of its own (Claude Code sends what the user
-/// typed as one block, after its reminders). A text that only contains it is another
-/// conversation quoting it: a subagent given the user's words as part of its task.
-fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
+/// Whether a text of `content` (a string, or one of its text blocks) satisfies `pred`.
+fn any_text(content: Option<&Value>, pred: impl Fn(&str) -> bool) -> bool {
     match content {
-        Some(Value::String(s)) => s.trim() == prompt,
-        Some(Value::Array(blocks)) => blocks.iter().any(|b| is_prompt(b, prompt)),
-        _ => false,
-    }
-}
-
-/// Whether `content` has a text that opens with [`COMPACTED_OPENING`]: Claude Code's summary of
-/// the conversation it compacted (after its reminders, if any).
-fn opens_compacted(content: Option<&Value>) -> bool {
-    let opens = |t: &str| t.trim_start().starts_with(COMPACTED_OPENING);
-    match content {
-        Some(Value::String(s)) => opens(s),
+        Some(Value::String(s)) => pred(s),
         Some(Value::Array(blocks)) => blocks.iter().any(|b| {
-            kind(b) == Some("text") && b.get("text").and_then(Value::as_str).is_some_and(opens)
+            kind(b) == Some("text") && b.get("text").and_then(Value::as_str).is_some_and(&pred)
         }),
         _ => false,
     }
 }
 
-fn is_prompt(block: &Value, prompt: &str) -> bool {
-    block.get("type").and_then(Value::as_str) == Some("text")
-        && block
-            .get("text")
-            .and_then(Value::as_str)
-            .is_some_and(|t| t.trim() == prompt)
+/// Whether `content` has the prompt as a text of its own (Claude Code sends what the user
+/// typed as one block, after its reminders). A text that only contains it is another
+/// conversation quoting it: a subagent given the user's words as part of its task.
+fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
+    any_text(content, |t| t.trim() == prompt)
+}
+
+/// Whether `content` has a text that opens with [`COMPACTED_OPENING`]: Claude Code's summary of
+/// the conversation it compacted (after its reminders, if any).
+fn opens_compacted(content: Option<&Value>) -> bool {
+    any_text(content, |t| t.trim_start().starts_with(COMPACTED_OPENING))
 }
 
 /// The session's first prompt, as `worldfs hook` recorded it, and the prompts after it.
