@@ -9,7 +9,9 @@
 //! - `SessionStart` from `startup` or `clear`: a new conversation, so the goal is cleared and the
 //!   next prompt sets it. `resume` and `compact` keep it; `compact` also tells the mount that
 //!   the conversation now opens with Claude Code's summary of it (`goal.compacted`), which is
-//!   how `worldfs proxy` still finds it.
+//!   how `worldfs proxy` still finds it, and `resume` that a conversation was resumed
+//!   (`goal.resumed`), maybe another one than the goal's: the proxy then reads the goal from
+//!   the conversation's next call.
 //! - `PostToolUse`, `PostToolUseFailure`: the tool call and its result become the last step
 //!   (`step.record`), which advances the turn; a Read's shown lines become the file's view.
 //! - `PreToolUse` of a Bash call, then its `PostToolUse` (exit code 0) or `PostToolUseFailure`
@@ -68,6 +70,8 @@ pub enum Plan {
     AddToGoal(String),
     /// The conversation was compacted: it now opens with Claude Code's summary of it.
     Compacted,
+    /// A conversation was resumed, maybe another one than the goal's.
+    Resumed,
     /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
     Begin(String),
     /// `state.patch` with a change to the task list alone (a subagent's, which is shared).
@@ -123,6 +127,9 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         }
         Plan::Compacted => {
             c.call("goal.compacted", json!({}))?;
+        }
+        Plan::Resumed => {
+            c.call("goal.resumed", json!({}))?;
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
@@ -206,6 +213,7 @@ pub fn plan(event: &Value) -> Plan {
         Some("SessionStart") => match field("source") {
             Some("startup" | "clear") => Plan::ClearGoal,
             Some("compact") if !in_subagent(event) => Plan::Compacted,
+            Some("resume") if !in_subagent(event) => Plan::Resumed,
             _ => Plan::Nothing,
         },
         // A subagent's tool calls are steps of its own conversation, which the session's model
@@ -934,7 +942,7 @@ mod tests {
         for (source, want) in [
             ("startup", Plan::ClearGoal),
             ("clear", Plan::ClearGoal),
-            ("resume", Plan::Nothing),
+            ("resume", Plan::Resumed),
             ("compact", Plan::Compacted),
         ] {
             let ev = json!({"hook_event_name": "SessionStart", "source": source});

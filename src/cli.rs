@@ -166,8 +166,9 @@ pub enum Command {
     /// Reads one hook event (JSON) on stdin, as Claude Code passes it, and forwards it to the
     /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
     /// are added to it), a new session (`startup`, `clear`) clears it, a compaction is noted
-    /// (the conversation then opens with its summary, and `worldfs proxy` finds it by that),
-    /// and each finished tool call becomes the last step, with the lines a Read showed as the
+    /// (the conversation then opens with its summary, and `worldfs proxy` finds it by that), so
+    /// is a resume (the proxy reads which conversation from its next call), and each finished
+    /// tool call becomes the last step, with the lines a Read showed as the
     /// file's view. A Bash
     /// call's output is cached while the files it read are unchanged, and a Grep or Glob
     /// result until anything changes below the directory it searched: their PreToolUse marks

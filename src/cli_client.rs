@@ -485,6 +485,9 @@ fn goal_line(answer: &Value) -> String {
     if answer.get("compacted").and_then(Value::as_bool) == Some(true) {
         notes.push("the conversation was compacted".into());
     }
+    if answer.get("resumed").and_then(Value::as_bool) == Some(true) {
+        notes.push("a conversation was resumed: the proxy reads which from its next call".into());
+    }
     if notes.is_empty() {
         format!("{shown:?}")
     } else {
@@ -565,5 +568,11 @@ mod tests {
         );
         let two_lines = json!({"goal": "Fix it\nin src/", "compacted": false});
         assert_eq!(goal_line(&two_lines), "\"Fix it...\"");
+        let resumed = json!({"goal": "Fix it", "compacted": false, "resumed": true});
+        assert!(
+            goal_line(&resumed).ends_with(
+                "(a conversation was resumed: the proxy reads which from its next call)"
+            )
+        );
     }
 }

@@ -773,6 +773,91 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
 }
 
 #[test]
+fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
+    let (m, mut c) = session_that_read_calc();
+    let root = m.root.to_string_lossy().into_owned();
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let with_agent = |mut body: Value| {
+        body["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
+        body
+    };
+    let other = "Make sub() saturate";
+    let mut resumed = with_agent(claude_request(other, &file, 3));
+    let msgs = resumed["messages"].as_array_mut().expect("messages");
+    msgs.push(
+        json!({"role": "assistant", "content": [{"type": "text", "text": "sub() saturates."}]}),
+    );
+    msgs.push(json!({"role": "user", "content": [{"type": "text", "text": "and add()"}]}));
+    // Another conversation than the goal's: it goes as it came, until a resume is told.
+    assert_passes_untouched(&up, &proxy, &resumed);
+
+    let event = |v: Value| {
+        let mut v = v;
+        v["session_id"] = "s2".into();
+        v["cwd"] = root.clone().into();
+        v.to_string()
+    };
+    let at = std::path::Path::new("/");
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "SessionStart", "source": "resume"})),
+    );
+    // What Claude Code does next: the prompt typed after the resume, then the call.
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": "and add()"})),
+    );
+    assert_eq!(
+        c.call("goal.get", json!({})).expect("goal.get")["resumed"],
+        true
+    );
+    // A subagent's call (no Agent tool) says nothing of the conversation resumed.
+    assert_passes_untouched(&up, &proxy, &claude_request("List callers", &file, 3));
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post(&proxy.url("/v1/messages"), &resumed);
+    let sent = up.next().json();
+    let orig = resumed["messages"].as_array().expect("messages");
+    let sent_msgs = sent["messages"].as_array().expect("messages");
+    assert!(sent_msgs.len() < orig.len(), "the history was replaced");
+    let g = c.call("goal.get", json!({})).expect("goal.get");
+    assert_eq!(
+        g,
+        json!({"goal": format!("{other}\n\nThen the user asked:\nand add()"), "compacted": false, "resumed": false}),
+        "the goal, read from the conversation resumed"
+    );
+    assert!(proxy.says("the conversation resumed is another one"));
+    let all = texts(&sent["messages"]);
+    assert!(all.contains("return a + b"), "the file read, as it is");
+    assert!(!all.contains("a long stale listing"));
+
+    // Resuming the goal's own conversation changes nothing but the mark.
+    common::hook(
+        at,
+        &event(json!({"hook_event_name": "SessionStart", "source": "resume"})),
+    );
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post(&proxy.url("/v1/messages"), &resumed);
+    let again = up.next().json();
+    assert_eq!(again["messages"], sent["messages"]);
+    assert_eq!(c.call("goal.get", json!({})).expect("goal.get"), g);
+}
+
+#[test]
 fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");

@@ -242,7 +242,8 @@ fn goal_set_get_clear() {
     c.call("goal.set", json!({"goal": "make the tests pass"}));
     assert_eq!(c.call("goal.get", json!({}))["compacted"], false);
     let r = c.call("goal.compacted", json!({}));
-    assert_eq!(r, json!({"goal": "make the tests pass", "compacted": true}));
+    assert_eq!(r["goal"], "make the tests pass");
+    assert_eq!(r["compacted"], true);
     c.call(
         "goal.set",
         json!({"goal": "make the tests pass, then lint"}),
@@ -251,6 +252,25 @@ fn goal_set_get_clear() {
     c.call("goal.set", json!({"goal": ""}));
     assert_eq!(c.call("goal.get", json!({}))["compacted"], false);
     let (code_, _) = c.call_err("goal.compacted", json!({"summary": "x"}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+
+    // A resume is noted until a goal is adopted, or the goal cleared.
+    c.call("goal.set", json!({"goal": "old task"}));
+    assert_eq!(c.call("goal.resumed", json!({}))["resumed"], true);
+    let r = c.call("goal.adopt", json!({"goal": "new task", "compacted": true}));
+    assert_eq!(
+        r,
+        json!({"goal": "new task", "compacted": true, "resumed": false})
+    );
+    c.call("goal.resumed", json!({}));
+    c.call("goal.set", json!({"goal": null}));
+    assert_eq!(
+        c.call("goal.get", json!({})),
+        json!({"goal": null, "compacted": false, "resumed": false})
+    );
+    let (code_, _) = c.call_err("goal.adopt", json!({"goal": " ", "compacted": false}));
+    assert_eq!(code_, code::INVALID_PARAMS);
+    let (code_, _) = c.call_err("goal.adopt", json!({"goal": "x"}));
     assert_eq!(code_, code::INVALID_PARAMS);
 }
 

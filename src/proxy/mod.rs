@@ -214,9 +214,39 @@ type Rewrite = Result<(Value, String), rewrite::Skip>;
 
 fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
     let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
-    let goal = c.call("goal.get", json!({}))?;
-    let compacted = goal.get("compacted").and_then(Value::as_bool) == Some(true);
-    let plan = match rewrite::plan(body, goal.get("goal").and_then(Value::as_str), compacted) {
+    let known = c.call("goal.get", json!({}))?;
+    let flag = |k: &str| known.get(k).and_then(Value::as_bool) == Some(true);
+    let goal = known.get("goal").and_then(Value::as_str).map(str::to_owned);
+    let compacted = flag("compacted");
+    let mut plan = rewrite::plan(body, goal.as_deref(), compacted);
+    // After a resume, the first call of a main conversation says which conversation it is:
+    // the one the goal is of (the resume is then matched as it is), or another, whose goal is
+    // read from the call.
+    if flag("resumed") && rewrite::looks_main(body) {
+        let adopted = match &plan {
+            Ok(_) => goal.clone().map(|g| (g, compacted)),
+            Err(rewrite::Skip::NoGoal | rewrite::Skip::OtherConversation) => {
+                rewrite::conversation_goal(body)
+            }
+            Err(_) => None,
+        };
+        if let Some((g, was_compacted)) = adopted {
+            c.call(
+                "goal.adopt",
+                json!({ "goal": g, "compacted": was_compacted }),
+            )?;
+            if plan.is_err() {
+                tracing::info!(
+                    "the conversation resumed is another one: its goal is now read from it ({} \
+                     prompts{})",
+                    g.matches(crate::claude_hook::LATER_PROMPT).count() + 1,
+                    if was_compacted { ", compacted" } else { "" }
+                );
+                plan = rewrite::plan(body, Some(&g), was_compacted);
+            }
+        }
+    }
+    let plan = match plan {
         Ok(p) => p,
         Err(skip) => return Ok(Err(skip)),
     };

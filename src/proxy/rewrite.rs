@@ -35,7 +35,7 @@ use std::collections::HashSet;
 
 use serde_json::Value;
 
-use crate::claude_hook::LATER_PROMPT;
+use crate::claude_hook::{LATER_PROMPT, goal_with};
 use crate::projection::validate::{self, count_cache_control};
 use crate::projection::{CacheTtl, LineNumbers};
 
@@ -135,6 +135,56 @@ fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
 /// the conversation it compacted (after its reminders, if any).
 fn opens_compacted(content: Option<&Value>) -> bool {
     any_text(content, |t| t.trim_start().starts_with(COMPACTED_OPENING))
+}
+
+/// What a Claude Code conversation says its goal is, read from one of its calls: the prompt of
+/// its first message, then the prompts of the user's later messages, joined as `worldfs hook`
+/// joins them; and whether it opens with the summary of a compaction (its first prompt is then
+/// gone, and the prompts after the summary are the goal). `None` when it holds no prompt.
+pub fn conversation_goal(body: &Value) -> Option<(String, bool)> {
+    let messages = body.get("messages")?.as_array()?;
+    let first = messages.first().filter(|m| role(m) == Some("user"))?;
+    let compacted = opens_compacted(first.get("content"));
+    let first_prompt = typed_text(first.get("content"));
+    if !compacted && first_prompt.is_none() {
+        return None;
+    }
+    let later = messages[1..]
+        .iter()
+        .filter(|m| role(m) == Some("user"))
+        .filter_map(|m| typed_text(m.get("content")));
+    first_prompt
+        .into_iter()
+        .chain(later)
+        .fold(None, |goal: Option<String>, p| {
+            Some(goal_with(goal.as_deref(), p))
+        })
+        .map(|g| (g, compacted))
+}
+
+/// What the user typed in a message: its last text that is not Claude Code's own. Its reminders
+/// and command wrappers open with `<`, its notes of an interruption with `[`, and a message
+/// with tool results answers calls; the summary of a compaction is not typed either.
+fn typed_text(content: Option<&Value>) -> Option<&str> {
+    let typed = |t: &&str| {
+        let t = t.trim_start();
+        !t.is_empty()
+            && !t.starts_with('<')
+            && !t.starts_with('[')
+            && !t.starts_with(COMPACTED_OPENING)
+    };
+    match content {
+        Some(Value::String(s)) => Some(s.as_str()).filter(typed),
+        Some(Value::Array(blocks)) if !blocks.iter().any(|b| kind(b) == Some("tool_result")) => {
+            blocks
+                .iter()
+                .rev()
+                .filter(|b| kind(b) == Some("text"))
+                .filter_map(|b| b.get("text").and_then(Value::as_str))
+                .find(typed)
+        }
+        _ => None,
+    }
 }
 
 /// The session's first prompt, as `worldfs hook` recorded it, and the prompts after it.
@@ -842,6 +892,38 @@ mod tests {
         );
         let uncompacted = super::plan(&request(5), Some(PROMPT), true).expect("eligible");
         assert!(!uncompacted.compacted, "the first prompt says the goal");
+    }
+
+    #[test]
+    fn a_conversation_says_its_goal() {
+        let mut body = request(3);
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Done."}]}));
+        m.push(json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>a todo list</system-reminder>"},
+            {"type": "text", "text": "now the tests too"}
+        ]}));
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": "On it."}]}));
+        m.push(json!({"role": "user", "content": "[Request interrupted by user]"}));
+        m.push(json!({"role": "assistant", "content": [{"type": "text", "text": "Stopped."}]}));
+        m.push(json!({"role": "user", "content": "<command-name>/model</command-name>"}));
+        let (goal, compacted) = conversation_goal(&body).expect("a goal");
+        assert_eq!(goal, format!("{PROMPT}{LATER_PROMPT}now the tests too"));
+        assert!(!compacted);
+        // Read back, the goal finds the conversation.
+        assert!(plan(&body, Some(&goal), false).is_ok());
+
+        // After a compaction, the prompts after the summary are the goal; with none, none.
+        let mut body = compacted_request(3);
+        assert_eq!(conversation_goal(&body), None);
+        if let Some(first) = body["messages"][0]["content"].as_array_mut() {
+            first.push(json!({"type": "text", "text": "go on with the parser"}));
+        }
+        assert_eq!(
+            conversation_goal(&body),
+            Some(("go on with the parser".to_owned(), true))
+        );
+        assert_eq!(conversation_goal(&json!({"messages": []})), None);
     }
 
     #[test]

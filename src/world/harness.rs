@@ -249,6 +249,10 @@ pub struct Harness {
     /// its automatic compaction): it now opens with a summary, no longer with the first
     /// prompt, and `worldfs proxy` finds it by that. Cleared with the goal.
     pub compacted: std::sync::atomic::AtomicBool,
+    /// A conversation was resumed (Claude Code's `--resume`, `--continue`), which one is not
+    /// known yet: `worldfs proxy` takes the next call of a main conversation for it and sets
+    /// the goal from it (`goal.adopt`). Not kept across restarts: it lasts one call.
+    pub resumed: std::sync::atomic::AtomicBool,
     pub framing: RwLock<Framing>,
     pub state: RwLock<StructuredState>,
     pub last_step: RwLock<Option<Step>>,

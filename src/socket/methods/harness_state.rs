@@ -17,14 +17,48 @@ pub(super) struct GoalSet {
     goal: Option<String>,
 }
 
-/// A goal cleared ends the conversation, and with it what was compacted of it.
+/// A goal cleared ends the conversation, and with it what was compacted of it and a resume
+/// not yet matched.
 pub(super) fn goal_set(shared: &Shared, p: GoalSet) -> Result<Value, RpcError> {
     let h = shared.world.harness();
     let mut goal = h.goal.write();
     *goal = p.goal.filter(|g| !g.is_empty());
     if goal.is_none() {
         h.compacted.store(false, Ordering::Relaxed);
+        h.resumed.store(false, Ordering::Relaxed);
     }
+    drop(goal);
+    Ok(goal_answer(shared))
+}
+
+/// A conversation was resumed; the next call of a main conversation tells which.
+pub(super) fn goal_resumed(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    shared
+        .world
+        .harness()
+        .resumed
+        .store(true, Ordering::Relaxed);
+    Ok(goal_answer(shared))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GoalAdopt {
+    goal: String,
+    compacted: bool,
+}
+
+/// The conversation resumed, as read from its first call: its goal and whether it was
+/// compacted, set together; the resume is then matched.
+pub(super) fn goal_adopt(shared: &Shared, p: GoalAdopt) -> Result<Value, RpcError> {
+    if p.goal.trim().is_empty() {
+        return Err(RpcError::invalid_params("goal.adopt: an empty goal"));
+    }
+    let h = shared.world.harness();
+    let mut goal = h.goal.write();
+    *goal = Some(p.goal);
+    h.compacted.store(p.compacted, Ordering::Relaxed);
+    h.resumed.store(false, Ordering::Relaxed);
     drop(goal);
     Ok(goal_answer(shared))
 }
@@ -46,7 +80,11 @@ pub(super) fn goal_compacted(shared: &Shared, _: Empty) -> Result<Value, RpcErro
 fn goal_answer(shared: &Shared) -> Value {
     let h = shared.world.harness();
     let goal = h.goal.read();
-    json!({ "goal": *goal, "compacted": h.compacted.load(Ordering::Relaxed) })
+    json!({
+        "goal": *goal,
+        "compacted": h.compacted.load(Ordering::Relaxed),
+        "resumed": h.resumed.load(Ordering::Relaxed),
+    })
 }
 
 pub(super) fn state_set(shared: &Shared, mut s: StructuredState) -> Result<Value, RpcError> {
