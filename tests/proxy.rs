@@ -308,6 +308,15 @@ fn texts(v: &Value) -> String {
     out
 }
 
+/// Runs `worldfs hook` on `event`, as Claude Code passes it for a session working in the
+/// mount's root; from `/`, since the hook finds the mount by the event's `cwd`.
+fn tell(m: &Mount, event: Value) {
+    let mut v = event;
+    v["session_id"] = "s1".into();
+    v["cwd"] = m.root.to_string_lossy().into_owned().into();
+    common::hook(std::path::Path::new("/"), &v.to_string());
+}
+
 /// A mount holding `calc.py`, with the goal set and the file read by the agent (`cat`: a
 /// reader the world counts as the agent's, which this test's own process is not).
 fn session_that_read_calc() -> (Mount, Client) {
@@ -567,24 +576,16 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
     });
-    let root = m.root.to_string_lossy().into_owned();
     let file = m.path("calc.py").to_string_lossy().into_owned();
-    let event = |v: Value| {
-        let mut v = v;
-        v["session_id"] = "s1".into();
-        v["cwd"] = root.clone().into();
-        v.to_string()
-    };
     // What Claude Code's hooks tell the mount (README, "With Claude Code"): a new session, the
     // prompt, a Read (the mount sees the file read), and a second prompt later on.
-    let at = std::path::Path::new("/");
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "SessionStart", "source": "startup"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
     );
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})),
+    tell(
+        &m,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
     );
     // A Bash call: its output stays in the projection while calc.py is unchanged.
     let bash = |name: &str, extra: Value| {
@@ -594,7 +595,7 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
         for (k, v) in extra.as_object().into_iter().flatten() {
             ev[k] = v.clone();
         }
-        common::hook(at, &event(ev));
+        tell(&m, ev);
     };
     bash("PreToolUse", json!({}));
     let out = Command::new("grep")
@@ -611,31 +612,31 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
     let out = Command::new("cat").arg(&file).output().expect("cat");
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
-    common::hook(
-        at,
-        &event(json!({
+    tell(
+        &m,
+        json!({
             "hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_read",
             "tool_input": {"file_path": file},
             "tool_response": {"type": "text", "file": {"filePath": file, "content": text,
                               "numLines": 2, "startLine": 1, "totalLines": 2}},
-        })),
+        }),
     );
     // The agent's plan (TodoWrite): in the history only, so the projection must carry it.
-    common::hook(
-        at,
-        &event(json!({
+    tell(
+        &m,
+        json!({
             "hook_event_name": "PostToolUse", "tool_name": "TodoWrite", "tool_use_id": "toolu_todo",
             "tool_input": {"todos": [
                 {"content": "Make add() round", "status": "completed", "activeForm": "Making"},
                 {"content": "Check sub()", "status": "in_progress", "activeForm": "Checking"},
             ]},
             "tool_response": {"oldTodos": [], "newTodos": []},
-        })),
+        }),
     );
     let later = "now make sub() round too";
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": later})),
+    tell(
+        &m,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": later}),
     );
 
     let up = Upstream::start();
@@ -692,7 +693,6 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
 #[test]
 fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     let (m, mut c) = session_that_read_calc();
-    let root = m.root.to_string_lossy().into_owned();
     let file = m.path("calc.py").to_string_lossy().into_owned();
     let up = Upstream::start();
     let proxy = Proxy::start(&m, up.port, &[]);
@@ -712,16 +712,9 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     assert_passes_untouched(&up, &proxy, &body);
     assert!(proxy.says("sent as it came: its first message is neither the session's first prompt"));
 
-    let event = |v: Value| {
-        let mut v = v;
-        v["session_id"] = "s1".into();
-        v["cwd"] = root.clone().into();
-        v.to_string()
-    };
-    let at = std::path::Path::new("/");
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "SessionStart", "source": "compact"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "SessionStart", "source": "compact"}),
     );
     let g = c.call("goal.get", json!({})).expect("goal.get");
     assert_eq!(g["compacted"], true, "{g}");
@@ -759,13 +752,13 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
 
     // A new conversation ends the compacted one: with the same prompt again, the summary's
     // conversation is no longer the session's.
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "SessionStart", "source": "clear"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "SessionStart", "source": "clear"}),
     );
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT})),
+    tell(
+        &m,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
     );
     let g = c.call("goal.get", json!({})).expect("goal.get");
     assert_eq!(g["compacted"], false, "{g}");
@@ -775,7 +768,6 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
 #[test]
 fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let (m, mut c) = session_that_read_calc();
-    let root = m.root.to_string_lossy().into_owned();
     let file = m.path("calc.py").to_string_lossy().into_owned();
     let up = Upstream::start();
     let proxy = Proxy::start(&m, up.port, &[]);
@@ -796,21 +788,14 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     // Another conversation than the goal's: it goes as it came, until a resume is told.
     assert_passes_untouched(&up, &proxy, &resumed);
 
-    let event = |v: Value| {
-        let mut v = v;
-        v["session_id"] = "s2".into();
-        v["cwd"] = root.clone().into();
-        v.to_string()
-    };
-    let at = std::path::Path::new("/");
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "SessionStart", "source": "resume"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "SessionStart", "source": "resume"}),
     );
     // What Claude Code does next: the prompt typed after the resume, then the call.
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "UserPromptSubmit", "prompt": "and add()"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "and add()"}),
     );
     assert_eq!(
         c.call("goal.get", json!({})).expect("goal.get")["resumed"],
@@ -841,9 +826,9 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     assert!(!all.contains("a long stale listing"));
 
     // Resuming the goal's own conversation changes nothing but the mark.
-    common::hook(
-        at,
-        &event(json!({"hook_event_name": "SessionStart", "source": "resume"})),
+    tell(
+        &m,
+        json!({"hook_event_name": "SessionStart", "source": "resume"}),
     );
     up.answers
         .send(Answer::Plain {
