@@ -168,9 +168,8 @@ pub enum Command {
     /// are added to it), a new session (`startup`, `clear`) clears it, a compaction is noted
     /// (the conversation then opens with its summary, and `worldfs proxy` finds it by that), so
     /// is a resume (the proxy reads which conversation from its next call), and each finished
-    /// tool call becomes the last step, with the lines a Read showed as the
-    /// file's view. A Bash
-    /// call's output is cached while the files it read are unchanged, and a Grep or Glob
+    /// tool call becomes the last step, with the lines a Read showed as the file's view. A
+    /// Bash call's output is cached while the files it read are unchanged, and a Grep or Glob
     /// result until anything changes below the directory it searched: their PreToolUse marks
     /// where they start. The agent's task list (TodoWrite, or TaskCreate, TaskUpdate and
     /// TaskList) goes into the structured state, so projections carry its plan; a new session
