@@ -285,8 +285,8 @@ fn post(url: &str, body: &Value) -> reqwest::blocking::Response {
         .expect("the proxy answers")
 }
 
-/// Posts `body` through the proxy and checks the API received it byte for byte.
-fn assert_passes_untouched(up: &Upstream, proxy: &Proxy, body: &Value) {
+/// Posts `body` through the proxy (the API answers `{}`) and returns what reached the API.
+fn received(up: &Upstream, proxy: &Proxy, body: &Value) -> Received {
     up.answers
         .send(Answer::Plain {
             status: 200,
@@ -294,7 +294,20 @@ fn assert_passes_untouched(up: &Upstream, proxy: &Proxy, body: &Value) {
         })
         .expect("queue");
     let _ = post(&proxy.url("/v1/messages"), body);
-    assert_eq!(up.next().body, body.to_string().into_bytes());
+    up.next()
+}
+
+/// The body that reached the API, as JSON.
+fn send_through(up: &Upstream, proxy: &Proxy, body: &Value) -> Value {
+    received(up, proxy, body).json()
+}
+
+/// Posts `body` through the proxy and checks the API received it byte for byte.
+fn assert_passes_untouched(up: &Upstream, proxy: &Proxy, body: &Value) {
+    assert_eq!(
+        received(up, proxy, body).body,
+        body.to_string().into_bytes()
+    );
 }
 
 fn texts(v: &Value) -> String {
@@ -648,14 +661,7 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
         json!({"role": "assistant", "content": [{"type": "text", "text": "add() rounds now."}]}),
     );
     msgs.push(json!({"role": "user", "content": [{"type": "text", "text": later}]}));
-    up.answers
-        .send(Answer::Plain {
-            status: 200,
-            body: "{}".into(),
-        })
-        .expect("queue");
-    let _ = post(&proxy.url("/v1/messages"), &body);
-    let sent = up.next().json();
+    let sent = send_through(&up, &proxy, &body);
     let msgs = sent["messages"].as_array().expect("messages");
     let orig = body["messages"].as_array().expect("messages");
     assert!(msgs.len() < orig.len(), "the history was replaced");
@@ -720,14 +726,7 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     assert_eq!(g["compacted"], true, "{g}");
     assert_eq!(g["goal"], PROMPT, "a compaction keeps the goal");
 
-    up.answers
-        .send(Answer::Plain {
-            status: 200,
-            body: "{}".into(),
-        })
-        .expect("queue");
-    let _ = post(&proxy.url("/v1/messages"), &body);
-    let sent = up.next().json();
+    let sent = send_through(&up, &proxy, &body);
     let msgs = sent["messages"].as_array().expect("messages");
     let orig = body["messages"].as_array().expect("messages");
     assert!(msgs.len() < orig.len(), "the history was replaced");
@@ -803,14 +802,7 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     );
     // A subagent's call (no Agent tool) says nothing of the conversation resumed.
     assert_passes_untouched(&up, &proxy, &claude_request("List callers", &file, 3));
-    up.answers
-        .send(Answer::Plain {
-            status: 200,
-            body: "{}".into(),
-        })
-        .expect("queue");
-    let _ = post(&proxy.url("/v1/messages"), &resumed);
-    let sent = up.next().json();
+    let sent = send_through(&up, &proxy, &resumed);
     let orig = resumed["messages"].as_array().expect("messages");
     let sent_msgs = sent["messages"].as_array().expect("messages");
     assert!(sent_msgs.len() < orig.len(), "the history was replaced");
@@ -830,14 +822,7 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
         &m,
         json!({"hook_event_name": "SessionStart", "source": "resume"}),
     );
-    up.answers
-        .send(Answer::Plain {
-            status: 200,
-            body: "{}".into(),
-        })
-        .expect("queue");
-    let _ = post(&proxy.url("/v1/messages"), &resumed);
-    let again = up.next().json();
+    let again = send_through(&up, &proxy, &resumed);
     assert_eq!(again["messages"], sent["messages"]);
     assert_eq!(c.call("goal.get", json!({})).expect("goal.get"), g);
 }
