@@ -35,12 +35,29 @@ pub struct Bill {
 }
 
 impl Bill {
+    /// These tokens, billed with five-minute breakpoints.
+    pub fn new(uncached: u64, cache_write: u64, cache_read: u64) -> Bill {
+        let mut bill = Bill {
+            uncached,
+            cache_write,
+            cache_read,
+            billed: 0.0,
+        };
+        bill.billed = bill.priced(WRITE_RATE);
+        bill
+    }
+
+    /// In input-token equivalents, with writes at `write_rate`.
+    fn priced(&self, write_rate: f64) -> f64 {
+        self.uncached as f64
+            + write_rate * self.cache_write as f64
+            + READ_RATE * self.cache_read as f64
+    }
+
     /// The same tokens billed with hour-long breakpoints: within an hour nothing expires either,
     /// so only the price of a write differs.
     pub fn hour_billed(&self) -> f64 {
-        self.uncached as f64
-            + HOUR_WRITE_RATE * self.cache_write as f64
-            + READ_RATE * self.cache_read as f64
+        self.priced(HOUR_WRITE_RATE)
     }
 }
 
@@ -90,13 +107,7 @@ impl CacheSim {
                 self.written.insert(chain[b]);
             }
         }
-        let uncached = total - read - write;
-        Bill {
-            uncached,
-            cache_write: write,
-            cache_read: read,
-            billed: uncached as f64 + WRITE_RATE * write as f64 + READ_RATE * read as f64,
-        }
+        Bill::new(total - read - write, write, read)
     }
 }
 

@@ -16,7 +16,7 @@
 
 use super::apply::{Applier, clean_rel};
 use super::baseline::TurnBlocks;
-use super::caching::{Bill, READ_RATE, WRITE_RATE};
+use super::caching::Bill;
 use super::context::{Block, Counter, FileView};
 use super::metrics::{Need, Seen};
 use super::text;
@@ -54,19 +54,9 @@ pub fn request(
         out.push(block);
     }
     let bill = if last.is_none() {
-        Bill {
-            uncached: new + needed,
-            cache_write: instructions,
-            cache_read: 0,
-            billed: WRITE_RATE * instructions as f64 + (new + needed) as f64,
-        }
+        Bill::new(new + needed, instructions, 0)
     } else {
-        Bill {
-            uncached: new,
-            cache_write: 0,
-            cache_read: instructions + needed,
-            billed: new as f64 + READ_RATE * (instructions + needed) as f64,
-        }
+        Bill::new(new, 0, instructions + needed)
     };
     (out, bill)
 }
