@@ -285,6 +285,15 @@ fn post(url: &str, body: &Value) -> reqwest::blocking::Response {
         .expect("the proxy answers")
 }
 
+/// `body` with the tool that starts subagents, which only a session's main thread has.
+fn with_agent(mut body: Value) -> Value {
+    body["tools"]
+        .as_array_mut()
+        .expect("tools")
+        .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
+    body
+}
+
 /// Posts `body` through the proxy (the API answers `{}`) and returns what reached the API.
 fn received(up: &Upstream, proxy: &Proxy, body: &Value) -> Received {
     up.answers
@@ -709,10 +718,7 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
          context. The summary below covers the earlier portion of the conversation.\n\n\
          Summary:\n1. Primary Request and Intent: the user asked: {PROMPT}"
     ));
-    body["tools"]
-        .as_array_mut()
-        .expect("tools")
-        .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
+    let body = with_agent(body);
     // Until the hook tells of the compaction, it is no conversation the mount knows, and `-v`
     // says why, since the call looks like the session's own (it can start subagents).
     assert_passes_untouched(&up, &proxy, &body);
@@ -770,13 +776,6 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let file = m.path("calc.py").to_string_lossy().into_owned();
     let up = Upstream::start();
     let proxy = Proxy::start(&m, up.port, &[]);
-    let with_agent = |mut body: Value| {
-        body["tools"]
-            .as_array_mut()
-            .expect("tools")
-            .push(json!({"name": "Agent", "description": "Start a subagent", "input_schema": {"type": "object"}}));
-        body
-    };
     let other = "Make sub() saturate";
     let mut resumed = with_agent(claude_request(other, &file, 3));
     let msgs = resumed["messages"].as_array_mut().expect("messages");

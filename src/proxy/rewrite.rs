@@ -820,10 +820,15 @@ mod tests {
             {"type": "text", "text": "<system-reminder>CLAUDE.md says: use tabs</system-reminder>"},
             {"type": "text", "text": format!("{COMPACTED_OPENING} that ran out of context. The summary below covers the earlier portion of the conversation.\n\nSummary:\n1. Primary Request and Intent: {PROMPT}"), "cache_control": {"type": "ephemeral"}}
         ]});
+        with_agent(&mut body);
+        body
+    }
+
+    /// Adds the tool that starts subagents, which only a session's main thread has.
+    fn with_agent(body: &mut Value) {
         if let Some(tools) = body["tools"].as_array_mut() {
             tools.push(json!({"name": "Agent", "input_schema": {"type": "object"}}));
         }
-        body
     }
 
     #[test]
@@ -1145,9 +1150,7 @@ mod tests {
             let mut body = conversation(&turns, answer_then_prompt, trailing_system);
             if compacted {
                 body["messages"][0]["content"][1]["text"] = json!(format!("{COMPACTED_OPENING}. Summary: fixing dates."));
-                if let Some(t) = body["tools"].as_array_mut() {
-                    t.push(json!({"name": "Agent", "input_schema": {"type": "object"}}));
-                }
+                with_agent(&mut body);
             }
             let goal = if later { format!("{PROMPT}{LATER_PROMPT}and now?") } else { PROMPT.to_owned() };
             let Ok(plan) = plan(&body, Some(&goal), compacted) else {
