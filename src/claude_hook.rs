@@ -32,6 +32,11 @@
 //!   Bash outputs are not cached: the session's model never saw them. Its Task tool calls
 //!   still edit the task list, which Claude Code shares between the agents of a session.
 //!
+//! - Every event's `session_id` names the conversation whose goal and task list it changes, so
+//!   two sessions in one project (two terminals) each keep their own: one's start does not
+//!   clear the other's goal, and `worldfs proxy` picks the goal by the session id Claude Code
+//!   sends with each call.
+//!
 //! A hook must never get in the agent's way. Whatever goes wrong (no mount, no socket, a daemon
 //! that does not answer, an event of a shape not known here), it exits 0 without output, so
 //! Claude Code carries on; `-v` prints why on stderr.
@@ -114,28 +119,40 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         None => std::env::current_dir().context("reading the current directory"),
     })?;
     let mut c = Client::connect(&socket, TIMEOUT)?;
+    // Each session's goal and task list are its own: two sessions in one project must not
+    // clear or extend each other's.
+    let session = event
+        .get("session_id")
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty());
+    let of_session = |mut params: Value| {
+        if let (Some(s), Some(o)) = (session, params.as_object_mut()) {
+            o.insert("session".into(), json!(s));
+        }
+        params
+    };
     match plan {
         Plan::Nothing => {}
         Plan::ClearGoal => {
-            c.call("goal.set", json!({ "goal": null }))?;
-            c.call("state.patch", json!({ "tasks": null }))?;
+            c.call("goal.set", of_session(json!({ "goal": null })))?;
+            c.call("state.patch", of_session(json!({ "tasks": null })))?;
         }
         Plan::AddToGoal(prompt) => {
-            let now = c.call("goal.get", json!({}))?;
+            let now = c.call("goal.get", of_session(json!({})))?;
             let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
-            c.call("goal.set", json!({ "goal": goal }))?;
+            c.call("goal.set", of_session(json!({ "goal": goal })))?;
         }
         Plan::Compacted => {
-            c.call("goal.compacted", json!({}))?;
+            c.call("goal.compacted", of_session(json!({})))?;
         }
         Plan::Resumed => {
-            c.call("goal.resumed", json!({}))?;
+            c.call("goal.resumed", of_session(json!({})))?;
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
         }
         Plan::Tasks(params) => {
-            c.call("state.patch", params)?;
+            c.call("state.patch", of_session(params))?;
         }
         Plan::Step {
             step,
@@ -146,7 +163,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             // The task list and the output are a bonus: the step must be recorded whatever
             // becomes of them.
             if let Some(params) = tasks
-                && let Err(e) = c.call("state.patch", params)
+                && let Err(e) = c.call("state.patch", of_session(params))
             {
                 let e = anyhow::Error::from(e);
                 tracing::info!("worldfs hook: the task list is not changed: {e:#}");

@@ -230,9 +230,16 @@ pub enum Command {
         observe: bool,
     },
     /// Set the agent's goal (shown first in every projection); without TEXT, print it.
+    ///
+    /// With several Claude Code sessions on the mount, each has its own goal: this one is the
+    /// goal of the session heard from last, unless --session names another.
     Goal {
         #[command(flatten)]
         target: SocketArg,
+        /// The session whose goal it is (Claude Code's session id, as its hooks and transcripts
+        /// name it).
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
         /// The goal, in words.
         text: Option<String>,
         /// Remove the goal.
@@ -260,6 +267,10 @@ pub struct ProjectionOptions {
     /// the files and outputs shown above are replaced by one line naming them.
     #[arg(long)]
     pub verbatim_step: bool,
+    /// Project for this session's conversation (Claude Code's session id, as `worldfs status`
+    /// counts them): its goal and task list. By default, the session heard from last.
+    #[arg(long, value_name = "ID")]
+    pub session: Option<String>,
 }
 
 /// Which daemon a client command talks to.

@@ -40,9 +40,10 @@ pub fn run(cmd: Command) -> ExitCode {
         }
         Command::Goal {
             target,
+            session,
             text,
             clear,
-        } => goal(&target, text, clear),
+        } => goal(&target, session.as_deref(), text, clear),
         Command::Mount { .. }
         | Command::Unmount { .. }
         | Command::Watchdog { .. }
@@ -230,6 +231,9 @@ fn projection(
     if o.verbatim_step {
         params["step_output"] = json!("verbatim");
     }
+    if let Some(s) = &o.session {
+        params["session"] = json!(s);
+    }
     let mut c = connect(arg)?;
     let r = c.call("projection.get", params)?;
     if full {
@@ -258,15 +262,24 @@ fn projection(
     Ok(())
 }
 
-fn goal(arg: &SocketArg, text: Option<String>, clear: bool) -> Result<(), Failure> {
+fn goal(
+    arg: &SocketArg,
+    session: Option<&str>,
+    text: Option<String>,
+    clear: bool,
+) -> Result<(), Failure> {
     let mut c = connect(arg)?;
-    let r = if clear {
-        c.call("goal.set", json!({ "goal": null }))?
+    let (method, mut params) = if clear {
+        ("goal.set", json!({ "goal": null }))
     } else if let Some(t) = text {
-        c.call("goal.set", json!({ "goal": t }))?
+        ("goal.set", json!({ "goal": t }))
     } else {
-        c.call("goal.get", json!({}))?
+        ("goal.get", json!({}))
     };
+    if let Some(s) = session {
+        params["session"] = json!(s);
+    }
+    let r = c.call(method, params)?;
     match r.get("goal").and_then(Value::as_str) {
         Some(g) => emit(&format!("{g}\n")),
         None => emit("(no goal set)\n"),
@@ -488,6 +501,13 @@ fn goal_line(answer: &Value) -> String {
     if answer.get("resumed").and_then(Value::as_bool) == Some(true) {
         notes.push("a conversation was resumed: the proxy reads which from its next call".into());
     }
+    // With several sessions on the mount, the goal shown is the one of the session that told
+    // the mount something last.
+    if let Some(n) = answer.get("conversations").and_then(Value::as_u64)
+        && n > 1
+    {
+        notes.push(format!("the session heard from last, of {n}"));
+    }
     if notes.is_empty() {
         format!("{shown:?}")
     } else {
@@ -574,5 +594,12 @@ mod tests {
                 "(a conversation was resumed: the proxy reads which from its next call)"
             )
         );
+        let two = json!({"goal": "Fix it", "compacted": false, "conversations": 2});
+        assert_eq!(
+            goal_line(&two),
+            "\"Fix it\" (the session heard from last, of 2)"
+        );
+        let one = json!({"goal": "Fix it", "compacted": false, "conversations": 1});
+        assert_eq!(goal_line(&one), "\"Fix it\"");
     }
 }

@@ -457,7 +457,11 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         start.elapsed().as_millis(),
         r.entries,
         r.turn,
-        if r.goal { ", the goal" } else { "" },
+        match r.goals {
+            0 => String::new(),
+            1 => ", the goal".to_owned(),
+            n => format!(", the goals of {n} conversations"),
+        },
         if r.tasks > 0 {
             format!(", {} tasks", r.tasks)
         } else {

@@ -226,6 +226,68 @@ fn the_agents_task_list_is_carried_by_the_projection() {
     );
 }
 
+/// Two Claude Code sessions in one project (two terminals): the second one's start and
+/// prompts leave the first one's goal and task list alone.
+#[test]
+fn two_sessions_keep_their_own_goals_and_task_lists() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let cwd = m.root.to_string_lossy().into_owned();
+    let tell = |session: &str, ev: Value| {
+        let mut ev = ev;
+        ev["session_id"] = session.into();
+        ev["cwd"] = cwd.clone().into();
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+    let goal_of = |c: &mut Client, session: &str| {
+        c.call("goal.get", json!({ "session": session }))
+            .expect("goal.get")["goal"]
+            .clone()
+    };
+    tell(
+        "s1",
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    tell(
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "Fix the rounding bug"}),
+    );
+    tell(
+        "s1",
+        json!({"hook_event_name": "PostToolUse", "tool_name": "TaskCreate",
+               "tool_use_id": "toolu_s1_task", "tool_input": {"subject": "Reproduce it"},
+               "tool_response": {"task": {"id": "1", "subject": "Reproduce it"}}}),
+    );
+    tell(
+        "s2",
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    tell(
+        "s2",
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "What does calc.py do?"}),
+    );
+    assert_eq!(goal_of(&mut c, "s1"), "Fix the rounding bug");
+    assert_eq!(goal_of(&mut c, "s2"), "What does calc.py do?");
+    tell(
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": "and add a test"}),
+    );
+    assert_eq!(
+        goal_of(&mut c, "s1"),
+        "Fix the rounding bug\n\nThen the user asked:\nand add a test"
+    );
+    assert_eq!(goal_of(&mut c, "s2"), "What does calc.py do?");
+    let tasks = |c: &mut Client, session: &str| {
+        c.call("state.get", json!({ "session": session }))
+            .expect("state.get")["state"]["tasks"]
+            .clone()
+    };
+    assert_eq!(tasks(&mut c, "s1")[0]["subject"], "Reproduce it");
+    assert_eq!(tasks(&mut c, "s2"), json!([]));
+}
+
 #[test]
 fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
     let (_tmp, dir) = common::tempdir();

@@ -133,7 +133,11 @@ fn fixed_world(root: &Path) -> Arc<World> {
     w.ingest(s.take());
 
     let h = w.harness();
-    *h.goal.write() = Some("Add a `sum` function to src/lib.rs and call it from main.".into());
+    h.conversations.update(None, |c| {
+        c.set_goal(Some(
+            "Add a `sum` function to src/lib.rs and call it from main.".into(),
+        ))
+    });
     *h.framing.write() = Framing {
         workspace: Some("/work/demo".into()),
         shell: Some("bash".into()),
@@ -142,14 +146,16 @@ fn fixed_world(root: &Path) -> Arc<World> {
         model: Some("claude-sonnet-5".into()),
         settings: serde_json::Map::new(),
     };
-    *h.state.write() = StructuredState {
-        intent: Some("add sum()".into()),
-        decisions: vec!["sum lives in lib.rs".into()],
-        constraints: vec![],
-        open_loops: vec!["call it from main".into()],
-        ruled_out: vec![],
-        tasks: vec![],
-    };
+    h.conversations.update(None, |c| {
+        c.state = StructuredState {
+            intent: Some("add sum()".into()),
+            decisions: vec!["sum lives in lib.rs".into()],
+            constraints: vec![],
+            open_loops: vec!["call it from main".into()],
+            ruled_out: vec![],
+            tasks: vec![],
+        }
+    });
     h.record_command(CommandOutput {
         command: "wc -l README.md".into(),
         cwd: ".".into(),

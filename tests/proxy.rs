@@ -271,12 +271,20 @@ fn claude_request(first_prompt: &str, file: &str, turns: usize) -> Value {
 }
 
 fn post(url: &str, body: &Value) -> reqwest::blocking::Response {
-    reqwest::blocking::Client::builder()
+    post_as(url, body, None)
+}
+
+/// Posts as Claude Code does, naming its session in a header when `session` is given.
+fn post_as(url: &str, body: &Value, session: Option<&str>) -> reqwest::blocking::Response {
+    let mut req = reqwest::blocking::Client::builder()
         .timeout(WAIT)
         .build()
         .expect("client")
-        .post(url)
-        .header("x-api-key", "sk-test")
+        .post(url);
+    if let Some(s) = session {
+        req = req.header("x-claude-code-session-id", s);
+    }
+    req.header("x-api-key", "sk-test")
         .header("anthropic-version", "2023-06-01")
         .header("anthropic-beta", "interleaved-thinking-2025-05-14")
         .header("content-type", "application/json")
@@ -296,13 +304,18 @@ fn with_agent(mut body: Value) -> Value {
 
 /// Posts `body` through the proxy (the API answers `{}`) and returns what reached the API.
 fn received(up: &Upstream, proxy: &Proxy, body: &Value) -> Received {
+    received_as(up, proxy, body, None)
+}
+
+/// As [`received`], for a call that names its session in the header.
+fn received_as(up: &Upstream, proxy: &Proxy, body: &Value, session: Option<&str>) -> Received {
     up.answers
         .send(Answer::Plain {
             status: 200,
             body: "{}".into(),
         })
         .expect("queue");
-    let _ = post(&proxy.url("/v1/messages"), body);
+    let _ = post_as(&proxy.url("/v1/messages"), body, session);
     up.next()
 }
 
@@ -333,8 +346,13 @@ fn texts(v: &Value) -> String {
 /// Runs `worldfs hook` on `event`, as Claude Code passes it for a session working in the
 /// mount's root; from `/`, since the hook finds the mount by the event's `cwd`.
 fn tell(m: &Mount, event: Value) {
+    tell_as(m, "s1", event);
+}
+
+/// As [`tell`], for the session `session`.
+fn tell_as(m: &Mount, session: &str, event: Value) {
     let mut v = event;
-    v["session_id"] = "s1".into();
+    v["session_id"] = session.into();
     v["cwd"] = m.root.to_string_lossy().into_owned().into();
     common::hook(std::path::Path::new("/"), &v.to_string());
 }
@@ -808,7 +826,8 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let g = c.call("goal.get", json!({})).expect("goal.get");
     assert_eq!(
         g,
-        json!({"goal": format!("{other}\n\nThen the user asked:\nand add()"), "compacted": false, "resumed": false}),
+        json!({"goal": format!("{other}\n\nThen the user asked:\nand add()"), "compacted": false,
+               "resumed": false, "session": "s1", "conversations": 1}),
         "the goal, read from the conversation resumed"
     );
     assert!(proxy.says("the conversation resumed is another one"));
@@ -824,6 +843,96 @@ fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let again = send_through(&up, &proxy, &resumed);
     assert_eq!(again["messages"], sent["messages"]);
     assert_eq!(c.call("goal.get", json!({})).expect("goal.get"), g);
+}
+
+/// Two Claude Code sessions in one project, both through the proxy: the second one's start
+/// does not end the first one's rewriting, and each call is sent with its own session's goal
+/// and task list.
+#[test]
+fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "def add(a, b):\n    return a + b\n").expect("write");
+    });
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let (a, b) = (
+        "6b1e0c52-0a4f-4c1e-8d9b-1f2e3a4b5c6d",
+        "0d6f1c2e-7b5a-4c1e-9a0b-3f2d5e6a7b8c",
+    );
+    let other = "What does calc.py do?";
+    tell_as(
+        &m,
+        a,
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    tell_as(
+        &m,
+        a,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
+    );
+    tell_as(
+        &m,
+        a,
+        json!({"hook_event_name": "PostToolUse", "tool_name": "TaskCreate",
+               "tool_use_id": "toolu_a_task", "tool_input": {"subject": "Make add() round"},
+               "tool_response": {"task": {"id": "1", "subject": "Make add() round"}}}),
+    );
+    let out = Command::new("cat").arg(&file).output().expect("cat");
+    assert!(out.status.success());
+    // The second terminal starts, later.
+    tell_as(
+        &m,
+        b,
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    tell_as(
+        &m,
+        b,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": other}),
+    );
+
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let first_message_texts = |sent: &Value| texts(&sent["messages"][0]);
+    let body_a = with_agent(claude_request(PROMPT, &file, 3));
+    let sent = received_as(&up, &proxy, &body_a, Some(a)).json();
+    let orig = body_a["messages"].as_array().expect("messages");
+    assert!(
+        sent["messages"].as_array().expect("messages").len() < orig.len(),
+        "the first session's call is rewritten after the second one started"
+    );
+    let all = texts(&sent["messages"]);
+    assert!(all.contains("Tasks:\n- [to do] Make add() round"), "{all}");
+    assert!(all.contains("return a + b"), "the file read, as it is");
+    assert!(!all.contains(other), "nothing of the other session");
+
+    let body_b = with_agent(claude_request(other, &file, 3));
+    let sent = received_as(&up, &proxy, &body_b, Some(b)).json();
+    assert!(
+        sent["messages"].as_array().expect("messages").len() < orig.len(),
+        "the second session's call is rewritten"
+    );
+    let all = texts(&sent["messages"]);
+    assert!(first_message_texts(&sent).contains(other));
+    assert!(
+        !all.contains("Make add() round"),
+        "not the other's tasks: {all}"
+    );
+
+    // Claude Code before 2.1.86 names its session in the body's metadata only.
+    let mut by_metadata = body_a.clone();
+    by_metadata["metadata"]["user_id"] = json!(
+        json!({"device_id": "d", "account_uuid": "",
+                                                        "session_id": a})
+        .to_string()
+    );
+    let sent = send_through(&up, &proxy, &by_metadata);
+    assert!(
+        sent["messages"].as_array().expect("messages").len() < orig.len(),
+        "named in the metadata, the first session's call is rewritten too"
+    );
+    // A call naming no session is taken for the session changed last: the second one.
+    assert_passes_untouched(&up, &proxy, &body_a);
+    assert!(proxy.says("sent as it came"));
 }
 
 #[test]

@@ -34,7 +34,12 @@ fn ctl_calls_methods_and_prints_json() {
 
     let out = worldfs(&["ctl", "--socket", &s, "goal.set", r#"{"goal":"from ctl"}"#]);
     assert!(out.status.success(), "{}", text(&out.stderr));
-    assert_eq!(f.world.harness().goal.read().as_deref(), Some("from ctl"));
+    let goal = f
+        .world
+        .harness()
+        .conversations
+        .read(None, |c| c.goal.clone());
+    assert_eq!(goal.as_deref(), Some("from ctl"));
 
     // Params from stdin.
     let mut child = must(
@@ -49,10 +54,8 @@ fn ctl_calls_methods_and_prints_json() {
     }
     let out = must(child.wait_with_output());
     assert!(out.status.success());
-    assert_eq!(
-        f.world.harness().state.read().intent.as_deref(),
-        Some("via stdin")
-    );
+    let intent = (f.world.harness().conversations).read(None, |c| c.state.intent.clone());
+    assert_eq!(intent.as_deref(), Some("via stdin"));
 }
 
 #[test]
@@ -98,6 +101,21 @@ fn goal_projection_and_status_subcommands() {
     assert_eq!(text(&out.stdout).trim(), "ship the socket");
     let out = worldfs(&["goal", "--socket", &s, "--clear"]);
     assert_eq!(text(&out.stdout).trim(), "(no goal set)");
+    // Each session has its own goal; without --session, the one heard from last.
+    for (session, goal) in [("a", "fix the lexer"), ("b", "explain main")] {
+        let out = worldfs(&["goal", "--socket", &s, "--session", session, goal]);
+        assert!(out.status.success(), "{}", text(&out.stderr));
+    }
+    let out = worldfs(&["goal", "--socket", &s, "--session", "a"]);
+    assert_eq!(text(&out.stdout).trim(), "fix the lexer");
+    let out = worldfs(&["goal", "--socket", &s]);
+    assert_eq!(text(&out.stdout).trim(), "explain main");
+    let out = worldfs(&["projection", "--socket", &s, "--session", "a"]);
+    let o = text(&out.stdout);
+    assert!(
+        o.contains("fix the lexer") && !o.contains("explain main"),
+        "{o}"
+    );
 
     let out = worldfs(&["projection", "--socket", &s, "--budget", "2000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

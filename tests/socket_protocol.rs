@@ -228,8 +228,11 @@ fn goal_set_get_clear() {
     c.call("goal.set", json!({"goal": "make the tests pass"}));
     assert_eq!(c.call("goal.get", json!({}))["goal"], "make the tests pass");
     assert_eq!(
-        f.world.harness().goal.read().as_deref(),
-        Some("make the tests pass")
+        f.world
+            .harness()
+            .conversations
+            .read(None, |c| c.goal.clone()),
+        Some("make the tests pass".to_owned())
     );
     c.call("goal.set", json!({"goal": null}));
     assert_eq!(c.call("goal.get", json!({}))["goal"], Value::Null);
@@ -260,18 +263,129 @@ fn goal_set_get_clear() {
     let r = c.call("goal.adopt", json!({"goal": "new task", "compacted": true}));
     assert_eq!(
         r,
-        json!({"goal": "new task", "compacted": true, "resumed": false})
+        json!({"goal": "new task", "compacted": true, "resumed": false, "session": null,
+               "conversations": 1})
     );
     c.call("goal.resumed", json!({}));
     c.call("goal.set", json!({"goal": null}));
     assert_eq!(
         c.call("goal.get", json!({})),
-        json!({"goal": null, "compacted": false, "resumed": false})
+        json!({"goal": null, "compacted": false, "resumed": false, "session": null,
+               "conversations": 1})
     );
     let (code_, _) = c.call_err("goal.adopt", json!({"goal": " ", "compacted": false}));
     assert_eq!(code_, code::INVALID_PARAMS);
     let (code_, _) = c.call_err("goal.adopt", json!({"goal": "x"}));
     assert_eq!(code_, code::INVALID_PARAMS);
+}
+
+/// Two sessions on one mount (two Claude Code terminals in one project): each has its goal,
+/// compaction and task list, and its projection shows its own; a method naming no session
+/// speaks of the one changed last.
+#[test]
+fn each_session_has_its_own_goal_and_state() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    c.call(
+        "goal.set",
+        json!({"goal": "fix the parser", "session": "a"}),
+    );
+    c.call(
+        "state.patch",
+        json!({"session": "a", "tasks": [{"id": "1", "subject": "reproduce the parse error"}]}),
+    );
+    c.call("goal.compacted", json!({"session": "a"}));
+    // The second session starts: its start clears its own goal, not the first one's.
+    c.call("goal.set", json!({"goal": null, "session": "b"}));
+    c.call("state.patch", json!({"session": "b", "tasks": null}));
+    c.call(
+        "goal.set",
+        json!({"goal": "explain the lexer", "session": "b"}),
+    );
+    let a = c.call("goal.get", json!({"session": "a"}));
+    assert_eq!(
+        a,
+        json!({"goal": "fix the parser", "compacted": true, "resumed": false, "session": "a",
+               "conversations": 2})
+    );
+    let current = c.call("goal.get", json!({}));
+    assert_eq!(current["goal"], "explain the lexer");
+    assert_eq!(current["session"], "b");
+    assert_eq!(
+        c.call("goal.get", json!({"session": "nobody"})),
+        json!({"goal": null, "compacted": false, "resumed": false, "session": null,
+               "conversations": 2}),
+        "a session not known is said to be"
+    );
+
+    let text = |c: &mut Conn, session: Option<&str>| -> String {
+        let mut params = json!({"format": "text", "budget": 4000});
+        if let Some(s) = session {
+            params["session"] = json!(s);
+        }
+        c.call("projection.get", params)["body"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let for_a = text(&mut c, Some("a"));
+    assert!(
+        for_a.contains("fix the parser") && for_a.contains("reproduce the parse error"),
+        "{for_a}"
+    );
+    assert!(!for_a.contains("explain the lexer"), "{for_a}");
+    let for_b = text(&mut c, Some("b"));
+    assert!(for_b.contains("explain the lexer"), "{for_b}");
+    assert!(
+        !for_b.contains("fix the parser") && !for_b.contains("reproduce"),
+        "{for_b}"
+    );
+    assert_eq!(text(&mut c, None), for_b, "the current conversation is b");
+    assert_eq!(
+        c.call("state.get", json!({"session": "a"}))["state"]["tasks"][0]["id"],
+        "1"
+    );
+    assert_eq!(c.call("state.get", json!({}))["state"]["tasks"], json!([]));
+
+    // Naming no session changes the current one, which a named change makes `a` again.
+    c.call("state.patch", json!({"session": "a", "intent": "a fix"}));
+    c.call(
+        "goal.set",
+        json!({"goal": "fix the parser, then the tests"}),
+    );
+    assert_eq!(
+        c.call("goal.get", json!({"session": "a"}))["goal"],
+        "fix the parser, then the tests"
+    );
+    assert_eq!(
+        c.call("goal.get", json!({"session": "b"}))["goal"],
+        "explain the lexer"
+    );
+    c.call(
+        "state.set",
+        json!({"session": "b", "intent": "explain", "decisions": ["read lexer.rs first"]}),
+    );
+    assert_eq!(
+        c.call("state.get", json!({"session": "b"}))["state"]["decisions"],
+        json!(["read lexer.rs first"])
+    );
+    assert_eq!(
+        c.call("state.get", json!({"session": "a"}))["state"]["intent"],
+        "a fix"
+    );
+
+    let long = "x".repeat(300);
+    for (method, params) in [
+        ("goal.get", json!({"session": long})),
+        ("goal.set", json!({"goal": "g", "session": long})),
+        ("state.patch", json!({"session": long, "intent": "i"})),
+        ("state.patch", json!({"session": 5, "intent": "i"})),
+        ("projection.get", json!({"session": long})),
+    ] {
+        let (code_, msg) = c.call_err(method, params);
+        assert_eq!(code_, code::INVALID_PARAMS, "{method}: {msg}");
+        assert!(msg.contains("session"), "{method}: {msg}");
+    }
 }
 
 #[test]

@@ -34,9 +34,10 @@ pub fn gather(
 ) -> Result<Input, ProjectionError> {
     let format = req.format;
     let h = world.harness();
-    let goal_text = h.goal.read().clone();
+    let (goal_text, state) = h.conversations.read(req.session.as_deref(), |c| {
+        (c.goal.clone(), c.state.clone())
+    });
     let framing = h.framing.read().clone();
-    let state = h.state.read().clone();
     let recorded_step = h.last_step.read().clone();
     let step = if req.last_step {
         recorded_step.clone()

@@ -193,6 +193,9 @@ pub struct ProjectionRequest {
     /// result's `evicted_total` counts them all: a world of 20,000 files listed every one of
     /// them in every projection, 1.5 MB of JSON for a body of 20 KB.
     pub evicted_limit: Option<usize>,
+    /// The conversation whose goal and structured state are shown (Claude Code's session id);
+    /// `None`: the current one.
+    pub session: Option<String>,
 }
 
 impl Default for ProjectionRequest {
@@ -211,6 +214,7 @@ impl Default for ProjectionRequest {
             step_output: StepOutput::ShownOnce,
             last_step: true,
             evicted_limit: None,
+            session: None,
         }
     }
 }
@@ -234,15 +238,21 @@ impl ProjectionRequest {
     /// move each other's pieces or cache breakpoints. The number of breakpoints and their time
     /// to live are not: they only mark pieces, and the proxy's change from call to call (it gets
     /// what Claude Code's own leave, and matches their time); nor is the length of the evicted
-    /// list.
+    /// list. Each conversation named is a requester of its own: two sessions on one mount
+    /// each have their own prompt cache.
     pub fn requester_key(&self, policy: &str, budget: u64) -> String {
         let root = self
             .absolute_paths
             .as_deref()
             .map_or_else(String::new, |r| r.to_string_lossy().into_owned());
+        // Left out when none is named, so the keys saved before sessions existed still match.
+        let session = self
+            .session
+            .as_deref()
+            .map_or_else(String::new, |s| format!("/session={s}"));
         format!(
             "{policy}/{budget}/{format}/{tool}:{param}/{numbers:?}/{step:?}/last_step={last}\
-             /deleted={deleted}/root={root}",
+             /deleted={deleted}/root={root}{session}",
             format = self.format.name(),
             tool = self.tool_name,
             param = self.path_param,
@@ -323,7 +333,11 @@ mod tests {
             |r| r.include_deleted = false,
             |r| r.step_output = StepOutput::Verbatim,
             |r| r.last_step = false,
+            |r| r.session = Some("9f2c".into()),
         ];
+        // A request naming no conversation has the key it had before conversations were
+        // named, so the layouts saved by earlier versions still match.
+        assert!(!key(&base).contains("session"), "{}", key(&base));
         let mut seen = vec![key(&base)];
         for change in variants {
             let mut r = base.clone();

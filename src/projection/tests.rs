@@ -249,7 +249,7 @@ fn build(s: &Scenario) -> Built {
         }
     }
     let h = b.world.harness();
-    *h.goal.write() = s.goal.clone();
+    h.conversations.update(None, |c| c.set_goal(s.goal.clone()));
     if s.framing {
         *h.framing.write() = Framing {
             workspace: Some("/w".into()),
@@ -259,11 +259,13 @@ fn build(s: &Scenario) -> Built {
         };
     }
     if let Some(items) = &s.state {
-        *h.state.write() = StructuredState {
-            intent: items.first().cloned(),
-            decisions: items.clone(),
-            ..StructuredState::default()
-        };
+        h.conversations.update(None, |c| {
+            c.state = StructuredState {
+                intent: items.first().cloned(),
+                decisions: items.clone(),
+                ..StructuredState::default()
+            }
+        });
     }
     if let Some((id, name, input, result, is_error, text)) = &s.step {
         *h.last_step.write() = Some(Step {

@@ -183,14 +183,19 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
     let body = if rewritable(&parts.method, &path) {
         let state2 = Arc::clone(state);
         let original = body.clone();
-        let (prepared, call) =
-            tokio::task::spawn_blocking(move || prepare(&state2, &path, &original))
-                .await
-                .unwrap_or_else(|e| {
-                    tracing::warn!("preparing the request failed: {e}");
-                    state.counts.failed.fetch_add(1, Ordering::Relaxed);
-                    (Prepared::Untouched, None)
-                });
+        let session = parts
+            .headers
+            .get(super::session::HEADER)
+            .map(|v| v.as_bytes().to_vec());
+        let (prepared, call) = tokio::task::spawn_blocking(move || {
+            prepare(&state2, &path, &original, session.as_deref())
+        })
+        .await
+        .unwrap_or_else(|e| {
+            tracing::warn!("preparing the request failed: {e}");
+            state.counts.failed.fetch_add(1, Ordering::Relaxed);
+            (Prepared::Untouched, None)
+        });
         if let Some(call) = call {
             // Bookkeeping, after the call: it must not delay it.
             let state3 = Arc::clone(state);

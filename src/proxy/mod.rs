@@ -16,6 +16,7 @@ pub mod rewrite;
 
 mod account;
 mod forward;
+mod session;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -146,13 +147,20 @@ pub(crate) enum Prepared {
 }
 
 /// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls). A call of the
-/// main conversation also gives what to account for it, off the call's path.
-fn prepare(state: &State, path: &str, body: &[u8]) -> (Prepared, Option<account::Call>) {
+/// main conversation also gives what to account for it, off the call's path. `session_header`:
+/// the value of the header Claude Code names its session in.
+fn prepare(
+    state: &State,
+    path: &str,
+    body: &[u8],
+    session_header: Option<&[u8]>,
+) -> (Prepared, Option<account::Call>) {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson, false), None),
     };
-    match try_rewrite(state, &parsed) {
+    let session = session::of_call(session_header, &parsed);
+    match try_rewrite(state, &parsed, session) {
         Ok(Ok((out, summary))) => {
             let prepared = if state.cfg.observe {
                 state.counts.untouched.fetch_add(1, Ordering::Relaxed);
@@ -212,9 +220,30 @@ fn failed(state: &State, path: &str, why: &str) -> Prepared {
 /// The rewritten body and a one-line account of it, or why it stays as it is.
 type Rewrite = Result<(Value, String), rewrite::Skip>;
 
-fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
+/// Params naming `session`, when there is one.
+fn of_session(mut params: Value, session: Option<&str>) -> Value {
+    if let (Some(s), Some(o)) = (session, params.as_object_mut()) {
+        o.insert("session".into(), json!(s));
+    }
+    params
+}
+
+fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::Result<Rewrite> {
     let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
-    let known = c.call("goal.get", json!({}))?;
+    let mut known = c.call("goal.get", of_session(json!({}), session.as_deref()))?;
+    // A session the hook never told of (no hook registered for it, or a mount set up by hand):
+    // the conversation under way is the best guess, and a wrong one costs nothing, since a call
+    // is only rewritten when its conversation is the goal's.
+    let session = if session.is_some() && known.get("session").is_none_or(Value::is_null) {
+        known = c.call("goal.get", json!({}))?;
+        known
+            .get("session")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+    } else {
+        session
+    };
+    let session = session.as_deref();
     let flag = |k: &str| known.get(k).and_then(Value::as_bool) == Some(true);
     let goal = known.get("goal").and_then(Value::as_str).map(str::to_owned);
     let compacted = flag("compacted");
@@ -233,7 +262,7 @@ fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
         if let Some((g, was_compacted)) = adopted {
             c.call(
                 "goal.adopt",
-                json!({ "goal": g, "compacted": was_compacted }),
+                of_session(json!({ "goal": g, "compacted": was_compacted }), session),
             )?;
             if plan.is_err() {
                 tracing::info!(
@@ -265,6 +294,7 @@ fn try_rewrite(state: &State, body: &Value) -> anyhow::Result<Rewrite> {
     if let Some(b) = state.cfg.budget {
         params["budget"] = json!(b);
     }
+    let params = of_session(params, session);
     let p = c.call("projection.get", params)?;
     let messages = p
         .pointer("/body/messages")

@@ -53,6 +53,8 @@ pub struct ProjectionParams {
     pub line_numbers: Option<LineNumbers>,
     /// At most this many evicted entries listed (all are counted in `evicted_total`).
     pub evicted_limit: usize,
+    /// The conversation whose goal and state are shown; `None`: the current one.
+    pub session: Option<String>,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -106,6 +108,9 @@ impl Renderer for StandIn {
             entries.push(json!({ "path": path, "tokens": k.tokens, "content": content }));
         }
         let h = world.harness();
+        let (goal, state) = h
+            .conversations
+            .read(p.session.as_deref(), |c| (c.goal.clone(), c.state.clone()));
         let value = json!({
             "format": p.format.name(),
             "stand_in": true,
@@ -113,9 +118,9 @@ impl Renderer for StandIn {
             "budget": p.budget_tokens,
             "tokens": sel.total_tokens,
             "policy": sel.policy,
-            "goal": *h.goal.read(),
+            "goal": goal,
             "framing": *h.framing.read(),
-            "state": *h.state.read(),
+            "state": state,
             "last_step": if p.last_step { h.last_step.read().clone() } else { None },
             "commands": *h.commands.read(),
             "entries": entries,
@@ -162,6 +167,7 @@ impl Renderer for Projections {
             req.line_numbers = l;
         }
         req.evicted_limit = Some(p.evicted_limit);
+        req.session = p.session.clone();
         let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
         let tokens = proj.tokens;
         let value =

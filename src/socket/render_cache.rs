@@ -194,6 +194,7 @@ mod tests {
             last_step: true,
             line_numbers: None,
             evicted_limit: crate::socket::render::DEFAULT_EVICTED_LIMIT,
+            session: None,
         }
     }
 

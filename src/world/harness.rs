@@ -244,17 +244,9 @@ pub struct CommandOutput {
 /// Harness-provided session state. Cheap to read concurrently; written rarely.
 #[derive(Debug, Default)]
 pub struct Harness {
-    pub goal: RwLock<Option<String>>,
-    /// The conversation working toward the goal was compacted (Claude Code's `/compact`, or
-    /// its automatic compaction): it now opens with a summary, no longer with the first
-    /// prompt, and `worldfs proxy` finds it by that. Cleared with the goal.
-    pub compacted: std::sync::atomic::AtomicBool,
-    /// A conversation was resumed (Claude Code's `--resume`, `--continue`), which one is not
-    /// known yet: `worldfs proxy` takes the next call of a main conversation for it and sets
-    /// the goal from it (`goal.adopt`). Not kept across restarts: it lasts one call.
-    pub resumed: std::sync::atomic::AtomicBool,
+    /// What each conversation on the mount works toward: its goal and structured state.
+    pub conversations: super::conversations::Conversations,
     pub framing: RwLock<Framing>,
-    pub state: RwLock<StructuredState>,
     pub last_step: RwLock<Option<Step>>,
     /// Keyed by (cwd, command); newest last.
     pub commands: RwLock<Vec<CommandOutput>>,

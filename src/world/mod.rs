@@ -13,6 +13,7 @@ pub mod attribution;
 mod bpe;
 pub mod cache;
 pub mod config;
+pub mod conversations;
 pub mod entry;
 pub mod harness;
 pub mod ignore_rules;

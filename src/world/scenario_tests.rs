@@ -1160,7 +1160,14 @@ fn a_restored_world_is_the_saved_one_and_finds_what_changed_meanwhile() {
     w.refresh_stale();
     assert!(w.set_pinned(Path::new("src/main.py"), true));
     let h = w.harness();
-    *h.goal.write() = Some("make helper return 43".into());
+    h.conversations.update(Some("s1"), |c| {
+        c.set_goal(Some("make helper return 43".into()));
+        c.compacted = true;
+    });
+    // Another session's conversation, changed last: both come back, this one still current.
+    h.conversations.update(Some("s2"), |c| {
+        c.set_goal(Some("explain the helper".into()))
+    });
     *h.last_step.write() = Some(harness::Step {
         tool_use_id: "toolu_9".into(),
         tool_name: "Bash".into(),
@@ -1173,14 +1180,16 @@ fn a_restored_world_is_the_saved_one_and_finds_what_changed_meanwhile() {
         refers_to: Vec::new(),
     });
     h.note_step_tool("Bash");
-    h.state
-        .write()
-        .set_tasks(vec![harness::Task {
-            id: "1".into(),
-            subject: "fix helper".into(),
-            status: harness::TaskStatus::InProgress,
-        }])
+    h.conversations
+        .update(Some("s1"), |c| {
+            c.state.set_tasks(vec![harness::Task {
+                id: "1".into(),
+                subject: "fix helper".into(),
+                status: harness::TaskStatus::InProgress,
+            }])
+        })
         .unwrap_or_else(|e| panic!("{e}"));
+    h.conversations.update(Some("s2"), |c| c.resumed = true);
     let main_hash = hex_hash(&w, "src/main.py");
     h.record_command(output(
         "python src/main.py",
@@ -1217,10 +1226,18 @@ fn a_restored_world_is_the_saved_one_and_finds_what_changed_meanwhile() {
     assert_eq!(w2.turn(), w.turn());
     assert_eq!(w2.recent().last_seq(), w.recent().last_seq());
     let h2 = w2.harness();
-    assert_eq!(*h2.goal.read(), *h.goal.read());
+    let resumed = |h: &harness::Harness| h.conversations.read(Some("s2"), |c| c.resumed);
+    assert!(resumed(h));
+    h.conversations.update(Some("s2"), |c| c.resumed = false);
+    assert_eq!(
+        h2.conversations.all(),
+        h.conversations.all(),
+        "every conversation, the current last; a resume not yet matched is not kept"
+    );
+    assert_eq!(h2.conversations.current().as_deref(), Some("s2"));
+    assert_eq!((r.goals, r.tasks), (2, 1));
     assert_eq!(*h2.last_step.read(), *h.last_step.read());
     assert_eq!(*h2.step_tools.read(), ["Bash"]);
-    assert_eq!(h2.state.read().tasks, h.state.read().tasks);
     assert_eq!(h2.commands.read()[0].command, "python src/main.py");
     let util_before = w
         .entry(Path::new("src/util.py"))

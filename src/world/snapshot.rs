@@ -9,8 +9,9 @@
 //!
 //! What is saved is what the world knows, never file content: entries (what was read, where,
 //! by which programs, when; the hash of the version last counted), the turn, the last sequence
-//! number, and the harness's state (goal, framing, structured state and task list, last step,
-//! command outputs, the tools the steps called). Content is read from disk when projected, as
+//! number, and the harness's state (each conversation's goal, structured state and task list,
+//! the framing, last step, command outputs, the tools the steps called, what each requester was
+//! sent last). Content is read from disk when projected, as
 //! always, so nothing restored can be stale; what may have changed while nothing was mounted
 //! is found like this:
 //!
@@ -20,8 +21,8 @@
 //!   recorded, and an output that depends on whole directories (a search) is dropped, since what
 //!   appeared in them meanwhile cannot be told.
 //!
-//! Not saved: what each requester was sent last (its layout and thrash guard), the ring of
-//! recent observations, counters. The first projection after a restart is laid out anew.
+//! Not saved: the ring of recent observations, counters, and a resume not yet matched (it lasts
+//! one call).
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, BufReader, BufWriter, Write};
@@ -37,6 +38,7 @@ use parking_lot::{Condvar, Mutex};
 use serde::{Deserialize, Serialize};
 
 use super::World;
+use super::conversations::Conversation;
 use super::entry::{Entry, EntryKind, EntryState, Stamp};
 use super::harness::{CommandOutput, Framing, Step, StructuredState};
 use super::ignore_rules::PathVerdict;
@@ -143,12 +145,16 @@ pub struct Snapshot {
     /// sequence numbers a client noted keep their order.
     pub seq: u64,
     pub turn: u64,
+    /// The current conversation's goal, compaction and state, also in `conversations`: what a
+    /// file saved before session 30 has alone, and what a version of before then reads.
     pub goal: Option<String>,
-    /// The conversation toward the goal was compacted (absent in files saved before session 29).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub compacted: bool,
     pub framing: Framing,
     pub state: StructuredState,
+    /// Every conversation, the current one last (absent in files saved before session 30).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conversations: Vec<SavedConversation>,
     pub last_step: Option<Step>,
     pub commands: Vec<CommandOutput>,
     pub step_tools: Vec<String>,
@@ -159,6 +165,41 @@ pub struct Snapshot {
     /// The requester that asked last.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_requester: Option<String>,
+}
+
+/// A [`Conversation`] as saved (a resume not yet matched is not).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SavedConversation {
+    /// The harness's session id; empty for a conversation no session was named for.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub session: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub goal: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub compacted: bool,
+    #[serde(default, skip_serializing_if = "StructuredState::is_empty")]
+    pub state: StructuredState,
+}
+
+impl SavedConversation {
+    fn of((session, c): (String, Conversation)) -> Self {
+        Self {
+            session,
+            goal: c.goal,
+            compacted: c.compacted,
+            state: c.state,
+        }
+    }
+
+    fn into_conversation(self) -> (String, Conversation) {
+        let c = Conversation {
+            goal: self.goal,
+            compacted: self.compacted,
+            resumed: false,
+            state: self.state,
+        };
+        (self.session, c)
+    }
 }
 
 /// An [`Entry`] as saved: what the world knows of a path, without its content or anything
@@ -252,8 +293,10 @@ pub struct Restored {
     /// Outputs dropped because a file they read changed, or went, while nothing was mounted,
     /// or because they depend on whole directories.
     pub commands_dropped: u64,
-    pub goal: bool,
+    /// Conversations with a goal.
+    pub goals: u64,
     pub last_step: bool,
+    /// Tasks, in every conversation's list.
     pub tasks: u64,
     pub turn: u64,
     pub seq: u64,
@@ -481,16 +524,25 @@ impl World {
         let h = &self.harness;
         let utf8 = |p: &PathBuf| p.to_str().is_some();
         let (layouts, last_requester) = self.saved_layouts();
+        let conversations: Vec<SavedConversation> = h
+            .conversations
+            .all()
+            .into_iter()
+            .filter(|(_, c)| !c.is_empty())
+            .map(SavedConversation::of)
+            .collect();
+        let current = conversations.last().cloned();
         Snapshot {
             format: FORMAT.to_owned(),
             source: source.to_owned(),
             saved_at: SystemTime::now(),
             seq: self.recent.last_seq(),
             turn: self.turns.current(),
-            goal: h.goal.read().clone(),
-            compacted: h.compacted.load(Ordering::Relaxed),
+            goal: current.as_ref().and_then(|c| c.goal.clone()),
+            compacted: current.as_ref().is_some_and(|c| c.compacted),
             framing: h.framing.read().clone(),
-            state: h.state.read().clone(),
+            state: current.map(|c| c.state).unwrap_or_default(),
+            conversations,
             last_step: h.last_step.read().clone(),
             commands: h
                 .commands
@@ -513,13 +565,36 @@ impl World {
         snap: Snapshot,
         still_valid: impl Fn(&World, &CommandOutput) -> bool,
     ) -> Restored {
+        let conversations: Vec<(String, Conversation)> = if snap.conversations.is_empty() {
+            // Saved before conversations were kept apart: one, named by no session.
+            vec![(
+                String::new(),
+                Conversation {
+                    goal: snap.goal,
+                    compacted: snap.compacted,
+                    resumed: false,
+                    state: snap.state,
+                },
+            )]
+        } else {
+            snap.conversations
+                .into_iter()
+                .map(SavedConversation::into_conversation)
+                .collect()
+        };
         let mut r = Restored {
             saved_at: Some(snap.saved_at),
             seq: snap.seq,
             turn: snap.turn,
-            goal: snap.goal.is_some(),
+            goals: conversations
+                .iter()
+                .filter(|(_, c)| c.goal.is_some())
+                .count() as u64,
             last_step: snap.last_step.is_some(),
-            tasks: snap.state.tasks.len() as u64,
+            tasks: conversations
+                .iter()
+                .map(|(_, c)| c.state.tasks.len() as u64)
+                .sum(),
             ..Restored::default()
         };
         for saved in snap.entries {
@@ -554,10 +629,8 @@ impl World {
         self.turns.resume_at(snap.turn);
         self.recent.resume_after(snap.seq);
         let h = &self.harness;
-        *h.goal.write() = snap.goal;
-        h.compacted.store(snap.compacted, Ordering::Relaxed);
+        h.conversations.restore(conversations);
         *h.framing.write() = snap.framing;
-        *h.state.write() = snap.state;
         *h.last_step.write() = snap.last_step;
         *h.step_tools.write() = snap.step_tools;
         let before = snap.commands.len();
@@ -752,8 +825,10 @@ mod tests {
         let path = state.path().join("private/w.json");
         assert!(matches!(load(&path, src.path()), Ok(None)), "none yet");
         let w = world_over(src.path());
-        *w.harness().goal.write() = Some("g".into());
-        w.harness().compacted.store(true, Ordering::Relaxed);
+        w.harness().conversations.update(None, |c| {
+            c.set_goal(Some("g".into()));
+            c.compacted = true;
+        });
         let bytes = save(&path, &w.snapshot(src.path())).unwrap_or_else(|e| panic!("{e}"));
         let meta = fs::metadata(&path).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(meta.len(), bytes);
@@ -766,7 +841,7 @@ mod tests {
         assert_eq!(back.goal.as_deref(), Some("g"));
         let again = world_over(src.path());
         again.restore(back, |_, _| true);
-        assert!(again.harness().compacted.load(Ordering::Relaxed));
+        assert!(again.harness().conversations.read(None, |c| c.compacted));
         let listed: Vec<_> = fs::read_dir(state.path().join("private"))
             .unwrap_or_else(|e| panic!("{e}"))
             .flatten()
@@ -788,6 +863,41 @@ mod tests {
         fs::write(&path, &text[..text.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
         let e = load(&path, src.path()).err();
         assert!(matches!(e, Some(SnapshotError::Parse { .. })), "{e:?}");
+    }
+
+    /// A file saved before conversations were kept apart has one goal; it comes back as the
+    /// conversation of the first session that speaks, and a file saved now still carries the
+    /// current conversation where a version of before reads it.
+    #[test]
+    fn a_world_saved_with_one_goal_gives_it_to_the_first_session() {
+        let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let w = world_over(src.path());
+        w.harness().conversations.update(Some("a"), |c| {
+            c.set_goal(Some("ga".into()));
+            c.compacted = true;
+        });
+        w.harness()
+            .conversations
+            .update(Some("b"), |c| c.set_goal(Some("gb".into())));
+        let mut saved =
+            serde_json::to_value(w.snapshot(src.path())).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(saved["goal"], "gb", "the current conversation, as before");
+        assert_eq!(saved["conversations"][0]["session"], "a");
+        let obj = saved.as_object_mut().unwrap_or_else(|| panic!("an object"));
+        obj.remove("conversations");
+        obj.insert("goal".into(), "the old goal".into());
+        obj.insert("compacted".into(), true.into());
+        let old: Snapshot = serde_json::from_value(saved).unwrap_or_else(|e| panic!("{e}"));
+        let again = world_over(src.path());
+        let r = again.restore(old, |_, _| true);
+        assert_eq!(r.goals, 1);
+        let cs = &again.harness().conversations;
+        let (goal, compacted) = cs.read(Some("s9"), |c| (c.goal.clone(), c.compacted));
+        assert_eq!(goal.as_deref(), Some("the old goal"));
+        assert!(compacted);
+        cs.update(Some("s9"), |c| c.resumed = true);
+        assert_eq!(cs.current().as_deref(), Some("s9"));
+        assert_eq!(cs.len(), 1);
     }
 
     #[test]

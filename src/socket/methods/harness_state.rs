@@ -2,43 +2,57 @@
 //! The patches exist so a harness can change one field without resending the rest; each
 //! applies to a copy, so an error half way leaves what was set as it was.
 
-use std::sync::atomic::Ordering;
-
 use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::{Empty, Shared};
 use crate::socket::protocol::RpcError;
+use crate::world::conversations::MAX_SESSION_BYTES;
 use crate::world::harness::{Framing, StructuredState, Task, TaskEdit};
+
+/// Which conversation a method speaks of: `session` names one (Claude Code's `session_id`);
+/// without it, the current one (the last changed).
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct Session {
+    #[serde(default)]
+    session: Option<String>,
+}
+
+/// The session named, checked.
+fn session<'a>(method: &str, s: &'a Option<String>) -> Result<Option<&'a str>, RpcError> {
+    match s.as_deref() {
+        Some(id) if id.len() > MAX_SESSION_BYTES => Err(RpcError::invalid_params(format!(
+            "{method}: session is {} bytes long; at most {MAX_SESSION_BYTES}",
+            id.len()
+        ))),
+        other => Ok(other),
+    }
+}
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 pub(super) struct GoalSet {
     goal: Option<String>,
+    #[serde(default)]
+    session: Option<String>,
 }
 
 /// A goal cleared ends the conversation, and with it what was compacted of it and a resume
 /// not yet matched.
 pub(super) fn goal_set(shared: &Shared, p: GoalSet) -> Result<Value, RpcError> {
+    let id = session("goal.set", &p.session)?;
     let h = shared.world.harness();
-    let mut goal = h.goal.write();
-    *goal = p.goal.filter(|g| !g.is_empty());
-    if goal.is_none() {
-        h.compacted.store(false, Ordering::Relaxed);
-        h.resumed.store(false, Ordering::Relaxed);
-    }
-    drop(goal);
-    Ok(goal_answer(shared))
+    h.conversations.update(id, |c| c.set_goal(p.goal));
+    Ok(goal_answer(shared, id))
 }
 
 /// A conversation was resumed; the next call of a main conversation tells which.
-pub(super) fn goal_resumed(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
-    shared
-        .world
-        .harness()
-        .resumed
-        .store(true, Ordering::Relaxed);
-    Ok(goal_answer(shared))
+pub(super) fn goal_resumed(shared: &Shared, p: Session) -> Result<Value, RpcError> {
+    let id = session("goal.resumed", &p.session)?;
+    let h = shared.world.harness();
+    h.conversations.update(id, |c| c.resumed = true);
+    Ok(goal_answer(shared, id))
 }
 
 #[derive(Deserialize)]
@@ -46,59 +60,98 @@ pub(super) fn goal_resumed(shared: &Shared, _: Empty) -> Result<Value, RpcError>
 pub(super) struct GoalAdopt {
     goal: String,
     compacted: bool,
+    #[serde(default)]
+    session: Option<String>,
 }
 
 /// The conversation resumed, as read from its first call: its goal and whether it was
 /// compacted, set together; the resume is then matched.
 pub(super) fn goal_adopt(shared: &Shared, p: GoalAdopt) -> Result<Value, RpcError> {
+    let id = session("goal.adopt", &p.session)?;
     if p.goal.trim().is_empty() {
         return Err(RpcError::invalid_params("goal.adopt: an empty goal"));
     }
     let h = shared.world.harness();
-    let mut goal = h.goal.write();
-    *goal = Some(p.goal);
-    h.compacted.store(p.compacted, Ordering::Relaxed);
-    h.resumed.store(false, Ordering::Relaxed);
-    drop(goal);
-    Ok(goal_answer(shared))
+    h.conversations.update(id, |c| {
+        c.goal = Some(p.goal);
+        c.compacted = p.compacted;
+        c.resumed = false;
+    });
+    Ok(goal_answer(shared, id))
 }
 
-pub(super) fn goal_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
-    Ok(goal_answer(shared))
+pub(super) fn goal_get(shared: &Shared, p: Session) -> Result<Value, RpcError> {
+    let id = session("goal.get", &p.session)?;
+    Ok(goal_answer(shared, id))
 }
 
 /// The conversation now opens with a summary of itself instead of its first prompt.
-pub(super) fn goal_compacted(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+pub(super) fn goal_compacted(shared: &Shared, p: Session) -> Result<Value, RpcError> {
+    let id = session("goal.compacted", &p.session)?;
     let h = shared.world.harness();
-    // Under the goal's lock, so a goal cleared at the same time does not keep the mark.
-    let goal = h.goal.read();
-    h.compacted.store(goal.is_some(), Ordering::Relaxed);
-    drop(goal);
-    Ok(goal_answer(shared))
+    // A conversation without a goal has no first prompt to lose.
+    h.conversations
+        .update(id, |c| c.compacted = c.goal.is_some());
+    Ok(goal_answer(shared, id))
 }
 
-fn goal_answer(shared: &Shared) -> Value {
-    let h = shared.world.harness();
-    let goal = h.goal.read();
+/// The goal of the conversation `id` names (`None`: the current one), and which session that
+/// conversation is of: null for a session not known (whose goal is null), and for a
+/// conversation no session was named for.
+fn goal_answer(shared: &Shared, id: Option<&str>) -> Value {
+    let cs = &shared.world.harness().conversations;
+    let (goal, compacted, resumed) = cs.read(id, |c| (c.goal.clone(), c.compacted, c.resumed));
+    let session = match id.filter(|s| !s.is_empty()) {
+        Some(s) => cs.knows(s).then(|| s.to_owned()),
+        None => cs.current().filter(|s| !s.is_empty()),
+    };
     json!({
-        "goal": *goal,
-        "compacted": h.compacted.load(Ordering::Relaxed),
-        "resumed": h.resumed.load(Ordering::Relaxed),
+        "goal": goal,
+        "compacted": compacted,
+        "resumed": resumed,
+        "session": session,
+        "conversations": cs.len(),
     })
 }
 
-pub(super) fn state_set(shared: &Shared, mut s: StructuredState) -> Result<Value, RpcError> {
+/// Takes `session` out of `params` (an object), checked.
+fn take_session(method: &str, params: &mut Value) -> Result<Option<String>, RpcError> {
+    let Some(m) = params.as_object_mut() else {
+        return Err(RpcError::invalid_params(format!(
+            "{method}: expected an object"
+        )));
+    };
+    let s = match m.remove("session") {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) => Some(s),
+        Some(_) => {
+            return Err(RpcError::invalid_params(format!(
+                "{method}: session must be a string"
+            )));
+        }
+    };
+    session(method, &s)?;
+    Ok(s)
+}
+
+pub(super) fn state_set(shared: &Shared, mut params: Value) -> Result<Value, RpcError> {
+    let id = take_session("state.set", &mut params)?;
+    let mut s: StructuredState = serde_json::from_value(params)
+        .map_err(|e| RpcError::invalid_params(format!("state.set: {e}")))?;
     let tasks = std::mem::take(&mut s.tasks);
     s.set_tasks(tasks)
         .map_err(|e| RpcError::invalid_params(format!("state.set: tasks: {e}")))?;
-    let w = &*shared.world;
-    *w.harness().state.write() = s;
-    Ok(json!({ "state": *w.harness().state.read() }))
+    let h = shared.world.harness();
+    h.conversations
+        .update(id.as_deref(), |c| c.state = s.clone());
+    Ok(json!({ "state": s }))
 }
 
-pub(super) fn state_get(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
-    let w = &*shared.world;
-    Ok(json!({ "state": *w.harness().state.read() }))
+pub(super) fn state_get(shared: &Shared, p: Session) -> Result<Value, RpcError> {
+    let id = session("state.get", &p.session)?;
+    let h = shared.world.harness();
+    let state = h.conversations.read(id, |c| c.state.clone());
+    Ok(json!({ "state": state }))
 }
 
 pub(super) fn framing_set(shared: &Shared, f: Framing) -> Result<Value, RpcError> {
@@ -190,15 +243,23 @@ fn patch_tasks(v: Value, s: &mut StructuredState) -> Result<(), RpcError> {
     Ok(())
 }
 
-pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcError> {
+pub(super) fn state_patch(shared: &Shared, mut params: Value) -> Result<Value, RpcError> {
+    let id = take_session("state.patch", &mut params)?;
     let Value::Object(m) = params else {
         return Err(RpcError::invalid_params("state.patch: expected an object"));
     };
-    // Apply to a copy, so an error half way leaves the state untouched. The write lock is held
-    // throughout: two patches at once (Claude Code runs tool calls in parallel, each with its
-    // own hook) must both land, not the second over a copy taken before the first.
-    let mut state = shared.world.harness().state.write();
-    let mut s = state.clone();
+    // Applied to a copy, under the conversations' lock throughout: an error half way leaves the
+    // state untouched, and two patches at once (Claude Code runs tool calls in parallel, each
+    // with its own hook) both land, not the second over a copy taken before the first.
+    let h = shared.world.harness();
+    h.conversations
+        .try_update(id.as_deref(), |c| patch_state(m, &mut c.state))
+}
+
+fn patch_state(
+    m: serde_json::Map<String, Value>,
+    s: &mut StructuredState,
+) -> Result<Value, RpcError> {
     for (k, v) in m {
         match k.as_str() {
             "intent" => match v {
@@ -214,16 +275,15 @@ pub(super) fn state_patch(shared: &Shared, params: Value) -> Result<Value, RpcEr
             "constraints" => patch_list(&k, v, &mut s.constraints)?,
             "open_loops" => patch_list(&k, v, &mut s.open_loops)?,
             "ruled_out" => patch_list(&k, v, &mut s.ruled_out)?,
-            "tasks" => patch_tasks(v, &mut s)?,
+            "tasks" => patch_tasks(v, s)?,
             other => {
                 return Err(RpcError::invalid_params(format!(
                     "state.patch: unknown field {other:?} (intent, decisions, constraints, \
-                     open_loops, ruled_out, tasks)"
+                     open_loops, ruled_out, tasks, session)"
                 )));
             }
         }
     }
-    *state = s.clone();
     Ok(json!({ "state": s }))
 }
 

@@ -293,7 +293,7 @@ fn dispatch_value(
         "command.record" => record::command_record(shared, parse(method, params)?),
         "commands.list" => record::commands_list(shared, parse(method, params)?),
         "commands.forget" => record::commands_forget(shared, parse(method, params)?),
-        "state.set" => harness_state::state_set(shared, parse(method, params)?),
+        "state.set" => harness_state::state_set(shared, params),
         "state.patch" => harness_state::state_patch(shared, params),
         "state.get" => harness_state::state_get(shared, parse(method, params)?),
         "framing.set" => harness_state::framing_set(shared, parse(method, params)?),

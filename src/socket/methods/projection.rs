@@ -11,6 +11,7 @@ use crate::socket::protocol::{Reply, RpcError, code};
 use crate::socket::render::{
     CacheTtl, DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
 };
+use crate::world::conversations::MAX_SESSION_BYTES;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -39,6 +40,8 @@ pub(super) struct ProjectionGet {
     line_numbers: Option<LineNumbers>,
     #[serde(default = "default_evicted_limit")]
     evicted_limit: usize,
+    #[serde(default)]
+    session: Option<String>,
 }
 
 fn shows_last_step() -> bool {
@@ -90,6 +93,14 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             "projection.get: unknown policy {name:?}"
         )));
     }
+    if let Some(s) = &p.session
+        && s.len() > MAX_SESSION_BYTES
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: session is {} bytes long; at most {MAX_SESSION_BYTES}",
+            s.len()
+        )));
+    }
     let params = ProjectionParams {
         format: p.format.unwrap_or(Format::Anthropic),
         budget_tokens: budget,
@@ -103,6 +114,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         last_step: p.last_step,
         line_numbers: p.line_numbers,
         evicted_limit: p.evicted_limit,
+        session: p.session.filter(|s| !s.is_empty()),
     };
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);
