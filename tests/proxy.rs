@@ -773,6 +773,28 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     assert!(all.contains("return a + b"), "the file read, as it is");
     assert!(!all.contains("a long stale listing"));
 
+    // Claude Code attaches the files read last to the summary: the projection does not show
+    // calc.py a second time while that copy is what is on disk.
+    let mut attached = body.clone();
+    let copy = format!(
+        "<system-reminder>\nCalled the Read tool with the following input: {}\nResult of \
+         calling the Read tool:\n1\tdef add(a, b):\n2\t    return a + b\n</system-reminder>",
+        json!({ "file_path": file })
+    );
+    attached["messages"][0]["content"]
+        .as_array_mut()
+        .expect("blocks")
+        .push(json!({"type": "text", "text": copy}));
+    let sent = send_through(&up, &proxy, &attached);
+    let all = texts(&sent["messages"]);
+    assert_eq!(all.matches("return a + b").count(), 1, "shown once: {all}");
+    assert!(proxy.says("1 file left out, the request shows it as it is"));
+    // Changed since, it is shown as it is now.
+    std::fs::write(m.path("calc.py"), "def add(a, b):\n    return a - b\n").expect("write");
+    let sent = send_through(&up, &proxy, &attached);
+    let all = texts(&sent["messages"]);
+    assert!(all.contains("return a - b"), "{all}");
+
     // A new conversation ends the compacted one: with the same prompt again, the summary's
     // conversation is no longer the session's.
     tell(

@@ -388,6 +388,71 @@ fn each_session_has_its_own_goal_and_state() {
     }
 }
 
+/// A file the client's request shows whole, as it is now, is left out of the projection (and
+/// of its budget); a copy that is no longer the file leaves it in, as it is.
+#[test]
+fn a_file_the_request_shows_as_it_is_is_left_out() {
+    // As a mount serves it: absolute paths under the mount point.
+    let f = Fixture::with(|o| {
+        o.renderer = std::sync::Arc::new(worldfs::socket::Projections {
+            mount_point: o.mount_point.clone(),
+        });
+    });
+    f.read("src/lib.rs");
+    f.read("src/util.rs");
+    let mut c = f.connect();
+    let lib = f.root().join("src/lib.rs").to_string_lossy().into_owned();
+    let now = must(std::fs::read(f.root().join("src/lib.rs")));
+    let hash = worldfs::projection::shown_hash(&now);
+    let get = |c: &mut Conn, shows: Value| {
+        c.call(
+            "projection.get",
+            json!({"format": "text", "budget": 4000, "absolute_paths": true,
+                   "request_shows": shows}),
+        )
+    };
+    for path in [lib.as_str(), "src/lib.rs"] {
+        let r = get(&mut c, json!([{ "path": path, "hash": hash }]));
+        let body = r["body"].as_str().unwrap_or_default();
+        assert!(!body.contains("a + b"), "left out: {body}");
+        assert!(body.contains("fn helper"), "{body}");
+        assert_eq!(r["in_request"], json!([lib]), "{r}");
+        let evicted = r["evicted"].as_array().cloned().unwrap_or_default();
+        assert!(
+            !evicted.iter().any(|e| e["path"] == json!(lib)),
+            "not evicted either: {r}"
+        );
+    }
+    let old = worldfs::projection::shown_hash(b"pub fn add() {}\n");
+    let r = get(&mut c, json!([{ "path": lib, "hash": old }]));
+    assert!(r["body"].as_str().unwrap_or_default().contains("a + b"));
+    assert!(r.get("in_request").is_none(), "{r}");
+    f.write(
+        "src/lib.rs",
+        "pub fn add(a: i32, b: i32) -> i32 {\n    b + a\n}\n",
+    );
+    let r = get(&mut c, json!([{ "path": lib, "hash": hash }]));
+    assert!(
+        r["body"].as_str().unwrap_or_default().contains("b + a"),
+        "changed since the copy: shown as it is {r}"
+    );
+    for (shows, needle) in [
+        (json!([{"path": lib, "hash": "xyz"}]), "64 hex digits"),
+        (json!([{"path": lib}]), "missing field"),
+        (
+            json!(vec![json!({"path": lib, "hash": hash}); 65]),
+            "at most 64",
+        ),
+    ] {
+        let (code_, msg) = c.call_err(
+            "projection.get",
+            json!({"format": "text", "request_shows": shows}),
+        );
+        assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
+        assert!(msg.contains(needle), "{msg}");
+    }
+}
+
 #[test]
 fn step_record_advances_the_turn_and_counts_history() {
     let f = Fixture::new();

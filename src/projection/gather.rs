@@ -20,7 +20,7 @@ use super::goal::{goal_part, shorten_goal};
 use super::harness_parts::{command_parts, framing_part, is_step_output, state_part, step_part};
 use super::ids;
 use super::parts::{CommandPart, EntryPart, Input, Report, Shown, StepPart, command_key};
-use super::request::{Format, LineNumbers, ProjectionRequest, StepOutput};
+use super::request::{Format, LineNumbers, ProjectionRequest, StepOutput, shown_hash};
 use super::shown_once;
 use super::tools;
 use super::{DropReason, Dropped, Part, ProjectionError, Skipped};
@@ -148,9 +148,31 @@ pub fn gather(
     let entries_budget = budget.saturating_sub(fixed);
 
     let root = req.absolute_paths.as_deref();
+    // What the client's request holds already, as it is now, costs the budget nothing and is
+    // not shown again; a copy that is no longer the file is no reason to leave it out.
+    let in_request: Vec<PathBuf> = req
+        .request_shows
+        .iter()
+        .filter(|(p, hash)| {
+            world.entry(p).is_some()
+                && world
+                    .read_current(p)
+                    .is_ok_and(|c| c.kind == EntryKind::File && shown_hash(&c.bytes) == *hash)
+        })
+        .map(|(p, _)| p.clone())
+        .collect();
     let mut withheld_paths: Vec<PathBuf> = Vec::new();
-    let mut omitted: Vec<PathBuf> = Vec::new();
+    let mut omitted: Vec<PathBuf> = in_request.clone();
     let mut adjust = |c: &mut Candidate| {
+        if in_request.contains(&c.path) {
+            // Free in every form, so the policy keeps it and it is left out unreported.
+            c.whole_tokens = 0;
+            c.ranges = None;
+            c.recent = None;
+            c.glance = None;
+            c.held = None;
+            return;
+        }
         if c.notice_only {
             match world.entry(&c.path).map(|e| e.state) {
                 Some(EntryState::Withheld) => withheld_paths.push(c.path.clone()),
@@ -274,6 +296,7 @@ pub fn gather(
     for p in &withheld_paths {
         input.report.withheld.push(display_path(root, p));
     }
+    input.report.in_request = in_request.iter().map(|p| display_path(root, p)).collect();
 
     let mut entries = Vec::with_capacity(selection.kept.len());
     let prev = world.placements(&layout);

@@ -38,7 +38,9 @@ use crate::world::tokens::TokenizerError;
 pub use goal::NO_GOAL_TEXT;
 pub use ids::{MAX_ID_LEN, valid_id, valid_tool_name};
 pub use parts::MINIMAL_USER_TEXT;
-pub use request::{CacheTtl, Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput};
+pub use request::{
+    CacheTtl, Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput, shown_hash,
+};
 
 /// Name of the tokenizer every count uses.
 pub const TOKENIZER: &str = "o200k_base";
@@ -152,6 +154,10 @@ pub struct Projection {
     pub withheld: Vec<String>,
     pub stale_dropped_commands: Vec<DroppedCommand>,
     pub skipped: Vec<Skipped>,
+    /// Files left out because the client's own request shows them whole, as they are now
+    /// ([`ProjectionRequest::request_shows`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_request: Vec<String>,
 }
 
 /// Renders the projection `req` asks for, from `world` as it is now.
@@ -208,6 +214,7 @@ pub fn render(world: &World, req: &ProjectionRequest) -> Result<Projection, Proj
         withheld: input.report.withheld,
         stale_dropped_commands: input.report.stale_dropped_commands,
         skipped: input.report.skipped,
+        in_request: input.report.in_request,
     })
 }
 

@@ -131,6 +131,7 @@ pub struct Report {
     pub withheld: Vec<String>,
     pub stale_dropped_commands: Vec<DroppedCommand>,
     pub skipped: Vec<Skipped>,
+    pub in_request: Vec<String>,
 }
 
 /// Everything a format renderer needs.

@@ -196,6 +196,21 @@ pub struct ProjectionRequest {
     /// The conversation whose goal and structured state are shown (Claude Code's session id);
     /// `None`: the current one.
     pub session: Option<String>,
+    /// Files the client's own request already shows whole (root-relative), with the
+    /// [`shown_hash`] of what it shows: one whose content on disk still has that hash is left
+    /// out, since the request holds it as it is (`worldfs proxy`: the files Claude Code attaches
+    /// to a prompt, or again after a compaction).
+    pub request_shows: Vec<(PathBuf, String)>,
+}
+
+/// The hash (blake3, hex) by which a copy of a file is matched with the file: of its content
+/// without the line breaks at its end, since a numbered listing of its lines cannot tell them.
+pub fn shown_hash(content: &[u8]) -> String {
+    let end = content
+        .iter()
+        .rposition(|b| !matches!(b, b'\n' | b'\r'))
+        .map_or(0, |i| i + 1);
+    blake3::hash(&content[..end]).to_hex().to_string()
 }
 
 impl Default for ProjectionRequest {
@@ -215,6 +230,7 @@ impl Default for ProjectionRequest {
             last_step: true,
             evicted_limit: None,
             session: None,
+            request_shows: Vec::new(),
         }
     }
 }

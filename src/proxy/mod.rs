@@ -15,6 +15,7 @@
 pub mod rewrite;
 
 mod account;
+mod attached;
 mod forward;
 mod session;
 
@@ -294,6 +295,13 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
     if let Some(b) = state.cfg.budget {
         params["budget"] = json!(b);
     }
+    let shows = attached::in_request(body, &plan);
+    if !shows.is_empty() {
+        params["request_shows"] = shows
+            .iter()
+            .map(|s| json!({ "path": s.path, "hash": s.hash }))
+            .collect();
+    }
     let params = of_session(params, session);
     let p = c.call("projection.get", params)?;
     let messages = p
@@ -309,10 +317,19 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
         .get("messages")
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
+    let in_request = p
+        .get("in_request")
+        .and_then(Value::as_array)
+        .map_or(0, Vec::len);
     let summary = format!(
-        "{after} messages ({} tokens of projection, budget {}) instead of {before}",
+        "{after} messages ({} tokens of projection, budget {}{}) instead of {before}",
         p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
         p.get("budget").and_then(Value::as_u64).unwrap_or(0),
+        match in_request {
+            0 => String::new(),
+            1 => "; 1 file left out, the request shows it as it is".to_owned(),
+            n => format!("; {n} files left out, the request shows them as they are"),
+        },
     );
     Ok(Ok((out, summary)))
 }

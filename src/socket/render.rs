@@ -55,6 +55,9 @@ pub struct ProjectionParams {
     pub evicted_limit: usize,
     /// The conversation whose goal and state are shown; `None`: the current one.
     pub session: Option<String>,
+    /// Files the client's request shows whole, as it names them (absolute under the mount
+    /// point, or root-relative), with the hash of what it shows.
+    pub request_shows: Vec<(String, String)>,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -168,6 +171,19 @@ impl Renderer for Projections {
         }
         req.evicted_limit = Some(p.evicted_limit);
         req.session = p.session.clone();
+        req.request_shows = p
+            .request_shows
+            .iter()
+            .filter_map(|(path, hash)| {
+                let path = std::path::Path::new(path);
+                let relative = if path.is_absolute() {
+                    path.strip_prefix(self.mount_point.as_deref()?).ok()?
+                } else {
+                    path
+                };
+                Some((relative.to_path_buf(), hash.clone()))
+            })
+            .collect();
         let proj = projection::render(world, &req).map_err(|e| e.to_string())?;
         let tokens = proj.tokens;
         let value =

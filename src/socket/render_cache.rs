@@ -195,6 +195,7 @@ mod tests {
             line_numbers: None,
             evicted_limit: crate::socket::render::DEFAULT_EVICTED_LIMIT,
             session: None,
+            request_shows: Vec::new(),
         }
     }
 

@@ -42,7 +42,20 @@ pub(super) struct ProjectionGet {
     evicted_limit: usize,
     #[serde(default)]
     session: Option<String>,
+    #[serde(default)]
+    request_shows: Vec<RequestShows>,
 }
+
+/// A file the client's request shows whole.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RequestShows {
+    path: String,
+    hash: String,
+}
+
+/// Most files a request may say it shows: Claude Code attaches five after a compaction.
+const MAX_REQUEST_SHOWS: usize = 64;
 
 fn shows_last_step() -> bool {
     true
@@ -101,6 +114,22 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             s.len()
         )));
     }
+    if p.request_shows.len() > MAX_REQUEST_SHOWS {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: request_shows names {} files; at most {MAX_REQUEST_SHOWS}",
+            p.request_shows.len()
+        )));
+    }
+    if let Some(bad) = p
+        .request_shows
+        .iter()
+        .find(|s| s.hash.len() != 64 || !s.hash.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: request_shows: the hash of {:?} is not 64 hex digits (blake3)",
+            bad.path
+        )));
+    }
     let params = ProjectionParams {
         format: p.format.unwrap_or(Format::Anthropic),
         budget_tokens: budget,
@@ -115,6 +144,11 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         line_numbers: p.line_numbers,
         evicted_limit: p.evicted_limit,
         session: p.session.filter(|s| !s.is_empty()),
+        request_shows: p
+            .request_shows
+            .into_iter()
+            .map(|s| (s.path, s.hash.to_ascii_lowercase()))
+            .collect(),
     };
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);

@@ -1,0 +1,224 @@
+//! Files a request already shows whole, in what it keeps as it came.
+//!
+//! Claude Code attaches files to a conversation as a Read it made itself: a text saying
+//! `Called the Read tool with the following input: {"file_path": ...}`, then `Result of calling
+//! the Read tool:` and the file's lines with their numbers. It does so for a file named with `@`
+//! in a prompt, and after a compaction for the files the conversation read or edited last. Those
+//! texts sit in the first message (or in `role: "system"` messages), which the proxy sends as
+//! they came, so the projection after them would show the same lines a second time. The mount is
+//! told which files they are and what their copy holds (its hash), and leaves out each file
+//! whose copy is still what is on disk; one changed since is shown as it is now.
+
+use serde_json::Value;
+
+use super::rewrite::Plan;
+use crate::projection::shown_hash;
+
+const CALLED: &str = "Called the Read tool with the following input:";
+const RESULT: &str = "Result of calling the Read tool:";
+/// More would only be a request made to look like Claude Code's: it attaches at most five files
+/// after a compaction, and a prompt names a few.
+pub const MAX_FILES: usize = 64;
+
+/// A file the request shows whole: its path as the request gives it, and the hash of what it
+/// shows ([`shown_hash`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Shown {
+    pub path: String,
+    pub hash: String,
+}
+
+/// The files shown whole in what the request sent for `plan` keeps verbatim: the first message,
+/// the `role: "system"` messages of the history, and the last turn (a prompt naming a file with
+/// `@` is in it).
+pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
+    let tail = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
+    let mut out: Vec<Shown> = Vec::new();
+    for m in std::iter::once(&plan.head)
+        .chain(&plan.instructions)
+        .chain(tail)
+    {
+        for text in texts(m) {
+            for s in read_copies(text) {
+                if out.len() < MAX_FILES && !out.contains(&s) {
+                    out.push(s);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The texts of a message: its content string, or its text blocks.
+fn texts(m: &Value) -> Vec<&str> {
+    match m.get("content") {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Every whole-file Read copy in `text`.
+fn read_copies(text: &str) -> Vec<Shown> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(at) = rest.find(CALLED) {
+        rest = &rest[at + CALLED.len()..];
+        let (input, after) = rest.split_once('\n').unwrap_or((rest, ""));
+        let Some(after) = after.strip_prefix(RESULT) else {
+            continue;
+        };
+        let after = after.strip_prefix('\n').unwrap_or(after);
+        let path = serde_json::from_str::<Value>(input.trim())
+            .ok()
+            .and_then(|v| v.get("file_path")?.as_str().map(str::to_owned));
+        // A Read of part of a file (`offset`, `limit`) starts its numbers elsewhere, or stops
+        // early: its hash is then not the file's, and the file is projected as usual.
+        if let (Some(path), Some(lines)) = (path, ungutter(after)) {
+            out.push(Shown {
+                path,
+                hash: shown_hash(lines.as_bytes()),
+            });
+        }
+        rest = after;
+    }
+    out
+}
+
+/// The lines a listing numbered from 1 (`12\tline` or `    12→line`) shows, without their
+/// numbers, up to the first line that is not the next one; `None` when there is none.
+fn ungutter(listing: &str) -> Option<String> {
+    let mut out = String::new();
+    let mut n: u64 = 0;
+    for line in listing.split('\n') {
+        let rest = line.trim_start_matches(' ');
+        let digits = rest.len() - rest.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+        if rest[..digits].parse::<u64>().ok() != Some(n + 1) {
+            break;
+        }
+        let content = match rest[digits..].chars().next() {
+            Some(c @ ('\t' | '\u{2192}')) => &rest[digits + c.len_utf8()..],
+            _ => break,
+        };
+        if n > 0 {
+            out.push('\n');
+        }
+        out.push_str(content);
+        n += 1;
+    }
+    (n > 0).then_some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn copy(path: &str, listing: &str) -> String {
+        format!(
+            "{CALLED} {}\n{RESULT}\n{listing}",
+            json!({ "file_path": path })
+        )
+    }
+
+    #[test]
+    fn a_whole_read_copy_is_found_in_either_gutter() {
+        let file = "def add(a, b):\n    return a + b\n";
+        let tab = copy("/w/calc.py", "1\tdef add(a, b):\n2\t    return a + b");
+        let arrow = copy(
+            "/w/calc.py",
+            "     1\u{2192}def add(a, b):\n     2\u{2192}    return a + b\n",
+        );
+        for text in [tab, arrow] {
+            assert_eq!(
+                read_copies(&text),
+                [Shown {
+                    path: "/w/calc.py".into(),
+                    hash: shown_hash(file.as_bytes())
+                }],
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn copies_are_found_wrapped_and_several_to_a_text() {
+        let text = format!(
+            "<system-reminder>\n{}\n</system-reminder>\n<system-reminder>\n{}\n</system-reminder>",
+            copy("/w/a.py", "1\ta = 1"),
+            copy("/w/b.py", "1\tb = 2\n2\t"),
+        );
+        let found = read_copies(&text);
+        assert_eq!(
+            found,
+            [
+                Shown {
+                    path: "/w/a.py".into(),
+                    hash: shown_hash(b"a = 1\n")
+                },
+                Shown {
+                    path: "/w/b.py".into(),
+                    hash: shown_hash(b"b = 2\n\n")
+                }
+            ]
+        );
+    }
+
+    #[test]
+    fn part_of_a_file_or_no_listing_is_no_copy() {
+        let from_line_10 = copy("/w/big.py", "10\tx = 1\n11\ty = 2");
+        let no_lines = copy("/w/empty.py", "<system-reminder>empty</system-reminder>");
+        let not_json = format!("{CALLED} file_path=/w/a.py\n{RESULT}\n1\ta");
+        let no_result = format!("{CALLED} {}\n1\ta", json!({"file_path": "/w/a.py"}));
+        for text in [from_line_10, no_lines, not_json, no_result] {
+            assert_eq!(read_copies(&text), [], "{text}");
+        }
+        // A gap in the numbers ends the copy there: what it holds is then not the whole file.
+        assert_eq!(ungutter("1\ta\n3\tc").as_deref(), Some("a"));
+    }
+
+    #[test]
+    fn only_what_goes_as_it_came_is_searched() {
+        let body = json!({"messages": [
+            {"role": "user", "content": [{"type": "text", "text": copy("/w/head.py", "1\th")}]},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            {"role": "user", "content": copy("/w/history.py", "1\tx")},
+            {"role": "system", "content": copy("/w/system.py", "1\ts")},
+            {"role": "assistant", "content": [{"type": "text", "text": "last"}]},
+            {"role": "user", "content": [{"type": "text", "text": copy("/w/tail.py", "1\tt")}]},
+            {"role": "system", "content": copy("/w/tail-system.py", "1\tts")},
+        ]});
+        let messages = body["messages"].as_array().cloned().unwrap_or_default();
+        let plan = Plan {
+            tail_start: 4,
+            head: messages[0].clone(),
+            instructions: vec![messages[3].clone()],
+            tool_loads: Vec::new(),
+            goal: String::new(),
+            later_prompts: None,
+            compacted: false,
+            breakpoints: 0,
+            cache_ttl: Default::default(),
+        };
+        let paths: Vec<String> = in_request(&body, &plan)
+            .into_iter()
+            .map(|s| s.path)
+            .collect();
+        assert_eq!(
+            paths,
+            [
+                "/w/head.py",
+                "/w/system.py",
+                "/w/tail.py",
+                "/w/tail-system.py"
+            ]
+        );
+    }
+}
