@@ -126,3 +126,65 @@ print("REWRITTEN %d of %d requests reached the API rewritten (the first has no h
 for t, history, sent in sizes:
     if t in (10, 25, 50, 100, 200, 400) or t == turns:
         print("SIZE | %d | %d | %d | %.1f%% |" % (t, history, sent, 100.0 * sent / history))
+
+
+# After a compaction: the summary opens the conversation, with the five files read last
+# attached whole as Claude Code puts them back. Posted twice through the proxy: with the copies
+# as the files are (the projection leaves those files out), and with each copy one byte off
+# (no longer the file: the projection shows it too, as it did before it knew of copies).
+def proxy_stats(calls):
+    for _ in range(300):
+        s = json.loads(subprocess.run([bin_, "ctl", "stats"], cwd=mnt, capture_output=True,
+                                      check=True).stdout)["proxy"]
+        if s["calls"] >= calls:
+            return s
+        time.sleep(0.1)
+    sys.exit("the proxy did not report its call")
+
+
+hook({"hook_event_name": "SessionStart", "source": "compact"})
+last = []
+for t in range(turns, 0, -1):
+    p = files[(t * 7) % len(files)]
+    if p not in last:
+        last.append(p)
+    if len(last) == 5:
+        break
+copies = [(p, subprocess.run(["cat", p], capture_output=True, text=True, check=True).stdout)
+          for p in last]
+tools = [{"name": "Read", "input_schema": schema},
+         {"name": "Agent", "input_schema": {"type": "object"}}]
+
+
+def compacted(mark):
+    head = [{"type": "text", "text": "This session is being continued from a previous "
+             "conversation that ran out of context. The summary below covers the earlier "
+             "portion of the conversation.\n\nSummary:\n1. Primary Request and Intent: " + PROMPT}]
+    for p, text in copies:
+        head.append({"type": "text", "text": "<system-reminder>\nCalled the Read tool with the "
+                     "following input: %s\nResult of calling the Read tool:\n%s\n"
+                     "</system-reminder>" % (json.dumps({"file_path": p}), numbered(text) + mark)})
+    messages = [{"role": "user", "content": head}]
+    # Two calls since: with fewer there is no history for the projection to replace.
+    for i in (1, 0):
+        tid = "toolu_bench_after_%d" % i
+        messages.append({"role": "assistant", "content": [
+            {"type": "tool_use", "id": tid, "name": "Read", "input": {"file_path": last[i]}}]})
+        messages.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": tid, "content": numbered(copies[i][1])}]})
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": True,
+                       "system": [{"type": "text", "text": "You are Claude Code."}],
+                       "tools": tools, "messages": messages}).encode()
+
+
+calls = proxy_stats(0)["calls"]
+row = []
+for mark in ("", "#"):
+    post(proxy, compacted(mark))
+    calls += 1
+    s = proxy_stats(calls)
+    row.append((s["last_history_tokens"], s["last_sent_tokens"], last_recorded_bytes()))
+(h, cur, cur_b), (_, stale, stale_b) = row
+print("ATTACHED | %d | %d | %d | %d | %d (%.1f%%) | %d -> %d |" % (
+    len(copies), h, stale, cur, stale - cur, 100.0 * (stale - cur) / max(1, stale),
+    stale_b, cur_b))

@@ -691,6 +691,12 @@ for f in range(12):
     echo "| calls reported | messages as sent by the client | messages sent upstream | ratio | last call |"
     echo "|---|---|---|---|---|"
     echo "$out" | sed -n 's/^TOKENS //p'
+    echo
+    echo "After a compaction (the summary opens the conversation, the five files read last attached whole as Claude Code puts them back), one call through the proxy; tokens (o200k_base) of the messages:"
+    echo
+    echo "| files attached | messages as sent by the client | sent upstream, copies not the files (shown again) | sent upstream, copies current (left out) | saved | bytes sent |"
+    echo "|---|---|---|---|---|---|"
+    echo "$out" | sed -n 's/^ATTACHED //p'
   } | record
 }
 
