@@ -694,7 +694,7 @@ for f in range(12):
     echo
     echo "After a compaction (the summary opens the conversation, the five files read last attached whole as Claude Code puts them back), one call through the proxy; tokens (o200k_base) of the messages:"
     echo
-    echo "| files attached | messages as sent by the client | sent upstream, copies not the files (shown again) | sent upstream, copies current (left out) | saved | bytes sent |"
+    echo "| files attached | messages as sent by the client | sent upstream, copies not the files (shown again) | sent upstream, copies current (left out) | saved | bytes sent (shown again -> left out) |"
     echo "|---|---|---|---|---|---|"
     echo "$out" | sed -n 's/^ATTACHED //p'
   } | record
