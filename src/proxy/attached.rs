@@ -201,6 +201,7 @@ mod tests {
             head: messages[0].clone(),
             instructions: vec![messages[3].clone()],
             tool_loads: Vec::new(),
+            prompt_media: Vec::new(),
             goal: String::new(),
             later_prompts: None,
             compacted: false,

@@ -94,6 +94,10 @@ pub struct Plan {
     /// The history's calls whose results load deferred tools, then those results (two
     /// messages, or none), without breakpoints.
     pub tool_loads: Vec<Value>,
+    /// Images and documents the user attached to the prompts of the history replaced, once
+    /// each, without breakpoints: the goal keeps what the user typed, and these are as much
+    /// the request (a screenshot of the bug), which nothing on disk holds.
+    pub prompt_media: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
@@ -260,6 +264,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         .filter(|m| seen.insert(m.to_string()))
         .collect();
     let tool_loads = tool_loads(&messages[1..tail_start]);
+    let prompt_media = prompt_media(&messages[1..tail_start]);
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -290,6 +295,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         head: without_breakpoints(first),
         instructions,
         tool_loads,
+        prompt_media,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         compacted,
@@ -309,6 +315,23 @@ fn blocks_of<'a>(messages: &'a [Value], r: &'a str) -> impl Iterator<Item = &'a 
         .filter(move |m| role(m) == Some(r))
         .filter_map(|m| m.get("content")?.as_array())
         .flatten()
+}
+
+/// The image and document blocks of the user's messages in `history`, once each, without
+/// breakpoints.
+fn prompt_media(history: &[Value]) -> Vec<Value> {
+    let mut seen = HashSet::new();
+    blocks_of(history, "user")
+        .filter(|b| matches!(kind(b), Some("image" | "document")))
+        .map(|b| {
+            let mut b = b.clone();
+            if let Some(o) = b.as_object_mut() {
+                o.remove("cache_control");
+            }
+            b
+        })
+        .filter(|b| seen.insert(b.to_string()))
+        .collect()
 }
 
 /// The calls of `history` whose results load deferred tools (hold `tool_reference` blocks:
@@ -479,6 +502,11 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     new.push(head);
     for m in plan.tool_loads.iter().cloned() {
         push_message(&mut new, m);
+    }
+    // Where the later prompts are said (the projection's opening), and as stable as they are.
+    if !plan.prompt_media.is_empty() {
+        let media = serde_json::json!({ "role": "user", "content": plan.prompt_media });
+        push_message(&mut new, media);
     }
     for m in opening
         .into_iter()
@@ -654,6 +682,57 @@ mod tests {
         assert_eq!(
             first["content"][1]["text"],
             body["messages"][0]["content"][1]["text"]
+        );
+    }
+
+    /// A screenshot the user pasted into a later prompt is part of the request the history
+    /// held: it is kept, once, where the later prompts are said.
+    #[test]
+    fn images_of_later_prompts_are_kept_once() {
+        let mut body = request(5);
+        let image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "iVBORw0KGgo="}});
+        let pdf = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}});
+        for (at, extra) in [
+            (4, vec![image.clone(), pdf.clone()]),
+            (6, vec![image.clone()]),
+        ] {
+            let blocks = body["messages"][at]["content"]
+                .as_array_mut()
+                .expect("blocks");
+            blocks.extend(extra);
+            blocks.push(json!({"type": "text", "text": "[Image #1] this is what I see"}));
+        }
+        // One in the last turn too: it goes with the turn, as it came.
+        let tail_image = json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "R0lGODlh"}});
+        body["messages"][10]["content"]
+            .as_array_mut()
+            .expect("blocks")
+            .push(tail_image.clone());
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(plan.prompt_media, [image.clone(), pdf.clone()]);
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let text = out["messages"].to_string();
+        for (block, n) in [(&image, 1), (&pdf, 1), (&tail_image, 1)] {
+            assert_eq!(
+                text.matches(&block.to_string()).count(),
+                n,
+                "{block}: {text}"
+            );
+        }
+        let m = out["messages"].as_array().expect("messages");
+        let at = m
+            .iter()
+            .position(|m| m["content"].to_string().contains("iVBORw0KGgo="))
+            .expect("kept");
+        assert_eq!(m[at]["role"], "user");
+        assert!(at < m.len() - 2, "before the last turn");
+        // Merged into the first message, after its blocks, as the later prompts are.
+        let head = without_breakpoints(&body["messages"][0]);
+        let n = head["content"].as_array().map_or(0, Vec::len);
+        assert_eq!(
+            m[0]["content"].as_array().map(|b| &b[..n]),
+            head["content"].as_array().map(Vec::as_slice),
+            "the first message's own blocks as they came, first"
         );
     }
 
