@@ -25,6 +25,9 @@
 //! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
 //!   changes below the directory searched (which files it depends on cannot be told), and
 //!   projected until then; not if something there changed while it ran.
+//! - `PostToolUse` of `Agent` (`Task` before 2.1.63), `WebFetch` or `WebSearch`: the result,
+//!   which no file holds, is kept as an output (`command.record` with `tool`) that fades with
+//!   its age like any other, instead of leaving the projection with the next call.
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
@@ -246,7 +249,8 @@ pub fn plan(event: &Value) -> Plan {
             match step(event, failed) {
                 Some(step) => {
                     let command = command_output(event, failed, &step)
-                        .or_else(|| search_output(event, failed, &step));
+                        .or_else(|| search_output(event, failed, &step))
+                        .or_else(|| kept_result(event, failed, &step));
                     let tasks = if failed { None } else { tool_tasks(event) };
                     // Its PreToolUse began it (the same test); nothing will record it now.
                     let abandon = match command {
@@ -399,6 +403,34 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }))
 }
 
+/// Tools whose result no file holds and nothing on disk keeps current: a subagent's report (the
+/// work of many calls, in a few paragraphs), a fetched page, a web search.
+const KEPT_RESULTS: &[&str] = &["Agent", "Task", "WebFetch", "WebSearch"];
+
+/// `command.record` params for the result of a call of one of [`KEPT_RESULTS`]: without it,
+/// behind `worldfs proxy` the result would be gone from the model's view after one more call,
+/// with the history it was part of. Kept as the policy keeps any output (it fades with its
+/// age), named by the tool and its input as the step has them.
+fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
+    let tool = event.get("tool_name")?.as_str()?;
+    if failed || !KEPT_RESULTS.contains(&tool) {
+        return None;
+    }
+    let cwd = agent_cwd(event)?;
+    let input = step.get("input")?;
+    let output = step.get("result")?.as_str()?;
+    if output.trim().is_empty() {
+        return None;
+    }
+    Some(json!({
+        "command": format!("{tool} {input}"),
+        "cwd": cwd,
+        "output": output,
+        "files": [],
+        "tool": tool,
+    }))
+}
+
 fn step(event: &Value, failed: bool) -> Option<Value> {
     let tool = event.get("tool_name")?.as_str()?;
     let input = event.get("tool_input").cloned().unwrap_or(Value::Null);
@@ -473,6 +505,16 @@ fn result_text(tool: &str, response: &Value) -> String {
         } else {
             format!("The file {path} has been updated.")
         };
+    }
+    // An Agent call's result (the subagent's last message) and an MCP tool's: text blocks.
+    if let Some(blocks) = response.get("content").and_then(Value::as_array) {
+        let texts: Vec<&str> = blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect();
+        if !texts.is_empty() {
+            return texts.join("\n");
+        }
     }
     // Grep (files mode) and Glob: the paths, one per line.
     if response.get("content").is_none()
@@ -652,6 +694,53 @@ mod tests {
         );
         let read = post("Read", json!({"file_path": "/p/a"}), json!({"file": {}}));
         assert_eq!(command_params(&read), None);
+    }
+
+    #[test]
+    fn a_subagents_report_and_a_fetched_page_are_kept() {
+        let input = json!({"description": "Find the parser", "prompt": "Where is the date parser?",
+                           "subagent_type": "Explore"});
+        let ev = post(
+            "Agent",
+            input.clone(),
+            json!({"status": "completed", "agentId": "a1", "totalDurationMs": 5000,
+                   "content": [{"type": "text", "text": "It is in src/dates.py,"},
+                               {"type": "text", "text": "function parse()."}]}),
+        );
+        let report = "It is in src/dates.py,\nfunction parse().";
+        assert_eq!(step_params(&ev)["result"], report);
+        assert_eq!(
+            command_params(&ev),
+            Some(
+                json!({"command": format!("Agent {input}"), "cwd": "/work/project",
+                        "output": report, "files": [], "tool": "Agent"})
+            )
+        );
+        let fetch = post(
+            "WebFetch",
+            json!({"url": "https://docs.rs/x", "prompt": "the API"}),
+            json!({"result": "x::parse takes a &str", "code": 200, "url": "https://docs.rs/x"}),
+        );
+        let kept = command_params(&fetch).expect("kept");
+        assert_eq!(kept["output"], "x::parse takes a &str");
+        assert_eq!(kept["tool"], "WebFetch");
+        // Not a failed call, nor an empty result, nor another tool's.
+        let mut failed = ev.clone();
+        failed["hook_event_name"] = "PostToolUseFailure".into();
+        failed["error"] = "the subagent was interrupted".into();
+        assert_eq!(command_params(&failed), None);
+        let empty = post(
+            "Agent",
+            input,
+            json!({"content": [{"type": "text", "text": " "}]}),
+        );
+        assert_eq!(command_params(&empty), None);
+        let edit = post(
+            "Edit",
+            json!({"file_path": "/work/project/a.py"}),
+            json!({"filePath": "/work/project/a.py"}),
+        );
+        assert_eq!(command_params(&edit), None);
     }
 
     #[test]

@@ -288,6 +288,64 @@ fn two_sessions_keep_their_own_goals_and_task_lists() {
     assert_eq!(tasks(&mut c, "s2"), json!([]));
 }
 
+/// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history
+/// one call later. It is kept as an earlier result, shown once while it is the last step.
+#[test]
+fn a_subagents_report_outlives_its_turn() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let cwd = m.root.to_string_lossy().into_owned();
+    let post = |tool: &str, id: &str, input: Value, response: Value| {
+        let ev = json!({"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": cwd,
+                        "tool_name": tool, "tool_use_id": id,
+                        "tool_input": input, "tool_response": response});
+        common::hook(Path::new("/"), &ev.to_string());
+    };
+    let report = "The parser is parse() in dates.py; it drops the time zone.";
+    post(
+        "Agent",
+        "toolu_agent",
+        json!({"description": "Find the parser", "prompt": "Where is the date parser?",
+               "subagent_type": "Explore"}),
+        json!({"status": "completed", "content": [{"type": "text", "text": report}]}),
+    );
+    let text = |c: &mut Client, last_step: bool| -> String {
+        let p = c
+            .call(
+                "projection.get",
+                json!({"format": "text", "budget": 8000, "last_step": last_step}),
+            )
+            .expect("projection");
+        p["body"].as_str().unwrap_or_default().to_owned()
+    };
+    assert_eq!(
+        text(&mut c, true).matches(report).count(),
+        1,
+        "once, as the step"
+    );
+    assert!(
+        !text(&mut c, false).contains(report),
+        "a client that sends the last turn itself shows it there"
+    );
+    let file = m.root.join("calc.py").to_string_lossy().into_owned();
+    std::fs::read(m.root.join("calc.py")).expect("read through the mount");
+    post(
+        "Read",
+        "toolu_read",
+        json!({"file_path": file}),
+        json!({"type": "text", "file": {"filePath": file, "content": "x = 1\n", "numLines": 1,
+                                        "startLine": 1, "totalLines": 1}}),
+    );
+    let after = text(&mut c, false);
+    assert!(
+        after.contains("Result of an earlier Agent call (\"Find the parser\"), as it was then")
+            && after.contains(report),
+        "{after}"
+    );
+}
+
 #[test]
 fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
     let (_tmp, dir) = common::tempdir();

@@ -165,6 +165,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         subtrees: Vec::new(),
         turn: 1,
         seq: 20,
+        tool: None,
     });
     h.record_command(CommandOutput {
         command: "cat notes.txt".into(),
@@ -175,6 +176,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         subtrees: Vec::new(),
         turn: 0,
         seq: 10,
+        tool: None,
     });
     *h.last_step.write() = Some(Step {
         tool_use_id: "toolu_01GoldenStep".into(),

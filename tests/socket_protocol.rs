@@ -755,6 +755,20 @@ fn command_record_with_explicit_files_and_bad_input() {
         json!({"command": "x", "output": "", "cwd": "/etc", "files": []}),
     );
     assert_eq!(code_, code::REFUSED);
+    let (code_, msg) = c.call_err(
+        "command.record",
+        json!({"command": "x", "output": "", "files": [], "tool": "no spaces"}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS);
+    assert!(msg.contains("not a tool name"), "{msg}");
+    // A tool's result is listed with its tool.
+    c.call(
+        "command.record",
+        json!({"command": "WebFetch {\"url\":\"https://x\"}", "output": "a page", "files": [],
+               "tool": "WebFetch"}),
+    );
+    let listed = c.call("commands.list", json!({}))["commands"].clone();
+    assert_eq!(listed[0]["tool"], "WebFetch", "{listed}");
     // Forget by key.
     c.call(
         "command.record",

@@ -216,6 +216,9 @@ pub(super) fn step_part(s: &Step, format: Format) -> Result<StepPart, Projection
 
 /// The text a command output is shown as in the message formats.
 fn command_text(c: &CommandOutput) -> String {
+    if let Some(tool) = &c.tool {
+        return tool_result_text(c, tool);
+    }
     let cwd = if c.cwd.is_empty() || c.cwd == "." {
         String::new()
     } else {
@@ -241,6 +244,33 @@ fn command_text(c: &CommandOutput) -> String {
     format!(
         "Output of `{}`{cwd}, {code}. Still current: {current}.\n{output}",
         c.command
+    )
+}
+
+/// A tool call's result that no file keeps current: said to be as it was then, and named by
+/// what its input says it was for (an `Agent` call's description, a fetch's URL, a search's
+/// query), not by the whole input (a subagent's prompt can be long).
+fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
+    let input = c
+        .command
+        .strip_prefix(tool)
+        .and_then(|rest| serde_json::from_str::<Value>(rest.trim_start()).ok());
+    let about = input
+        .as_ref()
+        .and_then(|i| {
+            ["description", "url", "query"]
+                .iter()
+                .find_map(|k| i.get(*k).and_then(Value::as_str))
+        })
+        .map_or_else(String::new, |a| format!(" ({a:?})"));
+    let output = if c.output.trim().is_empty() {
+        "(no output)"
+    } else {
+        c.output.as_str()
+    };
+    format!(
+        "Result of an earlier {tool} call{about}, as it was then: what it says of files may be \
+         out of date (the files shown here are as they are now).\n{output}"
     )
 }
 
@@ -328,6 +358,7 @@ mod tests {
             subtrees: Vec::new(),
             turn: 1,
             seq: 1,
+            tool: None,
         };
         let current = |c: &CommandOutput| {
             let t = command_text(c);
@@ -342,5 +373,29 @@ mod tests {
             current(&c),
             "nothing below docs, src/core has changed since it ran."
         );
+    }
+
+    #[test]
+    fn a_tool_result_says_it_is_as_it_was_then() {
+        let input = serde_json::json!({"description": "Find the parser", "prompt": "x".repeat(500),
+                                       "subagent_type": "Explore"});
+        let c = CommandOutput {
+            command: format!("Agent {input}"),
+            cwd: ".".into(),
+            output: "The parser is in src/parse.rs.".into(),
+            exit_code: None,
+            inputs: Vec::new(),
+            subtrees: Vec::new(),
+            turn: 1,
+            seq: 1,
+            tool: Some("Agent".into()),
+        };
+        let t = command_text(&c);
+        assert!(
+            t.starts_with("Result of an earlier Agent call (\"Find the parser\"), as it was then"),
+            "{t}"
+        );
+        assert!(t.ends_with("\nThe parser is in src/parse.rs."), "{t}");
+        assert!(!t.contains("xxxx"), "not the whole prompt: {t}");
     }
 }

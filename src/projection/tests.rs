@@ -295,6 +295,7 @@ fn build(s: &Scenario) -> Built {
             subtrees: Vec::new(),
             turn: 0,
             seq: k as u64,
+            tool: None,
         });
     }
     b
@@ -678,6 +679,7 @@ fn the_stream_only_grows_at_its_end() {
         subtrees: Vec::new(),
         turn: 0,
         seq,
+        tool: None,
     });
     read_obs(&mut b, "b.rs", 0, 100);
     let req = ProjectionRequest::new(Format::Anthropic, 100_000);
@@ -1125,6 +1127,7 @@ fn ran(b: &Built, command: &str, output: &str) {
         subtrees: Vec::new(),
         turn: 0,
         seq: 99,
+        tool: None,
     });
     bash_step(b, command, output);
 }

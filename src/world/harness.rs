@@ -220,7 +220,8 @@ pub struct Step {
 }
 
 /// A command's output, valid as long as the files it read through the mount are unchanged,
-/// and nothing below its `subtrees` changed.
+/// and nothing below its `subtrees` changed. Or the result of a tool call that no file keeps
+/// current (`tool`: a subagent's report, a web page), kept for as long as the policy keeps it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CommandOutput {
     pub command: String,
@@ -239,6 +240,11 @@ pub struct CommandOutput {
     pub turn: u64,
     /// Observation sequence number when it was recorded.
     pub seq: u64,
+    /// The tool whose call this is the result of, when it is not a command's output (Claude
+    /// Code's `Agent`, `WebFetch`, `WebSearch`): what it says was true when it was made, and is
+    /// shown as such. `command` is then the tool and its input (`Agent {...}`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool: Option<String>,
 }
 
 /// Harness-provided session state. Cheap to read concurrently; written rarely.
@@ -317,6 +323,7 @@ mod tests {
             subtrees: Vec::new(),
             turn: 1,
             seq: 1,
+            tool: None,
         }
     }
 

@@ -1132,6 +1132,7 @@ fn output(
         subtrees,
         turn: 2,
         seq: 5,
+        tool: None,
     }
 }
 

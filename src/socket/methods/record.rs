@@ -214,6 +214,10 @@ pub(super) struct CommandRecord {
     /// read nothing; if a whole-tree scanner read files meanwhile, until anything changes.
     #[serde(default)]
     only_if_tracked: bool,
+    /// The tool whose call's result this is, when it is not a command's output: a result no
+    /// file keeps current (a subagent's report, a web page), recorded with `files: []`.
+    #[serde(default)]
+    tool: Option<String>,
 }
 
 pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> {
@@ -221,6 +225,13 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         return Err(RpcError::invalid_params(
             "command.record: command must not be empty",
         ));
+    }
+    if let Some(t) = &p.tool
+        && !crate::projection::valid_tool_name(t)
+    {
+        return Err(RpcError::invalid_params(format!(
+            "command.record: tool {t:?} is not a tool name (^[a-zA-Z0-9_-]{{1,64}}$)"
+        )));
     }
     if p.since_seq.is_some() && p.begun.is_some() {
         return Err(RpcError::invalid_params(
@@ -340,6 +351,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         subtrees,
         turn: w.turn(),
         seq: w.recent().last_seq(),
+        tool: p.tool,
     };
     let reply = json!({
         "command": out.command,
