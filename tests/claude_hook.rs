@@ -121,13 +121,20 @@ fn task_lines(c: &mut Client) -> Vec<String> {
         .unwrap_or_default()
 }
 
-#[test]
-fn the_agents_task_list_is_carried_by_the_projection() {
+/// A mount holding `calc.py` (`x = 1`), a client of its socket, and its root as a hook
+/// event's `cwd`.
+fn calc_mount() -> (Mount, Client, String) {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
     });
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let cwd = m.root.to_string_lossy().into_owned();
+    (m, c, cwd)
+}
+
+#[test]
+fn the_agents_task_list_is_carried_by_the_projection() {
+    let (_m, mut c, cwd) = calc_mount();
     let mut n = 0;
     let mut post = |tool: &str, input: Value, response: Value| {
         n += 1;
@@ -230,11 +237,7 @@ fn the_agents_task_list_is_carried_by_the_projection() {
 /// prompts leave the first one's goal and task list alone.
 #[test]
 fn two_sessions_keep_their_own_goals_and_task_lists() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
-        std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
-    });
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
-    let cwd = m.root.to_string_lossy().into_owned();
+    let (_m, mut c, cwd) = calc_mount();
     let tell = |session: &str, ev: Value| {
         let mut ev = ev;
         ev["session_id"] = session.into();
@@ -292,11 +295,7 @@ fn two_sessions_keep_their_own_goals_and_task_lists() {
 /// one call later. It is kept as an earlier result, shown once while it is the last step.
 #[test]
 fn a_subagents_report_outlives_its_turn() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
-        std::fs::write(src.join("calc.py"), "x = 1\n").expect("write");
-    });
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
-    let cwd = m.root.to_string_lossy().into_owned();
+    let (m, mut c, cwd) = calc_mount();
     let post = |tool: &str, id: &str, input: Value, response: Value| {
         let ev = json!({"hook_event_name": "PostToolUse", "session_id": "s1", "cwd": cwd,
                         "tool_name": tool, "tool_use_id": id,
