@@ -418,6 +418,10 @@ fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }
     let cwd = agent_cwd(event)?;
     let input = step.get("input")?;
+    // A subagent started in the background answers that it started; its report comes later.
+    if input.get("run_in_background").and_then(Value::as_bool) == Some(true) {
+        return None;
+    }
     let output = step.get("result")?.as_str()?;
     if output.trim().is_empty() {
         return None;
@@ -731,10 +735,18 @@ mod tests {
         assert_eq!(command_params(&failed), None);
         let empty = post(
             "Agent",
-            input,
+            input.clone(),
             json!({"content": [{"type": "text", "text": " "}]}),
         );
         assert_eq!(command_params(&empty), None);
+        let mut background = input;
+        background["run_in_background"] = true.into();
+        let started = post(
+            "Agent",
+            background,
+            json!({"content": [{"type": "text", "text": "Agent started in the background."}]}),
+        );
+        assert_eq!(command_params(&started), None, "only started");
         let edit = post(
             "Edit",
             json!({"file_path": "/work/project/a.py"}),
