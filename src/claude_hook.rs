@@ -53,6 +53,7 @@ use serde_json::{Map, Value, json};
 
 use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_or;
+use crate::socket::client::of_session;
 use crate::socket::{Client, ClientError, fit};
 
 pub mod install;
@@ -128,34 +129,29 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .get("session_id")
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
-    let of_session = |mut params: Value| {
-        if let (Some(s), Some(o)) = (session, params.as_object_mut()) {
-            o.insert("session".into(), json!(s));
-        }
-        params
-    };
+    let in_session = |params: Value| of_session(params, session);
     match plan {
         Plan::Nothing => {}
         Plan::ClearGoal => {
-            c.call("goal.set", of_session(json!({ "goal": null })))?;
-            c.call("state.patch", of_session(json!({ "tasks": null })))?;
+            c.call("goal.set", in_session(json!({ "goal": null })))?;
+            c.call("state.patch", in_session(json!({ "tasks": null })))?;
         }
         Plan::AddToGoal(prompt) => {
-            let now = c.call("goal.get", of_session(json!({})))?;
+            let now = c.call("goal.get", in_session(json!({})))?;
             let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
-            c.call("goal.set", of_session(json!({ "goal": goal })))?;
+            c.call("goal.set", in_session(json!({ "goal": goal })))?;
         }
         Plan::Compacted => {
-            c.call("goal.compacted", of_session(json!({})))?;
+            c.call("goal.compacted", in_session(json!({})))?;
         }
         Plan::Resumed => {
-            c.call("goal.resumed", of_session(json!({})))?;
+            c.call("goal.resumed", in_session(json!({})))?;
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
         }
         Plan::Tasks(params) => {
-            c.call("state.patch", of_session(params))?;
+            c.call("state.patch", in_session(params))?;
         }
         Plan::Step {
             step,
@@ -166,7 +162,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             // The task list and the output are a bonus: the step must be recorded whatever
             // becomes of them.
             if let Some(params) = tasks
-                && let Err(e) = c.call("state.patch", of_session(params))
+                && let Err(e) = c.call("state.patch", in_session(params))
             {
                 let e = anyhow::Error::from(e);
                 tracing::info!("worldfs hook: the task list is not changed: {e:#}");

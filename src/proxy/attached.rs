@@ -11,14 +11,12 @@
 
 use serde_json::Value;
 
-use super::rewrite::Plan;
+use super::rewrite::{Plan, texts};
 use crate::projection::shown_hash;
+use crate::socket::methods::MAX_REQUEST_SHOWS;
 
 const CALLED: &str = "Called the Read tool with the following input:";
 const RESULT: &str = "Result of calling the Read tool:";
-/// More would only be a request made to look like Claude Code's: it attaches at most five files
-/// after a compaction, and a prompt names a few.
-pub const MAX_FILES: usize = 64;
 
 /// A file the request shows whole: its path as the request gives it, and the hash of what it
 /// shows ([`shown_hash`]).
@@ -41,28 +39,15 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
         .chain(&plan.instructions)
         .chain(tail)
     {
-        for text in texts(m) {
+        for text in texts(m.get("content")) {
             for s in read_copies(text) {
-                if out.len() < MAX_FILES && !out.contains(&s) {
+                if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
                     out.push(s);
                 }
             }
         }
     }
     out
-}
-
-/// The texts of a message: its content string, or its text blocks.
-fn texts(m: &Value) -> Vec<&str> {
-    match m.get("content") {
-        Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| b.get("type").and_then(Value::as_str) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
-        _ => Vec::new(),
-    }
 }
 
 /// Every whole-file Read copy in `text`.

@@ -31,6 +31,7 @@ use serde_json::{Value, json};
 use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket;
 use crate::socket::Client;
+use crate::socket::client::of_session;
 
 /// The socket answers a projection in milliseconds; a daemon that does not must not hold the
 /// agent's request for long.
@@ -220,14 +221,6 @@ fn failed(state: &State, path: &str, why: &str) -> Prepared {
 
 /// The rewritten body and a one-line account of it, or why it stays as it is.
 type Rewrite = Result<(Value, String), rewrite::Skip>;
-
-/// Params naming `session`, when there is one.
-fn of_session(mut params: Value, session: Option<&str>) -> Value {
-    if let (Some(s), Some(o)) = (session, params.as_object_mut()) {
-        o.insert("session".into(), json!(s));
-    }
-    params
-}
 
 fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::Result<Rewrite> {
     let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;

@@ -119,12 +119,19 @@ fn role(m: &Value) -> Option<&str> {
 
 /// Whether a text of `content` (a string, or one of its text blocks) satisfies `pred`.
 fn any_text(content: Option<&Value>, pred: impl Fn(&str) -> bool) -> bool {
+    texts(content).into_iter().any(pred)
+}
+
+/// The texts of a message's `content`: the string, or its text blocks in order.
+pub(super) fn texts(content: Option<&Value>) -> Vec<&str> {
     match content {
-        Some(Value::String(s)) => pred(s),
-        Some(Value::Array(blocks)) => blocks.iter().any(|b| {
-            kind(b) == Some("text") && b.get("text").and_then(Value::as_str).is_some_and(&pred)
-        }),
-        _ => false,
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(blocks)) => blocks
+            .iter()
+            .filter(|b| kind(b) == Some("text"))
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
     }
 }
 
@@ -177,18 +184,13 @@ fn typed_text(content: Option<&Value>) -> Option<&str> {
             && !t.starts_with('[')
             && !t.starts_with(COMPACTED_OPENING)
     };
-    match content {
-        Some(Value::String(s)) => Some(s.as_str()).filter(typed),
-        Some(Value::Array(blocks)) if !blocks.iter().any(|b| kind(b) == Some("tool_result")) => {
-            blocks
-                .iter()
-                .rev()
-                .filter(|b| kind(b) == Some("text"))
-                .filter_map(|b| b.get("text").and_then(Value::as_str))
-                .find(typed)
-        }
-        _ => None,
+    let answers_calls = content
+        .and_then(Value::as_array)
+        .is_some_and(|blocks| blocks.iter().any(|b| kind(b) == Some("tool_result")));
+    if answers_calls {
+        return None;
     }
+    texts(content).into_iter().rev().find(typed)
 }
 
 /// The session's first prompt, as `worldfs hook` recorded it, and the prompts after it.
@@ -323,13 +325,7 @@ fn prompt_media(history: &[Value]) -> Vec<Value> {
     let mut seen = HashSet::new();
     blocks_of(history, "user")
         .filter(|b| matches!(kind(b), Some("image" | "document")))
-        .map(|b| {
-            let mut b = b.clone();
-            if let Some(o) = b.as_object_mut() {
-                o.remove("cache_control");
-            }
-            b
-        })
+        .map(without_breakpoints)
         .filter(|b| seen.insert(b.to_string()))
         .collect()
 }

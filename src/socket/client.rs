@@ -105,3 +105,12 @@ pub fn into_result(mut v: Value) -> Result<Value, ClientError> {
         None => Err(ClientError::BadResponse(v.to_string())),
     }
 }
+
+/// `params` (an object) naming the conversation of `session`, when there is one (the socket's
+/// `session` parameter; without it, a method speaks of the conversation changed last).
+pub fn of_session(mut params: Value, session: Option<&str>) -> Value {
+    if let (Some(s), Some(o)) = (session, params.as_object_mut()) {
+        o.insert("session".into(), Value::String(s.to_owned()));
+    }
+    params
+}

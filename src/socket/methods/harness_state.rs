@@ -5,9 +5,8 @@
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Empty, Shared};
+use super::{Empty, Shared, session};
 use crate::socket::protocol::RpcError;
-use crate::world::conversations::MAX_SESSION_BYTES;
 use crate::world::harness::{Framing, StructuredState, Task, TaskEdit};
 
 /// Which conversation a method speaks of: `session` names one (Claude Code's `session_id`);
@@ -17,17 +16,6 @@ use crate::world::harness::{Framing, StructuredState, Task, TaskEdit};
 pub(super) struct Session {
     #[serde(default)]
     session: Option<String>,
-}
-
-/// The session named, checked.
-fn session<'a>(method: &str, s: &'a Option<String>) -> Result<Option<&'a str>, RpcError> {
-    match s.as_deref() {
-        Some(id) if id.len() > MAX_SESSION_BYTES => Err(RpcError::invalid_params(format!(
-            "{method}: session is {} bytes long; at most {MAX_SESSION_BYTES}",
-            id.len()
-        ))),
-        other => Ok(other),
-    }
 }
 
 #[derive(Deserialize)]

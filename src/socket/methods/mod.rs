@@ -43,6 +43,9 @@ pub use entries::entry_json;
 pub const PROTOCOL_VERSION: u32 = 1;
 /// Largest token budget accepted: well above any model's context window.
 pub const MAX_BUDGET: u64 = 2_000_000;
+/// Most files `projection.get`'s `request_shows` may name: Claude Code attaches five after a
+/// compaction, and a prompt names a few.
+pub const MAX_REQUEST_SHOWS: usize = 64;
 /// Most items `entries.list` and `changes.since` return per call.
 pub const MAX_LIST: usize = 10_000;
 /// How long `command.record` waits for the world to catch up with the mount's observations.
@@ -328,6 +331,18 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Empty {}
+
+/// The `session` a method names, checked (`world::conversations`).
+fn session<'a>(method: &str, s: &'a Option<String>) -> Result<Option<&'a str>, RpcError> {
+    use crate::world::conversations::MAX_SESSION_BYTES;
+    match s.as_deref() {
+        Some(id) if id.len() > MAX_SESSION_BYTES => Err(RpcError::invalid_params(format!(
+            "{method}: session is {} bytes long; at most {MAX_SESSION_BYTES}",
+            id.len()
+        ))),
+        other => Ok(other),
+    }
+}
 
 fn lossy(p: &Path) -> String {
     p.to_string_lossy().into_owned()

@@ -6,12 +6,11 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{MAX_BUDGET, Shared, ingest_barrier};
+use super::{MAX_BUDGET, MAX_REQUEST_SHOWS, Shared, ingest_barrier, session};
 use crate::socket::protocol::{Reply, RpcError, code};
 use crate::socket::render::{
     CacheTtl, DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
 };
-use crate::world::conversations::MAX_SESSION_BYTES;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -53,9 +52,6 @@ struct RequestShows {
     path: String,
     hash: String,
 }
-
-/// Most files a request may say it shows: Claude Code attaches five after a compaction.
-const MAX_REQUEST_SHOWS: usize = 64;
 
 fn shows_last_step() -> bool {
     true
@@ -106,14 +102,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             "projection.get: unknown policy {name:?}"
         )));
     }
-    if let Some(s) = &p.session
-        && s.len() > MAX_SESSION_BYTES
-    {
-        return Err(RpcError::invalid_params(format!(
-            "projection.get: session is {} bytes long; at most {MAX_SESSION_BYTES}",
-            s.len()
-        )));
-    }
+    session("projection.get", &p.session)?;
     if p.request_shows.len() > MAX_REQUEST_SHOWS {
         return Err(RpcError::invalid_params(format!(
             "projection.get: request_shows names {} files; at most {MAX_REQUEST_SHOWS}",
