@@ -516,6 +516,21 @@ fn result_text(tool: &str, response: &Value) -> String {
             return texts.join("\n");
         }
     }
+    // WebSearch: the query, then each result: the search's text, or the links it found.
+    if tool == "WebSearch"
+        && let Some(query) = response.get("query").and_then(Value::as_str)
+        && let Some(results) = response.get("results").and_then(Value::as_array)
+    {
+        let mut out = format!("Web search results for query: {query:?}\n");
+        for r in results {
+            match (r.as_str(), r.get("content")) {
+                (Some(text), _) => out.push_str(&format!("\n{text}\n")),
+                (None, Some(links)) => out.push_str(&format!("\nLinks: {links}\n")),
+                (None, None) => {}
+            }
+        }
+        return out;
+    }
     // Grep (files mode) and Glob: the paths, one per line.
     if response.get("content").is_none()
         && let Some(names) = response.get("filenames").and_then(Value::as_array)
@@ -724,6 +739,19 @@ mod tests {
         let kept = command_params(&fetch).expect("kept");
         assert_eq!(kept["output"], "x::parse takes a &str");
         assert_eq!(kept["tool"], "WebFetch");
+        let search = post(
+            "WebSearch",
+            json!({"query": "x parse"}),
+            json!({"query": "x parse", "durationSeconds": 1.5, "results": [
+                {"tool_use_id": "srvtoolu_1", "content": [{"title": "x docs", "url": "https://docs.rs/x"}]},
+                "x::parse takes a &str and returns a Date."]}),
+        );
+        assert_eq!(
+            command_params(&search).expect("kept")["output"],
+            "Web search results for query: \"x parse\"\n\nLinks: \
+             [{\"title\":\"x docs\",\"url\":\"https://docs.rs/x\"}]\n\n\
+             x::parse takes a &str and returns a Date.\n"
+        );
         // Not a failed call, nor an empty result, nor another tool's.
         let mut failed = ev.clone();
         failed["hook_event_name"] = "PostToolUseFailure".into();
