@@ -452,6 +452,19 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         }
     };
     outln!(out, "goal:     {}", goal_line(&goal));
+    // The other sessions' goals, when several share the mount.
+    if goal.get("conversations").and_then(Value::as_u64) > Some(1)
+        && let Ok(list) = client.call("goal.list", json!({}))
+    {
+        let all = list["conversations"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for c in all.iter().rev().skip(1) {
+            let id = c["session"].as_str().unwrap_or("(no session)");
+            outln!(out, "          session {id}: {}", goal_line(c));
+        }
+    }
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
     let state = match client.call("state.get", json!({})) {
         Ok(state) => state,
@@ -506,7 +519,10 @@ fn goal_line(answer: &Value) -> String {
     if let Some(n) = answer.get("conversations").and_then(Value::as_u64)
         && n > 1
     {
-        notes.push(format!("the session heard from last, of {n}"));
+        match answer.get("session").and_then(Value::as_str) {
+            Some(id) => notes.push(format!("session {id}, heard from last, of {n}")),
+            None => notes.push(format!("the session heard from last, of {n}")),
+        }
     }
     if notes.is_empty() {
         format!("{shown:?}")
@@ -598,6 +614,12 @@ mod tests {
         assert_eq!(
             goal_line(&two),
             "\"Fix it\" (the session heard from last, of 2)"
+        );
+        let named = json!({"goal": "Fix it", "compacted": false, "conversations": 2,
+                           "session": "0d6f"});
+        assert_eq!(
+            goal_line(&named),
+            "\"Fix it\" (session 0d6f, heard from last, of 2)"
         );
         let one = json!({"goal": "Fix it", "compacted": false, "conversations": 1});
         assert_eq!(goal_line(&one), "\"Fix it\"");

@@ -116,6 +116,12 @@ fn goal_projection_and_status_subcommands() {
         o.contains("fix the lexer") && !o.contains("explain main"),
         "{o}"
     );
+    let o = text(&worldfs(&["status", "--socket", &s]).stdout);
+    assert!(
+        o.contains("\ngoal:     \"explain main\" (session b, heard from last, of 2)\n")
+            && o.contains("\n          session a: \"fix the lexer\"\n"),
+        "both sessions' goals:\n{o}"
+    );
 
     let out = worldfs(&["projection", "--socket", &s, "--budget", "2000"]);
     assert!(out.status.success(), "{}", text(&out.stderr));

@@ -342,6 +342,16 @@ fn each_session_has_its_own_goal_and_state() {
     );
     assert_eq!(text(&mut c, None), for_b, "the current conversation is b");
     assert_eq!(
+        c.call("goal.list", json!({})),
+        json!({"conversations": [
+            {"session": "a", "goal": "fix the parser", "compacted": true, "resumed": false,
+             "tasks": 1},
+            {"session": "b", "goal": "explain the lexer", "compacted": false, "resumed": false,
+             "tasks": 0},
+        ]}),
+        "every conversation, the current one last"
+    );
+    assert_eq!(
         c.call("state.get", json!({"session": "a"}))["state"]["tasks"][0]["id"],
         "1"
     );

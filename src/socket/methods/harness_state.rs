@@ -73,6 +73,24 @@ pub(super) fn goal_get(shared: &Shared, p: Session) -> Result<Value, RpcError> {
     Ok(goal_answer(shared, id))
 }
 
+/// Every conversation, the current one last: its session, goal, marks and how many tasks.
+pub(super) fn goal_list(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
+    let all = shared.world.harness().conversations.all();
+    let list: Vec<Value> = all
+        .iter()
+        .map(|(id, c)| {
+            json!({
+                "session": (!id.is_empty()).then_some(id),
+                "goal": c.goal,
+                "compacted": c.compacted,
+                "resumed": c.resumed,
+                "tasks": c.state.tasks.len(),
+            })
+        })
+        .collect();
+    Ok(json!({ "conversations": list }))
+}
+
 /// The conversation now opens with a summary of itself instead of its first prompt.
 pub(super) fn goal_compacted(shared: &Shared, p: Session) -> Result<Value, RpcError> {
     let id = session("goal.compacted", &p.session)?;
