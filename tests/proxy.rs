@@ -940,6 +940,10 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
         "not the other's tasks: {all}"
     );
 
+    assert!(
+        proxy.says(&format!("for session {b}")),
+        "-v says which session"
+    );
     // Claude Code before 2.1.86 names its session in the body's metadata only.
     let mut by_metadata = body_a.clone();
     by_metadata["metadata"]["user_id"] = json!(

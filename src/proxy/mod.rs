@@ -315,7 +315,7 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
         .and_then(Value::as_array)
         .map_or(0, Vec::len);
     let summary = format!(
-        "{after} messages ({} tokens of projection, budget {}{}) instead of {before}",
+        "{after} messages ({} tokens of projection, budget {}{}) instead of {before}{}",
         p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
         p.get("budget").and_then(Value::as_u64).unwrap_or(0),
         match in_request {
@@ -323,6 +323,8 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
             1 => "; 1 file left out, the request shows it as it is".to_owned(),
             n => format!("; {n} files left out, the request shows them as they are"),
         },
+        // With two sessions on the mount, which one each call was of.
+        session.map_or_else(String::new, |s| format!(", for session {s}")),
     );
     Ok(Ok((out, summary)))
 }
