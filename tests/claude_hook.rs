@@ -249,28 +249,25 @@ fn two_sessions_keep_their_own_goals_and_task_lists() {
             .expect("goal.get")["goal"]
             .clone()
     };
-    tell(
-        "s1",
-        json!({"hook_event_name": "SessionStart", "source": "startup"}),
-    );
-    tell(
-        "s1",
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": "Fix the rounding bug"}),
-    );
+    // A session starts, and its user types the prompt.
+    let start = |session: &str, prompt: &str| {
+        tell(
+            session,
+            json!({"hook_event_name": "SessionStart", "source": "startup"}),
+        );
+        tell(
+            session,
+            json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+        );
+    };
+    start("s1", "Fix the rounding bug");
     tell(
         "s1",
         json!({"hook_event_name": "PostToolUse", "tool_name": "TaskCreate",
                "tool_use_id": "toolu_s1_task", "tool_input": {"subject": "Reproduce it"},
                "tool_response": {"task": {"id": "1", "subject": "Reproduce it"}}}),
     );
-    tell(
-        "s2",
-        json!({"hook_event_name": "SessionStart", "source": "startup"}),
-    );
-    tell(
-        "s2",
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": "What does calc.py do?"}),
-    );
+    start("s2", "What does calc.py do?");
     assert_eq!(goal_of(&mut c, "s1"), "Fix the rounding bug");
     assert_eq!(goal_of(&mut c, "s2"), "What does calc.py do?");
     tell(

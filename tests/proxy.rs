@@ -881,16 +881,20 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
         "0d6f1c2e-7b5a-4c1e-9a0b-3f2d5e6a7b8c",
     );
     let other = "What does calc.py do?";
-    tell_as(
-        &m,
-        a,
-        json!({"hook_event_name": "SessionStart", "source": "startup"}),
-    );
-    tell_as(
-        &m,
-        a,
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
-    );
+    // A session starts, and its user types the prompt.
+    let start = |session: &str, prompt: &str| {
+        tell_as(
+            &m,
+            session,
+            json!({"hook_event_name": "SessionStart", "source": "startup"}),
+        );
+        tell_as(
+            &m,
+            session,
+            json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+        );
+    };
+    start(a, PROMPT);
     tell_as(
         &m,
         a,
@@ -901,16 +905,7 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
     let out = Command::new("cat").arg(&file).output().expect("cat");
     assert!(out.status.success());
     // The second terminal starts, later.
-    tell_as(
-        &m,
-        b,
-        json!({"hook_event_name": "SessionStart", "source": "startup"}),
-    );
-    tell_as(
-        &m,
-        b,
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": other}),
-    );
+    start(b, other);
 
     let up = Upstream::start();
     let proxy = Proxy::start(&m, up.port, &[]);
