@@ -422,13 +422,18 @@ fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     if output.trim().is_empty() {
         return None;
     }
-    Some(json!({
+    let mut params = json!({
         "command": format!("{tool} {input}"),
         "cwd": cwd,
         "output": output,
         "files": [],
         "tool": tool,
-    }))
+    });
+    // The session's own: another session's model never saw it.
+    if let Some(s) = event.get("session_id").and_then(Value::as_str) {
+        params["session"] = json!(s);
+    }
+    Some(params)
 }
 
 fn step(event: &Value, failed: bool) -> Option<Value> {
@@ -728,7 +733,7 @@ mod tests {
             command_params(&ev),
             Some(
                 json!({"command": format!("Agent {input}"), "cwd": "/work/project",
-                        "output": report, "files": [], "tool": "Agent"})
+                        "output": report, "files": [], "tool": "Agent", "session": "s1"})
             )
         );
         let fetch = post(

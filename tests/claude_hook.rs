@@ -340,6 +340,15 @@ fn a_subagents_report_outlives_its_turn() {
             && after.contains(report),
         "{after}"
     );
+    // Another session on the mount never saw it.
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "last_step": false, "session": "s2"}),
+        )
+        .expect("projection");
+    let other = p["body"].as_str().unwrap_or_default();
+    assert!(!other.contains(report), "{other}");
 }
 
 #[test]

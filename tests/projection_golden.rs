@@ -166,6 +166,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         turn: 1,
         seq: 20,
         tool: None,
+        session: None,
     });
     h.record_command(CommandOutput {
         command: "cat notes.txt".into(),
@@ -177,6 +178,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         turn: 0,
         seq: 10,
         tool: None,
+        session: None,
     });
     *h.last_step.write() = Some(Step {
         tool_use_id: "toolu_01GoldenStep".into(),

@@ -44,7 +44,15 @@ pub fn gather(
     } else {
         None
     };
-    let commands = h.commands.read().clone();
+    // Another conversation's own outputs (its subagent's report) are not this one's to show.
+    let own = req.session.clone().or_else(|| h.conversations.current());
+    let commands: Vec<_> = h
+        .commands
+        .read()
+        .iter()
+        .filter(|c| c.session.is_none() || c.session == own)
+        .cloned()
+        .collect();
 
     let mut report = Report::default();
     let goal_text = goal_text.map(|g| shorten_goal(g, budget, &mut report));

@@ -359,6 +359,7 @@ mod tests {
             turn: 1,
             seq: 1,
             tool: None,
+            session: None,
         };
         let current = |c: &CommandOutput| {
             let t = command_text(c);
@@ -389,6 +390,7 @@ mod tests {
             turn: 1,
             seq: 1,
             tool: Some("Agent".into()),
+            session: None,
         };
         let t = command_text(&c);
         assert!(

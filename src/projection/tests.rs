@@ -296,6 +296,7 @@ fn build(s: &Scenario) -> Built {
             turn: 0,
             seq: k as u64,
             tool: None,
+            session: None,
         });
     }
     b
@@ -680,6 +681,7 @@ fn the_stream_only_grows_at_its_end() {
         turn: 0,
         seq,
         tool: None,
+        session: None,
     });
     read_obs(&mut b, "b.rs", 0, 100);
     let req = ProjectionRequest::new(Format::Anthropic, 100_000);
@@ -1128,6 +1130,7 @@ fn ran(b: &Built, command: &str, output: &str) {
         turn: 0,
         seq: 99,
         tool: None,
+        session: None,
     });
     bash_step(b, command, output);
 }

@@ -245,6 +245,10 @@ pub struct CommandOutput {
     /// shown as such. `command` is then the tool and its input (`Agent {...}`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool: Option<String>,
+    /// The conversation the output belongs to (a subagent's report is its session's, and
+    /// another session never saw it); `None`: the mount's, shown to every conversation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// Harness-provided session state. Cheap to read concurrently; written rarely.
@@ -289,7 +293,9 @@ impl Harness {
     /// the oldest outputs go when more than [`MAX_COMMANDS`] or [`MAX_COMMAND_BYTES`] are kept.
     pub fn record_command(&self, out: CommandOutput) {
         let mut cmds = self.commands.write();
-        cmds.retain(|c| !(c.command == out.command && c.cwd == out.cwd));
+        cmds.retain(|c| {
+            !(c.command == out.command && c.cwd == out.cwd && c.session == out.session)
+        });
         cmds.push(out);
         let size = |c: &CommandOutput| c.command.len() + c.output.len();
         let mut bytes: usize = cmds.iter().map(size).sum();
@@ -324,6 +330,7 @@ mod tests {
             turn: 1,
             seq: 1,
             tool: None,
+            session: None,
         }
     }
 

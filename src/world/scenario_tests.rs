@@ -1133,6 +1133,7 @@ fn output(
         turn: 2,
         seq: 5,
         tool: None,
+        session: None,
     }
 }
 

@@ -8,7 +8,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{Empty, Shared, ingest_barrier, lossy, rel_path};
+use super::{Empty, Shared, ingest_barrier, lossy, rel_path, session};
 use crate::socket::metrics::count_tokens;
 use crate::socket::protocol::{RpcError, code};
 use crate::socket::{begun, commands};
@@ -218,6 +218,9 @@ pub(super) struct CommandRecord {
     /// file keeps current (a subagent's report, a web page), recorded with `files: []`.
     #[serde(default)]
     tool: Option<String>,
+    /// The conversation the output belongs to: shown only in its projections.
+    #[serde(default)]
+    session: Option<String>,
 }
 
 pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value, RpcError> {
@@ -226,6 +229,9 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
             "command.record: command must not be empty",
         ));
     }
+    let of_session = session("command.record", &p.session)?
+        .filter(|s| !s.is_empty())
+        .map(str::to_owned);
     if let Some(t) = &p.tool
         && !crate::projection::valid_tool_name(t)
     {
@@ -352,6 +358,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         turn: w.turn(),
         seq: w.recent().last_seq(),
         tool: p.tool,
+        session: of_session,
     };
     let reply = json!({
         "command": out.command,
@@ -363,6 +370,10 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         "turn": out.turn,
         "seq": out.seq,
     });
+    // The session is the one heard from last, as after any change to its conversation.
+    if let Some(id) = &out.session {
+        w.harness().conversations.update(Some(id), |_| ());
+    }
     w.harness().record_command(out);
     Ok(reply)
 }
