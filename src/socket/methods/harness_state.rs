@@ -107,7 +107,7 @@ pub(super) fn goal_compacted(shared: &Shared, p: Session) -> Result<Value, RpcEr
 fn goal_answer(shared: &Shared, id: Option<&str>) -> Value {
     let cs = &shared.world.harness().conversations;
     let (goal, compacted, resumed) = cs.read(id, |c| (c.goal.clone(), c.compacted, c.resumed));
-    let session = match id.filter(|s| !s.is_empty()) {
+    let session = match id {
         Some(s) => cs.knows(s).then(|| s.to_owned()),
         None => cs.current().filter(|s| !s.is_empty()),
     };
@@ -136,8 +136,7 @@ fn take_session(method: &str, params: &mut Value) -> Result<Option<String>, RpcE
             )));
         }
     };
-    session(method, &s)?;
-    Ok(s)
+    Ok(session(method, &s)?.map(str::to_owned))
 }
 
 pub(super) fn state_set(shared: &Shared, mut params: Value) -> Result<Value, RpcError> {

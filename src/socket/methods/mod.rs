@@ -335,7 +335,7 @@ fn parse<T: DeserializeOwned>(method: &str, params: Value) -> Result<T, RpcError
 #[serde(deny_unknown_fields)]
 struct Empty {}
 
-/// The `session` a method names, checked (`world::conversations`).
+/// The `session` a method names, checked (`world::conversations`); `""` names none.
 fn session<'a>(method: &str, s: &'a Option<String>) -> Result<Option<&'a str>, RpcError> {
     use crate::world::conversations::MAX_SESSION_BYTES;
     match s.as_deref() {
@@ -343,7 +343,7 @@ fn session<'a>(method: &str, s: &'a Option<String>) -> Result<Option<&'a str>, R
             "{method}: session is {} bytes long; at most {MAX_SESSION_BYTES}",
             id.len()
         ))),
-        other => Ok(other),
+        other => Ok(other.filter(|id| !id.is_empty())),
     }
 }
 

@@ -102,7 +102,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             "projection.get: unknown policy {name:?}"
         )));
     }
-    session("projection.get", &p.session)?;
+    let named = session("projection.get", &p.session)?.map(str::to_owned);
     if p.request_shows.len() > MAX_REQUEST_SHOWS {
         return Err(RpcError::invalid_params(format!(
             "projection.get: request_shows names {} files; at most {MAX_REQUEST_SHOWS}",
@@ -132,7 +132,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         last_step: p.last_step,
         line_numbers: p.line_numbers,
         evicted_limit: p.evicted_limit,
-        session: p.session.filter(|s| !s.is_empty()),
+        session: named,
         request_shows: p
             .request_shows
             .into_iter()

@@ -229,9 +229,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
             "command.record: command must not be empty",
         ));
     }
-    let of_session = session("command.record", &p.session)?
-        .filter(|s| !s.is_empty())
-        .map(str::to_owned);
+    let of_session = session("command.record", &p.session)?.map(str::to_owned);
     if let Some(t) = &p.tool
         && !crate::projection::valid_tool_name(t)
     {
