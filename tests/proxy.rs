@@ -357,6 +357,21 @@ fn tell_as(m: &Mount, session: &str, event: Value) {
     common::hook(std::path::Path::new("/"), &v.to_string());
 }
 
+/// What the hooks tell when `session` starts a conversation (`source`: `startup`, `clear`) and
+/// its user types `prompt`.
+fn start_as(m: &Mount, session: &str, source: &str, prompt: &str) {
+    tell_as(
+        m,
+        session,
+        json!({"hook_event_name": "SessionStart", "source": source}),
+    );
+    tell_as(
+        m,
+        session,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+    );
+}
+
 /// A mount holding `calc.py`, with the goal set and the file read by the agent (`cat`: a
 /// reader the world counts as the agent's, which this test's own process is not).
 fn session_that_read_calc() -> (Mount, Client) {
@@ -619,14 +634,7 @@ fn with_claude_codes_hooks_the_session_is_rewritten_and_later_prompts_follow() {
     let file = m.path("calc.py").to_string_lossy().into_owned();
     // What Claude Code's hooks tell the mount (README, "With Claude Code"): a new session, the
     // prompt, a Read (the mount sees the file read), and a second prompt later on.
-    tell(
-        &m,
-        json!({"hook_event_name": "SessionStart", "source": "startup"}),
-    );
-    tell(
-        &m,
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
-    );
+    start_as(&m, "s1", "startup", PROMPT);
     // A Bash call: its output stays in the projection while calc.py is unchanged.
     let bash = |name: &str, extra: Value| {
         let mut ev = json!({"hook_event_name": name, "tool_name": "Bash",
@@ -797,14 +805,7 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
 
     // A new conversation ends the compacted one: with the same prompt again, the summary's
     // conversation is no longer the session's.
-    tell(
-        &m,
-        json!({"hook_event_name": "SessionStart", "source": "clear"}),
-    );
-    tell(
-        &m,
-        json!({"hook_event_name": "UserPromptSubmit", "prompt": PROMPT}),
-    );
+    start_as(&m, "s1", "clear", PROMPT);
     let g = c.call("goal.get", json!({})).expect("goal.get");
     assert_eq!(g["compacted"], false, "{g}");
     assert_passes_untouched(&up, &proxy, &body);
@@ -881,20 +882,7 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
         "0d6f1c2e-7b5a-4c1e-9a0b-3f2d5e6a7b8c",
     );
     let other = "What does calc.py do?";
-    // A session starts, and its user types the prompt.
-    let start = |session: &str, prompt: &str| {
-        tell_as(
-            &m,
-            session,
-            json!({"hook_event_name": "SessionStart", "source": "startup"}),
-        );
-        tell_as(
-            &m,
-            session,
-            json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
-        );
-    };
-    start(a, PROMPT);
+    start_as(&m, a, "startup", PROMPT);
     tell_as(
         &m,
         a,
@@ -905,7 +893,7 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
     let out = Command::new("cat").arg(&file).output().expect("cat");
     assert!(out.status.success());
     // The second terminal starts, later.
-    start(b, other);
+    start_as(&m, b, "startup", other);
 
     let up = Upstream::start();
     let proxy = Proxy::start(&m, up.port, &[]);
