@@ -253,9 +253,11 @@ pub fn plan(event: &Value) -> Plan {
                         Some(_) => None,
                         None => begun_key(event),
                     };
+                    // The step, its output and the files they touched are the session's own.
+                    let session = field("session_id").filter(|s| !s.is_empty());
                     Plan::Step {
-                        step,
-                        command,
+                        step: of_session(step, session),
+                        command: command.map(|c| of_session(c, session)),
                         tasks,
                         abandon,
                     }
@@ -422,18 +424,13 @@ fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     if output.trim().is_empty() {
         return None;
     }
-    let mut params = json!({
+    Some(json!({
         "command": format!("{tool} {input}"),
         "cwd": cwd,
         "output": output,
         "files": [],
         "tool": tool,
-    });
-    // The session's own: another session's model never saw it.
-    if let Some(s) = event.get("session_id").and_then(Value::as_str) {
-        params["session"] = json!(s);
-    }
-    Some(params)
+    }))
 }
 
 fn step(event: &Value, failed: bool) -> Option<Value> {
@@ -468,7 +465,20 @@ fn step(event: &Value, failed: bool) -> Option<Value> {
     if !failed && let Some(view) = read_view(tool, &input, response) {
         params.insert("views".into(), json!([view]));
     }
+    if !failed && let Some(file) = edited_file(tool, &input) {
+        params.insert("files".into(), json!([file]));
+    }
     Some(Value::Object(params))
+}
+
+/// The file an editing call changed: the session's own from then on, as a Read's file is.
+fn edited_file<'a>(tool: &str, input: &'a Value) -> Option<&'a str> {
+    let key = match tool {
+        "Edit" | "MultiEdit" | "Write" => "file_path",
+        "NotebookEdit" => "notebook_path",
+        _ => return None,
+    };
+    input.get(key)?.as_str().filter(|p| !p.is_empty())
 }
 
 /// The result as the model saw it, as near as the hook can tell: a Read's lines numbered the
@@ -653,7 +663,7 @@ mod tests {
             cmd,
             json!({"command": "pytest -q tests/test_calc.py", "cwd": "/work/project",
                    "output": "1 passed", "exit_code": 0, "begun": "toolu_01abc",
-                   "only_if_tracked": true})
+                   "only_if_tracked": true, "session": "s1"})
         );
         assert_eq!(
             cmd["output"],
@@ -846,10 +856,11 @@ mod tests {
             json!({"filePath": "/p/a.py", "oldString": "x", "newString": "y",
                    "originalFile": original, "structuredPatch": []}),
         );
-        assert_eq!(
-            step_params(&ev)["result"],
-            "The file /p/a.py has been updated."
-        );
+        let p = step_params(&ev);
+        assert_eq!(p["result"], "The file /p/a.py has been updated.");
+        // The file is the session's own from now on, as a Read's is.
+        assert_eq!(p["files"], json!(["/p/a.py"]));
+        assert_eq!(p["session"], "s1");
         let ev = post(
             "Write",
             json!({"file_path": "/p/new.py", "content": "y = 2\n"}),
@@ -892,6 +903,7 @@ mod tests {
                 "exit_code": 0,
                 "begun": "toolu_01abc",
                 "subtrees": ["/work/project/src"],
+                "session": "s1",
             }))
         );
         // Its PreToolUse notes where it starts, as a Bash call's does.

@@ -462,7 +462,12 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             .unwrap_or_default();
         for c in all.iter().rev().skip(1) {
             let id = c["session"].as_str().unwrap_or("(no session)");
-            outln!(out, "          session {id}: {}", goal_line(c));
+            outln!(
+                out,
+                "          session {id}: {}{}",
+                goal_line(c),
+                own_files(c)
+            );
         }
     }
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
@@ -487,6 +492,22 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     emit(&out)
+}
+
+/// What a `goal.list` entry says of the session's own view of the world: its steps, and the
+/// files they touched (which the other sessions' projections leave out).
+fn own_files(c: &Value) -> String {
+    match (c["steps"].as_u64(), c["files"].as_u64()) {
+        (Some(steps), Some(files)) if steps > 0 => {
+            let s = |n: u64| if n == 1 { "" } else { "s" };
+            format!(
+                "; {steps} step{} and {files} file{} of its own",
+                s(steps),
+                s(files)
+            )
+        }
+        _ => String::new(),
+    }
 }
 
 /// The `goal:` line of `worldfs status`: the first prompt's first line, cut, and what followed.
@@ -623,5 +644,16 @@ mod tests {
         );
         let one = json!({"goal": "Fix it", "compacted": false, "conversations": 1});
         assert_eq!(goal_line(&one), "\"Fix it\"");
+        let listed = json!({"goal": "Fix it", "steps": 12, "files": 1});
+        assert_eq!(own_files(&listed), "; 12 steps and 1 file of its own");
+        assert_eq!(
+            own_files(&json!({"goal": "Fix it", "steps": 0, "files": 0})),
+            ""
+        );
+        assert_eq!(
+            own_files(&json!({"goal": "Fix it"})),
+            "",
+            "an older daemon's"
+        );
     }
 }

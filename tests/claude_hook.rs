@@ -121,6 +121,28 @@ fn task_lines(c: &mut Client) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Runs the hook on `ev`, an event of `session` in the project at `cwd`.
+fn tell_as(cwd: &str, session: &str, ev: Value) {
+    let mut ev = ev;
+    ev["session_id"] = session.into();
+    ev["cwd"] = cwd.into();
+    common::hook(Path::new("/"), &ev.to_string());
+}
+
+/// A session starts in the project at `cwd`, and its user types `prompt`.
+fn start_as(cwd: &str, session: &str, prompt: &str) {
+    tell_as(
+        cwd,
+        session,
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    tell_as(
+        cwd,
+        session,
+        json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
+    );
+}
+
 /// A mount holding `calc.py` (`x = 1`), a client of its socket, and its root as a hook
 /// event's `cwd`.
 fn calc_mount() -> (Mount, Client, String) {
@@ -238,28 +260,13 @@ fn the_agents_task_list_is_carried_by_the_projection() {
 #[test]
 fn two_sessions_keep_their_own_goals_and_task_lists() {
     let (_m, mut c, cwd) = calc_mount();
-    let tell = |session: &str, ev: Value| {
-        let mut ev = ev;
-        ev["session_id"] = session.into();
-        ev["cwd"] = cwd.clone().into();
-        common::hook(Path::new("/"), &ev.to_string());
-    };
+    let tell = |session: &str, ev: Value| tell_as(&cwd, session, ev);
     let goal_of = |c: &mut Client, session: &str| {
         c.call("goal.get", json!({ "session": session }))
             .expect("goal.get")["goal"]
             .clone()
     };
-    // A session starts, and its user types the prompt.
-    let start = |session: &str, prompt: &str| {
-        tell(
-            session,
-            json!({"hook_event_name": "SessionStart", "source": "startup"}),
-        );
-        tell(
-            session,
-            json!({"hook_event_name": "UserPromptSubmit", "prompt": prompt}),
-        );
-    };
+    let start = |session: &str, prompt: &str| start_as(&cwd, session, prompt);
     start("s1", "Fix the rounding bug");
     tell(
         "s1",
@@ -286,6 +293,89 @@ fn two_sessions_keep_their_own_goals_and_task_lists() {
     };
     assert_eq!(tasks(&mut c, "s1")[0]["subject"], "Reproduce it");
     assert_eq!(tasks(&mut c, "s2"), json!([]));
+}
+
+/// Two sessions on one mount each see the files their own tool calls touched, and the files
+/// no session's call named (the user's `cat` in a terminal), but not the files only the other
+/// session's calls touched: its model never saw them.
+#[test]
+fn two_sessions_each_see_their_own_files() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("alpha.py"), "def alpha():\n    return 1\n").expect("write");
+        std::fs::write(src.join("beta.py"), "def beta():\n    return 2\n").expect("write");
+        std::fs::write(src.join("gamma.py"), "def gamma():\n    return 3\n").expect("write");
+        std::fs::write(src.join("notes.md"), "shared notes\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    let tell = |session: &str, ev: Value| tell_as(&cwd, session, ev);
+    start_as(&cwd, "s1", "Tidy the code");
+    start_as(&cwd, "s2", "Explain the code");
+    // A Read: Claude Code reads the file through the mount, then its hook runs.
+    let read = |session: &str, name: &str| {
+        let content = run(&root, "cat", &[name]);
+        let file_path = root.join(name).to_string_lossy().into_owned();
+        tell(
+            session,
+            json!({"hook_event_name": "PostToolUse", "tool_name": "Read",
+                   "tool_use_id": format!("toolu_{session}_{name}"),
+                   "tool_input": {"file_path": file_path},
+                   "tool_response": {"type": "text", "file": {"filePath": file_path,
+                       "content": content, "numLines": 2, "startLine": 1, "totalLines": 2}}}),
+        );
+    };
+    read("s1", "alpha.py");
+    read("s2", "beta.py");
+    // s2 rewrites gamma.py with its Write tool.
+    std::fs::write(root.join("gamma.py"), "def gamma():\n    return 33\n").expect("write");
+    let gamma = root.join("gamma.py").to_string_lossy().into_owned();
+    tell(
+        "s2",
+        json!({"hook_event_name": "PostToolUse", "tool_name": "Write",
+               "tool_use_id": "toolu_s2_write",
+               "tool_input": {"file_path": gamma, "content": "def gamma():\n    return 33\n"},
+               "tool_response": {"type": "update", "filePath": gamma}}),
+    );
+    // The user reads the notes in a terminal: no session's call.
+    run(&root, "cat", &["notes.md"]);
+    let shown = |c: &mut Client, session: &str| {
+        c.call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": session}),
+        )
+        .expect("projection.get")["body"]
+            .to_string()
+    };
+    let s1 = shown(&mut c, "s1");
+    assert!(
+        s1.contains("def alpha") && s1.contains("shared notes"),
+        "{s1}"
+    );
+    assert!(
+        !s1.contains("def beta") && !s1.contains("def gamma"),
+        "{s1}"
+    );
+    let s2 = shown(&mut c, "s2");
+    assert!(s2.contains("def beta") && s2.contains("return 33"), "{s2}");
+    assert!(
+        s2.contains("shared notes") && !s2.contains("def alpha"),
+        "{s2}"
+    );
+
+    // What a session's Bash command reads is its own too.
+    let bash = |name: &str| {
+        json!({"hook_event_name": name, "tool_name": "Bash", "tool_use_id": "toolu_s1_cat",
+               "tool_input": {"command": "cat beta.py", "description": "show it"}})
+    };
+    tell("s1", bash("PreToolUse"));
+    let printed = run(&root, "cat", &["beta.py"]);
+    let mut done = bash("PostToolUse");
+    done["tool_response"] = json!({"stdout": printed, "stderr": "", "interrupted": false});
+    tell("s1", done);
+    let s1 = shown(&mut c, "s1");
+    assert!(s1.contains("def beta"), "{s1}");
+    assert!(!s1.contains("def gamma"), "{s1}");
 }
 
 /// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history

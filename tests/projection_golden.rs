@@ -167,6 +167,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         seq: 20,
         tool: None,
         session: None,
+        session_step: None,
     });
     h.record_command(CommandOutput {
         command: "cat notes.txt".into(),
@@ -179,6 +180,7 @@ fn fixed_world(root: &Path) -> Arc<World> {
         seq: 10,
         tool: None,
         session: None,
+        session_step: None,
     });
     *h.last_step.write() = Some(Step {
         tool_use_id: "toolu_01GoldenStep".into(),

@@ -282,6 +282,69 @@ fn goal_set_get_clear() {
 /// Two sessions on one mount (two Claude Code terminals in one project): each has its goal,
 /// compaction and task list, and its projection shows its own; a method naming no session
 /// speaks of the one changed last.
+/// Once two sessions record steps, each one's projection shows the files its steps named and
+/// the files no session named, its own last step, and not the other's files.
+#[test]
+fn each_session_sees_the_files_its_steps_named() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    for path in ["src/lib.rs", "src/util.rs", "README.md"] {
+        f.read(path);
+    }
+    let step = |c: &mut Conn, session: &str, id: &str, files: Value| {
+        c.call(
+            "step.record",
+            json!({"tool_use_id": id, "tool_name": "Edit", "input": {},
+                   "result": format!("edited by {session}"), "files": files,
+                   "session": session}),
+        )
+    };
+    // A file outside the mount is no file of the world's: passed over, the step recorded.
+    step(
+        &mut c,
+        "a",
+        "toolu_a1",
+        json!(["src/lib.rs", "/etc/hostname"]),
+    );
+    let text = |c: &mut Conn, session: &str| -> String {
+        c.call(
+            "projection.get",
+            json!({"format": "text", "budget": 4000, "session": session}),
+        )["body"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let alone = text(&mut c, "a");
+    assert!(
+        alone.contains("a + b") && alone.contains("42"),
+        "one session alone sees the whole world: {alone}"
+    );
+    step(&mut c, "b", "toolu_b1", json!(["src/util.rs"]));
+    let a = text(&mut c, "a");
+    assert!(a.contains("a + b") && a.contains("A small project"), "{a}");
+    assert!(!a.contains("42"), "src/util.rs is b's alone: {a}");
+    assert!(
+        a.contains("edited by a") && !a.contains("edited by b"),
+        "its own last step: {a}"
+    );
+    let b = text(&mut c, "b");
+    assert!(b.contains("42") && b.contains("A small project"), "{b}");
+    let listed = c.call("goal.list", json!({}));
+    assert_eq!(listed["conversations"][0]["steps"], 1, "{listed}");
+    assert_eq!(
+        listed["conversations"][0]["files"], 1,
+        "src/lib.rs; /etc/hostname passed over: {listed}"
+    );
+    assert!(!b.contains("a + b") && b.contains("edited by b"), "{b}");
+    let too_many: Vec<String> = (0..65).map(|i| format!("f{i}")).collect();
+    let (code, msg) = c.call_err(
+        "step.record",
+        json!({"tool_use_id": "t", "tool_name": "Edit", "result": "", "files": too_many}),
+    );
+    assert_eq!(code, -32602, "{msg}");
+}
+
 #[test]
 fn each_session_has_its_own_goal_and_state() {
     let f = Fixture::new();
@@ -345,9 +408,9 @@ fn each_session_has_its_own_goal_and_state() {
         c.call("goal.list", json!({})),
         json!({"conversations": [
             {"session": "a", "goal": "fix the parser", "compacted": true, "resumed": false,
-             "tasks": 1},
+             "tasks": 1, "steps": 0, "files": 0},
             {"session": "b", "goal": "explain the lexer", "compacted": false, "resumed": false,
-             "tasks": 0},
+             "tasks": 0, "steps": 0, "files": 0},
         ]}),
         "every conversation, the current one last"
     );

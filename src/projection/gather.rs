@@ -10,6 +10,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use crate::world::harness::{Framing, Step};
+use crate::world::touched::Seen;
 use crate::world::{Candidate, CurrentContent, EntryKind, EntryState, EvictReason, Policy, World};
 
 use super::budget::{
@@ -38,7 +39,15 @@ pub fn gather(
         (c.goal.clone(), c.state.clone())
     });
     let framing = h.framing.read().clone();
-    let recorded_step = h.last_step.read().clone();
+    // While other conversations work on the mount too: this one's files aged by its own steps,
+    // without the files only the others' steps touched, and its own last step.
+    let view = h.conversations.view(req.session.as_deref());
+    let recorded_step = match &view {
+        Some(_) => h
+            .conversations
+            .read(req.session.as_deref(), |c| c.last_step.clone()),
+        None => h.last_step.read().clone(),
+    };
     let step = if req.last_step {
         recorded_step.clone()
     } else {
@@ -172,6 +181,11 @@ pub fn gather(
     let mut withheld_paths: Vec<PathBuf> = Vec::new();
     let mut omitted: Vec<PathBuf> = in_request.clone();
     let mut adjust = |c: &mut Candidate| {
+        match view.as_ref().map(|v| v.seen(&c.path)) {
+            Some(Seen::Others) => return false,
+            Some(Seen::Own { age }) => c.age_turns = age,
+            Some(Seen::Shared) | None => {}
+        }
         if in_request.contains(&c.path) {
             // Free in every form, so the policy keeps it and it is left out unreported.
             c.whole_tokens = 0;
@@ -179,7 +193,7 @@ pub fn gather(
             c.recent = None;
             c.glance = None;
             c.held = None;
-            return;
+            return true;
         }
         if c.notice_only {
             match world.entry(&c.path).map(|e| e.state) {
@@ -189,7 +203,7 @@ pub fn gather(
                     // reported as evicted.
                     c.whole_tokens = 0;
                     omitted.push(c.path.clone());
-                    return;
+                    return true;
                 }
                 _ => {}
             }
@@ -234,6 +248,7 @@ pub fn gather(
                 .saturating_add(content(*t));
             *t = u32::try_from(cost).unwrap_or(u32::MAX);
         }
+        true
     };
     // Command outputs compete with the entries for the same budget, as entries the agent saw
     // once when they were recorded: an old `pip list` must not outlive the file being edited.
@@ -242,11 +257,15 @@ pub fn gather(
         .commands
         .iter()
         .map(|c| {
+            let age = match (&view, c.session_step) {
+                (Some(v), Some(at)) => v.age_of_step(at),
+                _ => turn_now.saturating_sub(c.turn),
+            };
             let mut cand = Candidate::seen_once(
                 command_key(c),
                 EntryKind::Command,
                 u32::try_from(c.cost).unwrap_or(u32::MAX),
-                turn_now.saturating_sub(c.turn),
+                age,
                 c.seq,
             );
             cand.in_last_step = points_at.contains(&cand.path);

@@ -310,6 +310,7 @@ pub(super) fn command_parts(
         out.push(CommandPart {
             command: c.command.clone(),
             turn: c.turn,
+            session_step: c.session_step,
             cwd: c.cwd.clone(),
             exit_code: c.exit_code,
             output: c.output.clone(),
@@ -360,6 +361,7 @@ mod tests {
             seq: 1,
             tool: None,
             session: None,
+            session_step: None,
         };
         let current = |c: &CommandOutput| {
             let t = command_text(c);
@@ -391,6 +393,7 @@ mod tests {
             seq: 1,
             tool: Some("Agent".into()),
             session: None,
+            session_step: None,
         };
         let t = command_text(&c);
         assert!(

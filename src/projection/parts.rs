@@ -94,6 +94,8 @@ pub struct CommandPart {
     pub command: String,
     /// Turn it was recorded in.
     pub turn: u64,
+    /// Its conversation's step count when it was recorded, if it is a conversation's own.
+    pub session_step: Option<u64>,
     pub cwd: String,
     pub exit_code: Option<i32>,
     pub output: String,

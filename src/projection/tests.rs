@@ -297,6 +297,7 @@ fn build(s: &Scenario) -> Built {
             seq: k as u64,
             tool: None,
             session: None,
+            session_step: None,
         });
     }
     b
@@ -682,6 +683,7 @@ fn the_stream_only_grows_at_its_end() {
         seq,
         tool: None,
         session: None,
+        session_step: None,
     });
     read_obs(&mut b, "b.rs", 0, 100);
     let req = ProjectionRequest::new(Format::Anthropic, 100_000);
@@ -1131,6 +1133,7 @@ fn ran(b: &Built, command: &str, output: &str) {
         seq: 99,
         tool: None,
         session: None,
+        session_step: None,
     });
     bash_step(b, command, output);
 }

@@ -15,7 +15,8 @@
 
 use parking_lot::RwLock;
 
-use super::harness::StructuredState;
+use super::harness::{Step, StructuredState};
+use super::touched::{SessionView, Touched};
 
 /// Most conversations kept; the one changed longest ago goes first. Sessions are started by a
 /// person (or a script running agents), and a goal nobody changed in 64 newer sessions is over.
@@ -36,12 +37,23 @@ pub struct Conversation {
     /// (`goal.adopt`). Not kept across restarts: it lasts one call.
     pub resumed: bool,
     pub state: StructuredState,
+    /// Its steps and the files they touched: its own view of the world while other
+    /// conversations work on the mount too (see `world::touched`).
+    pub touched: Touched,
+    /// Its last step, when its steps name it: while other conversations work on the mount too,
+    /// the mount's last step may be theirs.
+    pub last_step: Option<Step>,
 }
 
 impl Conversation {
     /// A conversation with nothing in it is not worth keeping (or saving).
     pub fn is_empty(&self) -> bool {
-        self.goal.is_none() && !self.compacted && !self.resumed && self.state.is_empty()
+        self.goal.is_none()
+            && !self.compacted
+            && !self.resumed
+            && self.state.is_empty()
+            && self.touched.is_empty()
+            && self.last_step.is_none()
     }
 
     /// Clears the goal, and with it what depended on it.
@@ -78,6 +90,14 @@ fn find(list: &[(String, Conversation)], session: Option<&str>) -> Option<usize>
     }
 }
 
+/// Puts a changed conversation back as the current one, making room past the limit.
+fn put_back(list: &mut Vec<(String, Conversation)>, id: String, conv: Conversation) {
+    list.push((id, conv));
+    if list.len() > MAX_CONVERSATIONS {
+        list.remove(0);
+    }
+}
+
 impl Conversations {
     /// Reads the conversation of `session` (`None`: the current one). A session not known
     /// reads as an empty conversation, and is not created.
@@ -94,10 +114,15 @@ impl Conversations {
     /// changes at once (Claude Code runs tool calls in parallel, each with its own hook) both
     /// land.
     pub fn update<R>(&self, session: Option<&str>, f: impl FnOnce(&mut Conversation) -> R) -> R {
-        match self.try_update(session, |c| Ok::<R, std::convert::Infallible>(f(c))) {
-            Ok(r) => r,
-            Err(never) => match never {},
-        }
+        let mut list = self.list.write();
+        // Taken out rather than copied: nothing can fail, and a conversation's files are many.
+        let (was, mut conv) = match find(&list, session) {
+            Some(i) => list.remove(i),
+            None => Default::default(),
+        };
+        let r = f(&mut conv);
+        put_back(&mut list, named(session).map_or(was, str::to_owned), conv);
+        r
     }
 
     /// As [`Self::update`], but an error leaves everything as it was: the conversation is
@@ -112,12 +137,29 @@ impl Conversations {
         let mut conv = at.map(|i| list[i].1.clone()).unwrap_or_default();
         let r = f(&mut conv)?;
         let was = at.map(|i| list.remove(i).0).unwrap_or_default();
-        let id = named(session).map_or(was, str::to_owned);
-        list.push((id, conv));
-        if list.len() > MAX_CONVERSATIONS {
-            list.remove(0);
-        }
+        put_back(&mut list, named(session).map_or(was, str::to_owned), conv);
         Ok(r)
+    }
+
+    /// How the conversation of `session` (`None`: the current one) sees the world: `None`
+    /// while no other conversation has recorded a step, when the world is all its own.
+    pub fn view(&self, session: Option<&str>) -> Option<SessionView> {
+        let list = self.list.read();
+        let at = find(&list, session);
+        let others = || {
+            list.iter()
+                .enumerate()
+                .filter(move |(i, _)| Some(*i) != at)
+                .map(|(_, (_, c))| &c.touched)
+        };
+        if !others().any(|t| t.steps() > 0) {
+            return None;
+        }
+        let own = at.map(|i| &list[i].1.touched);
+        Some(SessionView::new(
+            own.unwrap_or(&Touched::default()),
+            others(),
+        ))
     }
 
     /// The current conversation's session id (`Some("")` for an unnamed one), if any.
@@ -246,6 +288,39 @@ mod tests {
         assert_eq!(goal(&c, Some("0")).as_deref(), Some("g0"));
         assert_eq!(goal(&c, Some("1")), None);
         assert_eq!(c.current().as_deref(), Some("new"));
+    }
+
+    #[test]
+    fn a_conversation_has_a_view_of_its_own_once_another_records_steps() {
+        use crate::world::touched::Seen;
+        use std::path::Path;
+        let c = Conversations::default();
+        c.update(Some("a"), |c| {
+            c.touched.touch(Path::new("a.py"));
+            c.touched.step();
+        });
+        c.update(Some("b"), |c| c.set_goal(Some("gb".into())));
+        assert!(
+            c.view(Some("a")).is_none(),
+            "alone with steps: the world is its own"
+        );
+        let b = c.view(None).expect("b, current, is new while a works");
+        assert_eq!(b.seen(Path::new("a.py")), Seen::Others);
+        c.update(Some("b"), |c| {
+            c.touched.touch(Path::new("b.py"));
+            c.touched.step();
+        });
+        let a = c.view(Some("a")).expect("b records steps too");
+        assert_eq!(a.seen(Path::new("a.py")), Seen::Own { age: 1 });
+        assert_eq!(a.seen(Path::new("b.py")), Seen::Others);
+        let current = c.view(None).expect("b is the current one");
+        assert_eq!(current.seen(Path::new("a.py")), Seen::Others);
+        let stranger = c
+            .view(Some("z"))
+            .expect("a session not known sees the others'");
+        assert_eq!(stranger.seen(Path::new("b.py")), Seen::Others);
+        assert_eq!(stranger.seen(Path::new("x.py")), Seen::Shared);
+        assert_eq!(c.len(), 2, "a view creates nothing");
     }
 
     #[test]

@@ -249,6 +249,10 @@ pub struct CommandOutput {
     /// another session never saw it); `None`: the mount's, shown to every conversation.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub session: Option<String>,
+    /// With `session`: how many steps that conversation had recorded, what the output ages by
+    /// in its own view of the world (`world::touched`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_step: Option<u64>,
 }
 
 /// Harness-provided session state. Cheap to read concurrently; written rarely.
@@ -331,6 +335,7 @@ mod tests {
             seq: 1,
             tool: None,
             session: None,
+            session_step: None,
         }
     }
 

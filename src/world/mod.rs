@@ -35,6 +35,7 @@ pub mod source;
 pub mod stats;
 mod thrash;
 pub mod tokens;
+pub mod touched;
 pub mod turns;
 pub mod views;
 
@@ -494,7 +495,11 @@ impl World {
         policy: &dyn Policy,
         adjust: &mut dyn FnMut(&mut Candidate),
     ) -> Selection {
-        self.select_with_extra(budget, policy, adjust, Vec::new(), None)
+        let mut keep_all = |c: &mut Candidate| {
+            adjust(c);
+            true
+        };
+        self.select_with_extra(budget, policy, &mut keep_all, Vec::new(), None)
     }
 
     /// [`Candidate::held`]: what the previous selection for `layout` showed of `c` in part
@@ -532,7 +537,9 @@ impl World {
 
     /// [`World::select_with`], with `extra` candidates that are not world entries (command
     /// outputs the harness recorded) competing for the same budget under the same policy. Their
-    /// paths must not name entries (use absolute paths: entry paths are relative).
+    /// paths must not name entries (use absolute paths: entry paths are relative). An entry
+    /// for which `adjust` answers false is not a candidate at all (another conversation's file):
+    /// neither kept nor evicted, as if it were not in the world.
     ///
     /// With a `layout` key (the requester: budget, policy, format and options), the candidates are told
     /// what the previous selection under that key kept and what is new since, so a policy can
@@ -541,7 +548,7 @@ impl World {
         &self,
         budget: u64,
         policy: &dyn Policy,
-        adjust: &mut dyn FnMut(&mut Candidate),
+        adjust: &mut dyn FnMut(&mut Candidate) -> bool,
         extra: Vec<Candidate>,
         layout: Option<&str>,
     ) -> Selection {
@@ -579,9 +586,7 @@ impl World {
                 }
             }
         }
-        for c in &mut cands {
-            adjust(c);
-        }
+        cands.retain_mut(|c| adjust(c));
         cands.extend(extra);
         let sel = policy.select(&cands, budget);
         let offered: PathSet = cands.iter().map(|c| c.path.as_path()).collect();

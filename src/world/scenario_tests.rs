@@ -765,7 +765,13 @@ fn a_steady_requester_keeps_its_layout_while_others_come_and_go() {
     s.read(CAT, "src/main.py");
     w.ingest(s.take());
     let select = |key: &str| {
-        w.select_with_extra(10_000, policy.as_ref(), &mut |_| {}, Vec::new(), Some(key))
+        w.select_with_extra(
+            10_000,
+            policy.as_ref(),
+            &mut |_| true,
+            Vec::new(),
+            Some(key),
+        )
     };
     let marked = |key: &str| placements::Placed {
         order: vec![PathBuf::from(key)],
@@ -908,6 +914,7 @@ fn a_file_shown_in_part_holds_what_was_shown_and_the_new_place() {
                 if c.path == Path::new("big.py") {
                     held = Some((c.held.clone(), c.recent.clone()));
                 }
+                true
             },
             Vec::new(),
             Some("layout"),
@@ -1134,6 +1141,7 @@ fn output(
         seq: 5,
         tool: None,
         session: None,
+        session_step: None,
     }
 }
 

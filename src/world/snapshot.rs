@@ -44,6 +44,7 @@ use super::harness::{CommandOutput, Framing, Step, StructuredState};
 use super::ignore_rules::PathVerdict;
 use super::ranges::{ByteRange, RecentViews};
 use super::saved_layouts::SavedLayout;
+use super::touched::Touched;
 
 /// The `format` of a saved world; a file with another is not read.
 pub const FORMAT: &str = "worldfs-world/1";
@@ -179,6 +180,14 @@ pub struct SavedConversation {
     pub compacted: bool,
     #[serde(default, skip_serializing_if = "StructuredState::is_empty")]
     pub state: StructuredState,
+    /// Its steps, and the files they touched with the step of the last touch (absent in
+    /// files saved before session 31).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub steps: u64,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub touched: Vec<(PathBuf, u64)>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_step: Option<Step>,
 }
 
 impl SavedConversation {
@@ -188,6 +197,9 @@ impl SavedConversation {
             goal: c.goal,
             compacted: c.compacted,
             state: c.state,
+            steps: c.touched.steps(),
+            touched: c.touched.files(),
+            last_step: c.last_step,
         }
     }
 
@@ -197,6 +209,8 @@ impl SavedConversation {
             compacted: self.compacted,
             resumed: false,
             state: self.state,
+            touched: Touched::restore(self.steps, self.touched),
+            last_step: self.last_step,
         };
         (self.session, c)
     }
@@ -574,6 +588,8 @@ impl World {
                     compacted: snap.compacted,
                     resumed: false,
                     state: snap.state,
+                    touched: Touched::default(),
+                    last_step: None,
                 },
             )]
         } else {
@@ -898,6 +914,52 @@ mod tests {
         cs.update(Some("s9"), |c| c.resumed = true);
         assert_eq!(cs.current().as_deref(), Some("s9"));
         assert_eq!(cs.len(), 1);
+    }
+
+    /// Each session's steps, files and last step come back: after a restart, two sessions
+    /// still each see their own files.
+    #[test]
+    fn each_sessions_own_view_is_kept() {
+        let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let w = world_over(src.path());
+        let step = |id: &str| Step {
+            tool_use_id: id.into(),
+            tool_name: "Read".into(),
+            input: serde_json::Value::Null,
+            result: String::new(),
+            is_error: false,
+            assistant_text: None,
+            raw_assistant_content: None,
+            turn: 1,
+            refers_to: Vec::new(),
+        };
+        for (session, file) in [("a", "a.py"), ("b", "b.py")] {
+            w.harness().conversations.update(Some(session), |c| {
+                c.touched.touch(Path::new(file));
+                c.touched.step();
+                c.last_step = Some(step(session));
+            });
+        }
+        let text = serde_json::to_string(&w.snapshot(src.path())).unwrap_or_else(|e| panic!("{e}"));
+        let back: Snapshot = serde_json::from_str(&text).unwrap_or_else(|e| panic!("{e}"));
+        let again = world_over(src.path());
+        again.restore(back, |_, _| true);
+        let cs = &again.harness().conversations;
+        assert_eq!(
+            cs.read(Some("a"), |c| (c.touched.clone(), c.last_step.clone())),
+            w.harness()
+                .conversations
+                .read(Some("a"), |c| (c.touched.clone(), c.last_step.clone()))
+        );
+        let a = cs.view(Some("a")).unwrap_or_else(|| panic!("b has steps"));
+        assert_eq!(
+            a.seen(Path::new("b.py")),
+            crate::world::touched::Seen::Others
+        );
+        assert_eq!(
+            a.seen(Path::new("a.py")),
+            crate::world::touched::Seen::Own { age: 1 }
+        );
     }
 
     #[test]

@@ -85,6 +85,8 @@ pub(super) fn goal_list(shared: &Shared, _: Empty) -> Result<Value, RpcError> {
                 "compacted": c.compacted,
                 "resumed": c.resumed,
                 "tasks": c.state.tasks.len(),
+                "steps": c.touched.steps(),
+                "files": c.touched.len(),
             })
         })
         .collect();

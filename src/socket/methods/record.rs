@@ -32,6 +32,15 @@ pub(super) struct StepRecord {
     /// What the result showed of which files (see `world::views`).
     #[serde(default)]
     views: Vec<ViewDecl>,
+    /// Files the call read or changed besides its views (an Edit's file): with `session`,
+    /// they are that conversation's own from now on. A path outside the mount is no file of
+    /// the world's, and is passed over.
+    #[serde(default)]
+    files: Vec<String>,
+    /// The conversation whose step this is: it counts its own steps, and the files its steps
+    /// touched are its own view of the world (`world::touched`).
+    #[serde(default)]
+    session: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -63,6 +72,15 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
             p.views.len()
         )));
     }
+    if p.files.len() > MAX_VIEWS {
+        return Err(RpcError::invalid_params(format!(
+            "step.record: {} files; at most {MAX_VIEWS}",
+            p.files.len()
+        )));
+    }
+    let of_session = session("step.record", &p.session)?;
+    let mut touched = Vec::with_capacity(p.views.len() + p.files.len());
+    touched.extend(p.files.iter().filter_map(|f| rel_path(shared, f).ok()));
     let mut views = Vec::with_capacity(p.views.len());
     for v in &p.views {
         if let Some([a, b]) = v.lines
@@ -75,6 +93,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         }
         views.push((rel_path(shared, &v.path)?, v.lines.map(|[a, b]| (a, b))));
     }
+    touched.extend(views.iter().map(|(rel, _)| rel.clone()));
     let w = &*shared.world;
     // What the mount saw before the step was recorded is the step's doing: it must be applied
     // before the turn advances, or a read still in the channel would count as the next turn's
@@ -117,7 +136,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     {
         w.harness().note_step_tool(name);
     }
-    *w.harness().last_step.write() = Some(Step {
+    let step = Step {
         tool_use_id: p.tool_use_id,
         tool_name: p.tool_name,
         input: p.input,
@@ -127,7 +146,17 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         raw_assistant_content: p.raw_assistant_content,
         turn,
         refers_to,
-    });
+    };
+    if let Some(id) = of_session {
+        w.harness().conversations.update(Some(id), |c| {
+            for rel in &touched {
+                c.touched.touch(rel);
+            }
+            c.touched.step();
+            c.last_step = Some(step.clone());
+        });
+    }
+    *w.harness().last_step.write() = Some(step);
     Ok(json!({
         "turn": turn,
         "history_tokens": shared.tokens.report().history_tokens,
@@ -301,6 +330,16 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     }
     paths.sort();
     paths.dedup();
+    // What the command read is its session's own from now on, cached or not; and the session
+    // is the one heard from last, as after any change to its conversation.
+    let session_step = of_session.as_deref().map(|id| {
+        w.harness().conversations.update(Some(id), |c| {
+            for rel in &paths {
+                c.touched.touch(rel);
+            }
+            c.touched.steps()
+        })
+    });
     // What a whole-tree scanner (rg, grep -r, git, find...) read is not an input: an indexer
     // running beside the agent would tie every output to the whole tree. A client that wants
     // every change noticed gets the output tied to the whole tree instead, so that any change
@@ -357,6 +396,7 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         seq: w.recent().last_seq(),
         tool: p.tool,
         session: of_session,
+        session_step,
     };
     let reply = json!({
         "command": out.command,
@@ -368,10 +408,6 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         "turn": out.turn,
         "seq": out.seq,
     });
-    // The session is the one heard from last, as after any change to its conversation.
-    if let Some(id) = &out.session {
-        w.harness().conversations.update(Some(id), |_| ());
-    }
     w.harness().record_command(out);
     Ok(reply)
 }
