@@ -382,10 +382,20 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
     // Echoes are shown apart so a user can tell the watcher is working without mistaking the
     // mount's own writes for someone else's. Reused renders need the watcher, so their flag
     // says whether there is one.
-    if s.pointer("/renders/enabled").and_then(Value::as_bool) == Some(false) {
+    if let Some(at) = s.pointer("/world/unwatched").and_then(Value::as_str) {
+        let at = if at.is_empty() { "SOURCE" } else { at };
         outln!(
             out,
-            "behind:   not watched (--no-watch): changes behind the mount are not reported"
+            "behind:   no longer all watched: inotify's watch limit was reached at {at}, so \
+             changes behind the mount there may go unseen by the world; the kernel caches \
+             nothing since (slower, never stale). Raise fs.inotify.max_user_watches and mount \
+             again"
+        );
+    } else if s.pointer("/renders/enabled").and_then(Value::as_bool) == Some(false) {
+        outln!(
+            out,
+            "behind:   not watched (--no-watch, or the watcher could not start: see the mount's \
+             log): changes behind the mount are not reported"
         );
     } else {
         // Found only by counting a file again: while nothing was mounted, or while the

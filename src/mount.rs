@@ -13,7 +13,7 @@ use tracing::{info, warn};
 
 use crate::fs::self_changes::SelfChanges;
 use crate::fs::{
-    FsOptions, InodeStore, IoMode, IoUringMode, Passthrough, io_uring_available, sys,
+    FsOptions, InodeStore, IoMode, IoUringMode, KernelCache, Passthrough, io_uring_available, sys,
     watcher::Watcher,
 };
 use crate::mountinfo;
@@ -166,16 +166,11 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         None
     };
     // Long kernel cache timeouts are only safe while the watcher invalidates.
-    let ttl = if watcher.is_some() {
-        cfg.cache_timeout
-    } else {
-        Duration::ZERO
-    };
+    let kernel_cache = KernelCache::new(cfg.cache_timeout, watcher.is_some());
     let opts = FsOptions {
         io_mode: cfg.io_mode,
         io_uring,
-        entry_ttl: ttl,
-        attr_ttl: ttl,
+        kernel_cache: kernel_cache.clone(),
     };
 
     let (sink, world) = if cfg.observe {
@@ -244,7 +239,13 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     // unusable socket directory) aborts with nothing mounted. Kept until the mount is gone.
     // Without observation (--no-observe) there is no world, so nothing to serve.
     let server = match &world {
-        Some((world, ..)) => Some(start_socket(&cfg, &plan, world, &op_stats, &sink)?),
+        Some((world, ..)) => Some(start_socket(
+            &cfg,
+            &plan,
+            world,
+            (&op_stats, &sink),
+            kernel_cache.keeps_pages(),
+        )?),
         None => None,
     };
     let mut config = Config::default();
@@ -292,8 +293,14 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     );
     let notifier = session.notifier();
     if let Some(w) = watcher {
-        w.run(store.clone(), notifier, sink.clone(), self_changes)
-            .context("spawning the watcher thread")?;
+        w.run(
+            store.clone(),
+            notifier,
+            sink.clone(),
+            self_changes,
+            kernel_cache,
+        )
+        .context("spawning the watcher thread")?;
     }
 
     let mut signals = signal_hook::iterator::Signals::new([
@@ -496,13 +503,14 @@ fn human_age(d: Duration) -> String {
     }
 }
 
-/// Starts the socket server for `world`; `run` prints its path once mounted.
+/// Starts the socket server for `world`; `run` prints its path once mounted. `watched`: a
+/// watcher sees the changes made behind the mount.
 fn start_socket(
     cfg: &MountConfig,
     plan: &Plan,
     world: &Arc<World>,
-    op_stats: &Arc<crate::fs::op_stats::OpStats>,
-    sink: &ObservationSink,
+    (op_stats, sink): (&Arc<crate::fs::op_stats::OpStats>, &ObservationSink),
+    watched: bool,
 ) -> anyhow::Result<crate::socket::Server> {
     use crate::socket::{Server, ServerOptions, default_socket_path};
     let (path, private_dir) = match &cfg.socket {
@@ -525,8 +533,9 @@ fn start_socket(
     opts.emitted = Some(Arc::new(move || {
         counter.emitted_settled(std::time::Duration::from_millis(100))
     }));
-    // Every change to SOURCE reaches the world only while the watcher runs.
-    opts.cache_renders = cfg.watch;
+    // Every change to SOURCE reaches the world only while the watcher runs: not with
+    // `--no-watch`, nor when it could not start.
+    opts.cache_renders = watched;
     Server::start(Arc::clone(world), opts).context("starting the socket")
 }
 

@@ -128,6 +128,9 @@ pub enum ExternalChange {
     RemovedFile,
     /// The watcher lost events (queue overflow): anything may have changed.
     Rescan,
+    /// The watcher cannot watch this directory (inotify's watch limit): anything may have
+    /// changed, and changes below it will go unseen from now on.
+    Unwatched,
 }
 
 /// The sending half, shared by every file-system thread.

@@ -116,6 +116,37 @@ fn in_place_rewrite_same_size() {
     }
 }
 
+/// Without a watcher (`--no-watch`, or one that lost sight of a directory), the kernel keeps
+/// nothing: a change behind the mount shows at the next use, with no wait. A same-size rewrite
+/// of a file read before is the hard case: its cached pages were kept across opens.
+#[test]
+fn without_a_watcher_nothing_is_served_stale() {
+    for args in MODES {
+        let args = [args, &["--no-watch"]].concat();
+        let m = mirror(&args, |src| {
+            fs::write(src.join("f.rs"), b"fn main() { v1(); }\n").unwrap();
+            fs::write(src.join("gone.txt"), b"here").unwrap();
+        });
+        prime(&m, "f.rs");
+        prime(&m, "gone.txt");
+        prime(&m, "new.txt");
+        fs::write(m.backing("f.rs"), b"fn main() { v2(); }\n").unwrap();
+        fs::write(m.backing("new.txt"), b"new").unwrap();
+        fs::remove_file(m.backing("gone.txt")).unwrap();
+        assert_eq!(
+            read(&m.path("f.rs")).as_deref(),
+            Some(&b"fn main() { v2(); }\n"[..]),
+            "{args:?}: same-size rewrite behind the mount"
+        );
+        assert_eq!(
+            read(&m.path("new.txt")).as_deref(),
+            Some(&b"new"[..]),
+            "{args:?}"
+        );
+        assert!(!m.path("gone.txt").exists(), "{args:?}");
+    }
+}
+
 #[test]
 fn rewrite_with_truncate_longer() {
     for args in MODES {

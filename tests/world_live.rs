@@ -301,7 +301,7 @@ fn status_says_when_nothing_watches_behind_the_mount() {
     let status = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{out:?}");
     assert!(
-        status.contains("behind:   not watched (--no-watch)"),
+        status.contains("behind:   not watched (--no-watch,"),
         "{status}"
     );
 }

@@ -16,6 +16,7 @@ pub mod credentials;
 pub mod file_handle;
 pub mod handles;
 pub mod inode_store;
+pub mod kernel_cache;
 pub mod kill_priv;
 pub mod op_stats;
 pub mod open_mode;
@@ -26,7 +27,7 @@ pub mod self_changes;
 pub mod sys;
 pub mod watcher;
 
-use std::time::Duration;
+pub use kernel_cache::KernelCache;
 
 pub use inode_store::InodeStore;
 pub use passthrough::Passthrough;
@@ -81,8 +82,7 @@ pub struct FsOptions {
     pub io_mode: IoMode,
     /// Ask the kernel for FUSE-over-io_uring in INIT (decided before mounting).
     pub io_uring: IoUringMode,
-    /// How long the kernel may trust a name lookup (also negative ones).
-    pub entry_ttl: Duration,
-    /// How long the kernel may trust attributes.
-    pub attr_ttl: Duration,
+    /// What the kernel may keep (names, attributes, pages), for as long as the watcher sees
+    /// every change behind the mount.
+    pub kernel_cache: KernelCache,
 }

@@ -47,19 +47,21 @@ pub struct InodeOpens {
 
 impl InodeOpens {
     /// Chooses the mode of a new open and counts it. `reads_only`: opened for reading and not
-    /// truncated; `size`: the file's size as last reported to the kernel.
-    pub fn open(&mut self, reads_only: bool, size: u64) -> OpenIo {
+    /// truncated; `size`: the file's size as last reported to the kernel; `pages_kept`: the
+    /// watcher drops pages changed behind the mount (`KernelCache::keeps_pages`). Without it, a
+    /// new open goes through the page cache only to join opens that do, and from no pages.
+    pub fn open(&mut self, reads_only: bool, size: u64, pages_kept: bool) -> OpenIo {
         let cached = if self.passthrough > 0 {
             false
         } else if self.cached > 0 {
             // Writes of a cached open go through the page cache: the pages stay current.
             true
         } else {
-            reads_only && size <= CACHED_MAX
+            pages_kept && reads_only && size <= CACHED_MAX
         };
         if cached {
             self.cached += 1;
-            let keep_cache = !self.pages_stale;
+            let keep_cache = pages_kept && !self.pages_stale;
             self.pages_stale = false;
             OpenIo::Cached { keep_cache }
         } else {
@@ -87,38 +89,55 @@ mod tests {
     #[test]
     fn small_reads_are_cached_and_big_files_or_writes_pass_through() {
         let mut o = InodeOpens::default();
-        assert_eq!(o.open(true, 1000), OpenIo::Cached { keep_cache: true });
+        assert_eq!(
+            o.open(true, 1000, true),
+            OpenIo::Cached { keep_cache: true }
+        );
         o.release(OpenIo::Cached { keep_cache: true });
-        assert_eq!(o.open(true, CACHED_MAX + 1), OpenIo::Passthrough);
+        assert_eq!(o.open(true, CACHED_MAX + 1, true), OpenIo::Passthrough);
         o.release(OpenIo::Passthrough);
-        assert_eq!(o.open(false, 10), OpenIo::Passthrough);
+        assert_eq!(o.open(false, 10, true), OpenIo::Passthrough);
     }
 
     #[test]
     fn a_new_open_takes_the_mode_of_the_opens_still_there() {
         let mut o = InodeOpens::default();
-        let r = o.open(true, 10);
+        let r = o.open(true, 10, true);
         assert!(matches!(r, OpenIo::Cached { .. }));
         // A writer while a cached reader is open writes through the page cache.
-        let w = o.open(false, 10);
+        let w = o.open(false, 10, true);
         assert_eq!(w, OpenIo::Cached { keep_cache: true });
         o.release(r);
         o.release(w);
         // A passthrough writer first: a small read-only open must follow it.
-        let w = o.open(false, 10);
+        let w = o.open(false, 10, true);
         assert_eq!(w, OpenIo::Passthrough);
-        assert_eq!(o.open(true, 10), OpenIo::Passthrough);
+        assert_eq!(o.open(true, 10, true), OpenIo::Passthrough);
     }
 
     #[test]
     fn pages_are_dropped_after_a_passthrough_write() {
         let mut o = InodeOpens::default();
-        let r = o.open(true, 10);
+        let r = o.open(true, 10, true);
         o.release(r);
-        let w = o.open(false, 10);
+        let w = o.open(false, 10, true);
         o.release(w);
-        assert_eq!(o.open(true, 10), OpenIo::Cached { keep_cache: false });
+        assert_eq!(o.open(true, 10, true), OpenIo::Cached { keep_cache: false });
         o.release(OpenIo::Cached { keep_cache: false });
-        assert_eq!(o.open(true, 10), OpenIo::Cached { keep_cache: true });
+        assert_eq!(o.open(true, 10, true), OpenIo::Cached { keep_cache: true });
+    }
+
+    #[test]
+    fn without_kept_pages_small_reads_pass_through_or_start_from_no_pages() {
+        let mut o = InodeOpens::default();
+        assert_eq!(o.open(true, 10, false), OpenIo::Passthrough);
+        o.release(OpenIo::Passthrough);
+        // Opens through the page cache from before the watcher lost sight: joined, from none.
+        let r = o.open(true, 10, true);
+        assert_eq!(
+            o.open(true, 10, false),
+            OpenIo::Cached { keep_cache: false }
+        );
+        o.release(r);
     }
 }

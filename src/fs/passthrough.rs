@@ -146,7 +146,7 @@ impl Passthrough {
                 fopen,
             }) => {
                 let fh = FileHandle(fh);
-                let ttl = &self.opts.entry_ttl;
+                let ttl = &self.opts.kernel_cache.ttl();
                 match &backing {
                     Some(id) => reply.created_passthrough(
                         ttl,
@@ -207,8 +207,8 @@ impl Passthrough {
     fn reply_entry(&self, reply: ReplyEntry, result: io::Result<(Arc<Inode>, libc::stat)>) {
         match result {
             Ok((inode, st)) => reply.entry_with_ttls(
-                &self.opts.attr_ttl,
-                &self.opts.entry_ttl,
+                &self.opts.kernel_cache.ttl(),
+                &self.opts.kernel_cache.ttl(),
                 &told_attr(&inode, &st),
                 Generation(inode.generation),
             ),
@@ -341,12 +341,15 @@ impl Filesystem for Passthrough {
             .get(parent.0)
             .and_then(|p| cstr(name).and_then(|c| self.store.lookup(&p, &c)));
         match result {
-            Err(e) if e.raw_os_error() == Some(libc::ENOENT) && !self.opts.entry_ttl.is_zero() => {
+            Err(e)
+                if e.raw_os_error() == Some(libc::ENOENT)
+                    && !self.opts.kernel_cache.ttl().is_zero() =>
+            {
                 // A negative entry: node id 0 with a timeout makes the kernel remember that the
                 // name does not exist (python imports and cargo probe many such names). The
                 // watcher invalidates it when the name appears behind the mount.
                 let attr = placeholder_attr(0, fuser::FileType::RegularFile);
-                reply.entry(&self.opts.entry_ttl, &attr, Generation(0));
+                reply.entry(&self.opts.kernel_cache.ttl(), &attr, Generation(0));
             }
             other => self.reply_entry(reply, other),
         }
@@ -365,7 +368,7 @@ impl Filesystem for Passthrough {
             .inode(ino)
             .and_then(|i| self.attr_of(&i, fh).map_err(errno))
         {
-            Ok(attr) => reply.attr(&self.opts.attr_ttl, &attr),
+            Ok(attr) => reply.attr(&self.opts.kernel_cache.ttl(), &attr),
             Err(e) => reply.error(e),
         }
     }
@@ -412,7 +415,7 @@ impl Filesystem for Passthrough {
         match result {
             Ok(attr) => {
                 let _answering = self.observe.answering();
-                reply.attr(&self.opts.attr_ttl, &attr);
+                reply.attr(&self.opts.kernel_cache.ttl(), &attr);
                 let op = match size {
                     Some(size) => Op::Truncate { size },
                     None => Op::SetAttr,
@@ -822,7 +825,7 @@ impl Filesystem for Passthrough {
                         INodeNo(inode.nodeid),
                         e.next_offset as u64,
                         name,
-                        &opts.entry_ttl,
+                        &opts.kernel_cache.ttl(),
                         &told_attr(&inode, &st),
                         Generation(inode.generation),
                     );

@@ -23,6 +23,7 @@ use tracing::{debug, warn};
 
 use self::inbox::Inbox;
 use super::inode_store::{Inode, InodeStore, ROOT_ID};
+use super::kernel_cache::KernelCache;
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
@@ -67,6 +68,7 @@ impl Watcher {
         notifier: Notifier,
         observe: ObservationSink,
         self_changes: Arc<SelfChanges>,
+        kernel_cache: KernelCache,
     ) -> std::io::Result<JoinHandle<()>> {
         std::thread::Builder::new()
             .name("worldfs-watch".into())
@@ -102,6 +104,22 @@ impl Watcher {
                                     );
                                 }
                             }
+                            Err(e) if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) => {
+                                // A directory created since (an `npm install` makes thousands)
+                                // is not watched: changes below it would go unseen, and what
+                                // the kernel keeps could be served stale. Nothing is kept from
+                                // now on, and the world is told it cannot see every change.
+                                if kernel_cache.withdraw() {
+                                    let at = e.paths.first().map(|p| {
+                                        p.strip_prefix(&prefix).unwrap_or(p).to_path_buf()
+                                    });
+                                    warn!(
+                                        "{}: changes made behind the mount there are not seen, so                                          the kernel caches nothing from now on (slower, never                                          stale). Raise the limit (sysctl                                          fs.inotify.max_user_watches) and mount again",
+                                        unwatched_message(at.as_deref())
+                                    );
+                                    inval.lost_sight(at.unwrap_or_default());
+                                }
+                            }
                             Err(e) => {
                                 warn!("watcher error, invalidating everything: {e}");
                                 inval.everything();
@@ -112,6 +130,15 @@ impl Watcher {
                 }
             })
     }
+}
+
+/// What `worldfs mount` says when inotify refused to watch `at` (relative to SOURCE).
+fn unwatched_message(at: Option<&Path>) -> String {
+    let place = match at {
+        Some(p) if !p.as_os_str().is_empty() => format!("{} (and what is below it)", p.display()),
+        _ => "a directory of SOURCE".to_owned(),
+    };
+    format!("inotify's watch limit is reached: {place} cannot be watched")
 }
 
 /// inotify needs read access to a directory to watch it: a mount made without root meets
@@ -333,13 +360,7 @@ impl Invalidator {
 
     /// After lost events nothing cached can be trusted: drop every known inode and name.
     fn everything(&self) {
-        self.store.retained.clear();
-        for (id, parent, name) in self.store.all_names() {
-            self.inval_inode(id);
-            if let Some((parent, name)) = parent.zip(name) {
-                self.inval_entry(parent, &name);
-            }
-        }
+        self.drop_all();
         self.observe.emit(
             Op::External {
                 change: ExternalChange::Rescan,
@@ -347,6 +368,30 @@ impl Invalidator {
             0,
             || Some(PathBuf::new()),
         );
+    }
+
+    /// Changes below `at` (relative to SOURCE) will go unseen: what the kernel holds is
+    /// dropped, and the world told.
+    fn lost_sight(&self, at: PathBuf) {
+        self.drop_all();
+        self.observe.emit(
+            Op::External {
+                change: ExternalChange::Unwatched,
+            },
+            0,
+            || Some(at),
+        );
+    }
+
+    /// Drops every name, attribute and page the kernel holds.
+    fn drop_all(&self) {
+        self.store.retained.clear();
+        for (id, parent, name) in self.store.all_names() {
+            self.inval_inode(id);
+            if let Some((parent, name)) = parent.zip(name) {
+                self.inval_entry(parent, &name);
+            }
+        }
     }
 }
 

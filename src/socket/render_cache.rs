@@ -94,7 +94,8 @@ impl RenderCache {
         params: ProjectionParams,
         render: impl FnOnce(&ProjectionParams) -> Result<Rendered, String>,
     ) -> Result<Arc<Cached>, String> {
-        if !self.enabled {
+        // A watcher that lost sight of a directory no longer tells every change.
+        if !self.enabled || !world.sees_every_change() {
             return self.render(&params, render);
         }
         let key = Key::now(world, params);
@@ -255,6 +256,37 @@ mod tests {
         let cache = RenderCache::new(false);
         let n = AtomicUsize::new(0);
         for _ in 0..3 {
+            let _ = cache.get(&w, params(8000), numbered(&n));
+        }
+        assert_eq!(n.load(Ordering::SeqCst), 3);
+    }
+
+    /// Once the watcher cannot watch a directory, a change behind the mount may not bump the
+    /// generation: nothing is reused from then on.
+    #[test]
+    fn a_watcher_that_lost_sight_renders_every_call() {
+        use crate::observation::{ExternalChange, Observation, Op};
+        let (_dir, w) = world();
+        let cache = RenderCache::new(true);
+        let n = AtomicUsize::new(0);
+        for _ in 0..2 {
+            let _ = cache.get(&w, params(8000), numbered(&n));
+        }
+        assert_eq!(n.load(Ordering::SeqCst), 1);
+        assert!(w.sees_every_change());
+        w.ingest([Observation {
+            seq: 1,
+            time: std::time::SystemTime::now(),
+            op: Op::External {
+                change: ExternalChange::Unwatched,
+            },
+            path: "node_modules".into(),
+            pid: 0,
+            caller: None,
+        }]);
+        assert!(!w.sees_every_change());
+        assert_eq!(w.stats().unwatched.as_deref(), Some("node_modules"));
+        for _ in 0..2 {
             let _ = cache.get(&w, params(8000), numbered(&n));
         }
         assert_eq!(n.load(Ordering::SeqCst), 3);

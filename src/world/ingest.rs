@@ -428,6 +428,11 @@ fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
             w.cache.mark_all_stale();
             w.rules.invalidate_all();
         }
+        ExternalChange::Unwatched => {
+            w.cache.mark_all_stale();
+            w.rules.invalidate_all();
+            w.unwatched.lock().get_or_insert_with(|| path.to_path_buf());
+        }
     }
     w.dirty.store(true, Ordering::Release);
 }

@@ -205,6 +205,7 @@ impl WorldBuilder {
             nap: (Mutex::new(()), parking_lot::Condvar::new()),
             keeping: Mutex::new(snapshot::KeptStats::default()),
             not_kept: Mutex::new(None),
+            unwatched: Mutex::new(None),
         }))
     }
 }
@@ -301,6 +302,9 @@ pub struct World {
     keeping: Mutex<snapshot::KeptStats>,
     /// Why this world is not kept across restarts, when it is not.
     not_kept: Mutex<Option<String>>,
+    /// The first directory the watcher could not watch (`ExternalChange::Unwatched`): changes
+    /// made behind the mount may go unseen since, so nothing derived from them may be reused.
+    unwatched: Mutex<Option<PathBuf>>,
 }
 
 impl World {
@@ -818,7 +822,18 @@ impl World {
         }
         s.kept = self.kept_stats();
         s.not_kept = self.not_kept_reason();
+        s.unwatched = self
+            .unwatched
+            .lock()
+            .as_ref()
+            .map(|p| p.to_string_lossy().into_owned());
         s
+    }
+
+    /// Whether every change made behind the mount reaches the world (as far as it can tell: a
+    /// mount without a watcher says so to its clients itself).
+    pub fn sees_every_change(&self) -> bool {
+        self.unwatched.lock().is_none()
     }
 }
 

@@ -97,6 +97,9 @@ pub struct Stats {
     pub kept: Option<super::snapshot::KeptStats>,
     /// Why the world is not kept, when the mount said (`kept` is then `None`).
     pub not_kept: Option<String>,
+    /// The first directory the watcher could not watch (relative to the root; "" for the
+    /// root): changes behind the mount may go unseen since.
+    pub unwatched: Option<String>,
 }
 
 impl Counters {

@@ -76,9 +76,9 @@ fn late_open_flags(flags: i32) -> i32 {
 /// open without one.
 fn reply_mode(
     inode: &Inode,
-    io: Option<OpenIo>,
-    direct: bool,
+    (io, direct): (Option<OpenIo>, bool),
     held: Option<&Arc<fuser::BackingId>>,
+    pages_kept: bool,
 ) -> (Option<Arc<fuser::BackingId>>, FopenFlags) {
     match io {
         Some(OpenIo::Cached { keep_cache }) => {
@@ -93,8 +93,9 @@ fn reply_mode(
         _ if direct => (None, FopenFlags::FOPEN_DIRECT_IO),
         // A passthrough reply ignores the flags. Without a registration (no kernel passthrough)
         // the daemon serves every read and the watcher drops pages changed behind the mount, so
-        // they may be kept across opens.
-        _ => (held.cloned(), FopenFlags::FOPEN_KEEP_CACHE),
+        // they may be kept across opens; without the watcher, each open starts from none.
+        _ if pages_kept => (held.cloned(), FopenFlags::FOPEN_KEEP_CACHE),
+        _ => (held.cloned(), FopenFlags::empty()),
     }
 }
 
@@ -168,7 +169,8 @@ impl Passthrough {
         write: bool,
         (io, direct): (Option<OpenIo>, bool),
     ) -> (u64, Option<Arc<fuser::BackingId>>, FopenFlags) {
-        let (reply_backing, fopen) = reply_mode(inode, io, direct, held.as_ref());
+        let pages_kept = self.opts.kernel_cache.keeps_pages();
+        let (reply_backing, fopen) = reply_mode(inode, (io, direct), held.as_ref(), pages_kept);
         if write {
             inode.own_writes.opened_for_writing();
         }
@@ -228,8 +230,13 @@ impl Passthrough {
         // Passthrough writes never reach the daemon, and the backing file system writes them as
         // root, keeping set-id bits a native write by the caller would clear.
         let direct = write && kill_priv::has_set_id_bits(mode) && passthrough;
-        let io = (passthrough && !direct)
-            .then(|| inode.opens.lock().open(reads_only, inode.told_size()));
+        let pages_kept = self.opts.kernel_cache.keeps_pages();
+        let io = (passthrough && !direct).then(|| {
+            inode
+                .opens
+                .lock()
+                .open(reads_only, inode.told_size(), pages_kept)
+        });
         let opened = self.open_as(req, &inode, flags, (io, direct, mode), reply);
         if opened.is_err()
             && let Some(io) = io
@@ -358,7 +365,8 @@ impl Passthrough {
         let passthrough = self.passthrough.load(Ordering::Relaxed);
         // As in `do_open`: writes to a set-id file must come through the daemon.
         let direct = write && kill_priv::has_set_id_bits(st.st_mode) && passthrough;
-        let io = (passthrough && !direct).then(|| inode.opens.lock().open(false, 0));
+        let pages_kept = self.opts.kernel_cache.keeps_pages();
+        let io = (passthrough && !direct).then(|| inode.opens.lock().open(false, 0, pages_kept));
         let held = if direct {
             None
         } else {
