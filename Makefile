@@ -26,7 +26,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -70,6 +70,9 @@ bench-hook: build
 
 bench-proxy: build
 	scripts/bench.sh proxy
+
+bench-sessions: build
+	scripts/bench.sh sessions
 
 bench-catchup: build
 	scripts/bench.sh catchup

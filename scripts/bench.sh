@@ -2,7 +2,7 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|catchup|restart]...
+#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -42,6 +42,10 @@
 #            also edits a file read before), each followed by the whole request posted through
 #            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
 #            (scripts/bench-proxy.py). Not in `all`.
+#   sessions two Claude Code sessions on one mount (scripts/bench-sessions.py): each reads its
+#            own generated modules in turn; then what each session's projection shows of its
+#            own modules and of the other's, and its tokens. SESSIONS_OLD_BIN runs an earlier
+#            build on the same scenario first (SESSIONS_OLD_LABEL names it). Not in `all`.
 #   catchup  how long the world takes to take in bulk changes: CATCHUP_FILES files created
 #            through a mirror mount of bench-work/catchup/src (a shell loop, as the agent),
 #            timed until every new entry is hashed, with the ingest thread's CPU time; an
@@ -460,6 +464,37 @@ PY
   } | record
 }
 
+# ---------- sessions ----------
+# Two sessions on one mount, each reading its own modules; what each one's projection shows.
+# SESSIONS_OLD_BIN: an earlier build, run on the same scenario first, for a side-by-side row.
+bench_sessions() {
+  local steps=${SESSIONS_STEPS:-24} budget=${SESSIONS_BUDGET:-8000} dir=$BW/sessions out="" bin label
+  local bins=("$WORLDFS_BIN") labels=("$(commit)")
+  if [ -n "${SESSIONS_OLD_BIN:-}" ]; then
+    bins=("$SESSIONS_OLD_BIN" "$WORLDFS_BIN")
+    labels=("${SESSIONS_OLD_LABEL:-SESSIONS_OLD_BIN}" "$(commit)")
+  fi
+  for i in "${!bins[@]}"; do
+    bin=${bins[$i]} label=${labels[$i]}
+    rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
+    gen_modules "$dir/src"
+    WORLDFS_BIN=$bin wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
+    out+=$(python3 "$WFS_ROOT/scripts/bench-sessions.py" "$bin" "$dir/mnt" "$label" "$steps" "$budget") \
+      || wfs_die "the sessions benchmark failed ($bin)"
+    out+=$'\n'
+    wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
+  done
+  echo "$out"
+  md_header "two sessions on one mount, what each session's projection shows"
+  {
+    echo "- command: \`scripts/bench.sh sessions\` (\`make bench-sessions\`), SESSIONS_STEPS=$steps, SESSIONS_BUDGET=$budget${SESSIONS_OLD_BIN:+, SESSIONS_OLD_BIN=$(shown_cmd "$SESSIONS_OLD_BIN")}; on a mirror mount of 40 generated modules, session s1 reads modules 1-12 and session s2 modules 21-32 with Claude Code's Read tool, one module each in turn, $steps times (\`worldfs hook\` told of each call, as Claude Code runs it); then each session's projection as \`worldfs proxy\` asks for it (anthropic, its session, no last step)"
+    echo
+    echo "| build | session | tokens | its own modules shown | the other session's modules shown |"
+    echo "|---|---|---|---|---|"
+    echo "$out" | grep '^| '
+  } | record
+}
+
 # ---------- catchup ----------
 bench_catchup() {
   local n=${CATCHUP_FILES:-20000} saves=${CATCHUP_SAVES:-3000} dir=$BW/catchup out
@@ -639,9 +674,10 @@ PY
 }
 
 # ---------- proxy ----------
-bench_proxy() {
-  local n=${PROXY_TURNS:-100} dir=$BW/proxy out i api_pid proxy_pid port url sock
-  rm -rf "$dir"; mkdir -p "$dir/src/report" "$dir/mnt"
+# DIR/report/mod_1.py ... mod_40.py: 40 modules of 12 small functions each.
+gen_modules() {
+  local i
+  mkdir -p "$1/report"
   for i in $(seq 1 40); do
     python3 -c "import sys
 i = int(sys.argv[1])
@@ -651,8 +687,14 @@ for f in range(12):
     print('    for row in rows:')
     print('        totals[row.region] = totals.get(row.region, 0) + row.amount * %d' % f)
     print('    return totals')
-    print()" "$i" > "$dir/src/report/mod_$i.py"
+    print()" "$i" > "$1/report/mod_$i.py"
   done
+}
+
+bench_proxy() {
+  local n=${PROXY_TURNS:-100} dir=$BW/proxy out api_pid proxy_pid port url sock
+  rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
+  gen_modules "$dir/src"
   wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
   sock=$(sed -n 's/^worldfs: socket //p' "$WFS_LOG" | head -n 1)
   python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$dir/api.jsonl" > "$dir/api.out" 2>&1 &
@@ -1116,6 +1158,7 @@ for p in "${PARTS[@]}"; do
     overhead) bench_overhead ;;
     hook) bench_hook ;;
     proxy) bench_proxy ;;
+    sessions) bench_sessions ;;
     catchup) bench_catchup ;;
     restart) bench_restart ;;
   esac

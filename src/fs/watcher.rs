@@ -113,10 +113,7 @@ impl Watcher {
                                     let at = e.paths.first().map(|p| {
                                         p.strip_prefix(&prefix).unwrap_or(p).to_path_buf()
                                     });
-                                    warn!(
-                                        "{}: changes made behind the mount there are not seen, so                                          the kernel caches nothing from now on (slower, never                                          stale). Raise the limit (sysctl                                          fs.inotify.max_user_watches) and mount again",
-                                        unwatched_message(at.as_deref())
-                                    );
+                                    warn!("{}", unwatched_message(at.as_deref()));
                                     inval.lost_sight(at.unwrap_or_default());
                                 }
                             }
@@ -138,7 +135,11 @@ fn unwatched_message(at: Option<&Path>) -> String {
         Some(p) if !p.as_os_str().is_empty() => format!("{} (and what is below it)", p.display()),
         _ => "a directory of SOURCE".to_owned(),
     };
-    format!("inotify's watch limit is reached: {place} cannot be watched")
+    format!(
+        "inotify's watch limit is reached: {place} cannot be watched, and changes made behind \
+         the mount there would go unseen, so the kernel caches nothing from now on (slower, \
+         never stale). Raise the limit (sysctl fs.inotify.max_user_watches) and mount again"
+    )
 }
 
 /// inotify needs read access to a directory to watch it: a mount made without root meets
@@ -402,6 +403,24 @@ mod tests {
 
     fn event(kind: EventKind, path: &str) -> notify::Event {
         notify::Event::new(kind).add_path(PathBuf::from(path))
+    }
+
+    #[test]
+    fn the_watch_limit_is_named_with_the_directory_and_the_way_out() {
+        let m = unwatched_message(Some(Path::new("node_modules/left-pad")));
+        assert!(
+            m.starts_with(
+                "inotify's watch limit is reached: node_modules/left-pad (and what is below it) \
+                 cannot be watched, and changes"
+            ),
+            "{m}"
+        );
+        assert!(
+            m.ends_with("fs.inotify.max_user_watches) and mount again"),
+            "{m}"
+        );
+        assert!(!m.contains("  "), "{m}");
+        assert!(unwatched_message(None).contains("a directory of SOURCE cannot be watched"));
     }
 
     #[test]
