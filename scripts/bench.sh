@@ -101,9 +101,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|fs-user|latency|rss|socket|overhead|hook|proxy|catchup|restart) ;;
+    fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, catchup, restart)" ;;
+    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, sessions, catchup, restart)" ;;
   esac
 done
 
