@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
 """Two Claude Code sessions on one mount: what each session's projection holds.
 
-Usage: bench-sessions.py WORLDFS_BIN MOUNT LABEL [STEPS] [BUDGET]
+Usage: bench-sessions.py WORLDFS_BIN MOUNT LABEL [STEPS] [BUDGET] [FILES]
 
 MOUNT is a mirror mount of generated modules `report/mod_1.py` ... `report/mod_40.py` (see
-`bench_sessions` in bench.sh). Session s1 works on modules 1-12 and session s2 on modules
-21-32: STEPS times, each session reads the next of its modules with Claude Code's Read tool
+`bench_sessions` in bench.sh). Session s1 works on the first FILES modules and session s2 on
+as many from module 21 on: STEPS times, each session reads the next of its modules with
+Claude Code's Read tool
 (a `cat` through the mount, then the PostToolUse event piped into `worldfs hook`, as Claude
 Code runs it), the two sessions taking turns. Then each session's projection is asked for as
 `worldfs proxy` asks (anthropic, BUDGET tokens, its session, without the last step), and the
@@ -23,7 +24,8 @@ def main():
     bin, mnt, label = sys.argv[1], sys.argv[2], sys.argv[3]
     steps = int(sys.argv[4]) if len(sys.argv) > 4 else 24
     budget = int(sys.argv[5]) if len(sys.argv) > 5 else 8000
-    own = {"s1": list(range(1, 13)), "s2": list(range(21, 33))}
+    files = int(sys.argv[6]) if len(sys.argv) > 6 else 6
+    own = {"s1": list(range(1, 1 + files)), "s2": list(range(21, 21 + files))}
 
     def hook(event):
         subprocess.run([bin, "hook"], input=json.dumps(event).encode(), check=True)

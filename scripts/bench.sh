@@ -43,7 +43,7 @@
 #            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
 #            (scripts/bench-proxy.py). Not in `all`.
 #   sessions two Claude Code sessions on one mount (scripts/bench-sessions.py): each reads its
-#            own generated modules in turn; then what each session's projection shows of its
+#            own SESSIONS_FILES (6) generated modules in turn, SESSIONS_STEPS (24) times; then what each session's projection shows of its
 #            own modules and of the other's, and its tokens. SESSIONS_OLD_BIN runs an earlier
 #            build on the same scenario first (SESSIONS_OLD_LABEL names it). Not in `all`.
 #   catchup  how long the world takes to take in bulk changes: CATCHUP_FILES files created
@@ -468,7 +468,8 @@ PY
 # Two sessions on one mount, each reading its own modules; what each one's projection shows.
 # SESSIONS_OLD_BIN: an earlier build, run on the same scenario first, for a side-by-side row.
 bench_sessions() {
-  local steps=${SESSIONS_STEPS:-24} budget=${SESSIONS_BUDGET:-8000} dir=$BW/sessions out="" bin label
+  local steps=${SESSIONS_STEPS:-24} budget=${SESSIONS_BUDGET:-8000} files=${SESSIONS_FILES:-6}
+  local dir=$BW/sessions out="" bin label
   local bins=("$WORLDFS_BIN") labels=("$(commit)")
   if [ -n "${SESSIONS_OLD_BIN:-}" ]; then
     bins=("$SESSIONS_OLD_BIN" "$WORLDFS_BIN")
@@ -479,7 +480,7 @@ bench_sessions() {
     rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
     gen_modules "$dir/src"
     WORLDFS_BIN=$bin wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
-    out+=$(python3 "$WFS_ROOT/scripts/bench-sessions.py" "$bin" "$dir/mnt" "$label" "$steps" "$budget") \
+    out+=$(python3 "$WFS_ROOT/scripts/bench-sessions.py" "$bin" "$dir/mnt" "$label" "$steps" "$budget" "$files") \
       || wfs_die "the sessions benchmark failed ($bin)"
     out+=$'\n'
     wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
@@ -487,7 +488,7 @@ bench_sessions() {
   echo "$out"
   md_header "two sessions on one mount, what each session's projection shows"
   {
-    echo "- command: \`scripts/bench.sh sessions\` (\`make bench-sessions\`), SESSIONS_STEPS=$steps, SESSIONS_BUDGET=$budget${SESSIONS_OLD_BIN:+, SESSIONS_OLD_BIN=$(shown_cmd "$SESSIONS_OLD_BIN")}; on a mirror mount of 40 generated modules, session s1 reads modules 1-12 and session s2 modules 21-32 with Claude Code's Read tool, one module each in turn, $steps times (\`worldfs hook\` told of each call, as Claude Code runs it); then each session's projection as \`worldfs proxy\` asks for it (anthropic, its session, no last step)"
+    echo "- command: \`scripts/bench.sh sessions\` (\`make bench-sessions\`), SESSIONS_STEPS=$steps, SESSIONS_BUDGET=$budget, SESSIONS_FILES=$files${SESSIONS_OLD_BIN:+, SESSIONS_OLD_BIN=$(shown_cmd "$SESSIONS_OLD_BIN")}; on a mirror mount of 40 generated modules (about 870 tokens each), session s1 reads modules 1-$files and session s2 modules 21-$((20 + files)) with Claude Code's Read tool, one module each in turn, $steps times (\`worldfs hook\` told of each call, as Claude Code runs it); then each session's projection as \`worldfs proxy\` asks for it (anthropic, its session, no last step)"
     echo
     echo "| build | session | tokens | its own modules shown | the other session's modules shown |"
     echo "|---|---|---|---|---|"
