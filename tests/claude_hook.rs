@@ -363,19 +363,22 @@ fn two_sessions_each_see_their_own_files() {
         "{s2}"
     );
 
-    // What a session's Bash command reads is its own too.
+    // What a session's Bash command reads or writes is its own too.
+    let command = "cat beta.py && echo made by s1 > made.txt";
     let bash = |name: &str| {
         json!({"hook_event_name": name, "tool_name": "Bash", "tool_use_id": "toolu_s1_cat",
-               "tool_input": {"command": "cat beta.py", "description": "show it"}})
+               "tool_input": {"command": command, "description": "show it"}})
     };
     tell("s1", bash("PreToolUse"));
-    let printed = run(&root, "cat", &["beta.py"]);
+    let printed = run(&root, "sh", &["-c", command]);
     let mut done = bash("PostToolUse");
     done["tool_response"] = json!({"stdout": printed, "stderr": "", "interrupted": false});
     tell("s1", done);
     let s1 = shown(&mut c, "s1");
-    assert!(s1.contains("def beta"), "{s1}");
+    assert!(s1.contains("def beta") && s1.contains("made by s1"), "{s1}");
     assert!(!s1.contains("def gamma"), "{s1}");
+    let s2 = shown(&mut c, "s2");
+    assert!(!s2.contains("made by s1"), "{s2}");
 }
 
 /// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history

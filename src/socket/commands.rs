@@ -59,6 +59,33 @@ pub struct Reads {
     /// indexer running beside the agent would otherwise tie every output to the whole tree, so
     /// a change to what they read goes unnoticed.
     pub scanned: u64,
+    /// Files the agent (or a process it started) wrote, created or renamed into place, at most
+    /// [`MAX_WRITTEN`] (none when it wrote more: a build, an install): not inputs, but what the
+    /// command's session changed.
+    pub written: Vec<PathBuf>,
+}
+
+/// Most files a command may write for them to be noted as its session's: more is a build or an
+/// install, not files the agent works in.
+pub const MAX_WRITTEN: usize = 256;
+
+/// The file an observation wrote, if it wrote one.
+fn written_path<'a>(op: &'a Op, path: &'a Path) -> Option<&'a Path> {
+    match op {
+        Op::Open {
+            write,
+            truncate,
+            created,
+            ..
+        } if *write || *truncate || *created => Some(path),
+        Op::Write { .. }
+        | Op::Truncate { .. }
+        | Op::Fallocate { .. }
+        | Op::CopyIn { .. }
+        | Op::Close { wrote: true } => Some(path),
+        Op::Rename { to, .. } => Some(to),
+        _ => None,
+    }
 }
 
 /// Every observation after `since_seq` still in the world's ring; an error if some may have
@@ -80,8 +107,14 @@ fn everything_since(world: &World, since_seq: u64) -> Result<SinceSeq, InputsErr
 pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError> {
     let got = everything_since(world, since_seq)?;
     let mut paths = BTreeSet::new();
+    let mut written = BTreeSet::new();
     let mut scanned = 0;
     for r in &got.records {
+        if matches!(r.class, Some(Class::Agent | Class::Weak))
+            && let Some(w) = written_path(&r.obs.op, &r.obs.path)
+        {
+            written.insert(w.to_path_buf());
+        }
         let read = match &r.obs.op {
             Op::Open { read: true, .. } | Op::Read { .. } | Op::ReadDir => &r.obs.path,
             Op::CopyIn { from, .. } => from,
@@ -99,9 +132,15 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError>
     if paths.len() > MAX_INPUTS {
         return Err(InputsError::TooMany(paths.len()));
     }
+    let written = if written.len() > MAX_WRITTEN {
+        Vec::new()
+    } else {
+        written.into_iter().collect()
+    };
     Ok(Reads {
         paths: paths.into_iter().collect(),
         scanned,
+        written,
     })
 }
 
@@ -366,6 +405,25 @@ mod tests {
             change: ExternalChange::Rescan,
         };
         assert!(changed_paths(&rescan, p, &mut s).is_none());
+    }
+
+    #[test]
+    fn written_files_are_the_ones_written_created_or_renamed_into_place() {
+        let p = Path::new("a.rs");
+        let rename = Op::Rename {
+            to: "b.rs".into(),
+            exchange: false,
+            dir: false,
+        };
+        assert_eq!(written_path(&rename, p), Some(Path::new("b.rs")));
+        assert_eq!(written_path(&Op::Close { wrote: true }, p), Some(p));
+        assert_eq!(written_path(&Op::Close { wrote: false }, p), None);
+        assert_eq!(written_path(&Op::ReadDir, p), None);
+        assert_eq!(
+            written_path(&Op::Unlink, p),
+            None,
+            "gone, not the session's"
+        );
     }
 
     #[test]

@@ -322,19 +322,21 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     // (`seq`, after them) is taken, whichever way the inputs are named.
     ingest_barrier(shared);
     let mut scanned = 0;
+    let mut written = Vec::new();
     if let Some(since) = since {
         let reads = commands::inputs_since(w, since)
             .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
         paths.extend(reads.paths);
         scanned = reads.scanned;
+        written = reads.written;
     }
     paths.sort();
     paths.dedup();
-    // What the command read is its session's own from now on, cached or not; and the session
-    // is the one heard from last, as after any change to its conversation.
+    // What the command read or wrote is its session's own from now on, cached or not; and the
+    // session is the one heard from last, as after any change to its conversation.
     let session_step = of_session.as_deref().map(|id| {
         w.harness().conversations.update(Some(id), |c| {
-            for rel in &paths {
+            for rel in paths.iter().chain(&written) {
                 c.touched.touch(rel);
             }
             c.touched.steps()
