@@ -1038,6 +1038,33 @@ fn an_output_that_depends_on_a_directory_goes_with_any_change_below_it() {
     assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
 }
 
+/// Without a watcher, a change behind the mount below a directory would go unseen: an output
+/// that depends on the directory as a whole is not kept. One with file inputs is, since those
+/// are checked against the disk at every projection.
+#[test]
+fn without_a_watcher_an_output_that_depends_on_a_directory_is_not_kept() {
+    let f = Fixture::with(|o| o.cache_renders = false);
+    let mut c = f.connect();
+    let r = c.call(
+        "command.record",
+        json!({"command": "Grep {\"pattern\":\"demo\"}", "output": "README.md",
+               "subtrees": ["."]}),
+    );
+    assert_eq!(r["cached"], false, "{r}");
+    assert!(
+        r["why"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("not all watched"),
+        "{r}"
+    );
+    let r = c.call(
+        "command.record",
+        json!({"command": "cat README.md", "output": "# demo", "files": ["README.md"]}),
+    );
+    assert_eq!(r["cached"], true, "{r}");
+}
+
 #[test]
 fn command_record_reports_lost_history() {
     let f = Fixture::new();

@@ -154,6 +154,9 @@ pub struct Shared {
     pub started_wall: SystemTime,
     /// The last projections rendered, reused while nothing they depend on changed.
     renders: RenderCache,
+    /// A watcher reports the changes made behind the mount (it may still lose sight of a
+    /// directory: `World::sees_every_change`).
+    watched: bool,
 }
 
 #[derive(Debug, Default)]
@@ -174,7 +177,7 @@ impl Shared {
         info: DaemonInfo,
         op_stats: Option<Arc<OpStats>>,
         emitted: Option<EmittedFn>,
-        cache_renders: bool,
+        watched: bool,
     ) -> Self {
         Self {
             world,
@@ -191,8 +194,15 @@ impl Shared {
             conns: ConnCounters::default(),
             started: Instant::now(),
             started_wall: SystemTime::now(),
-            renders: RenderCache::new(cache_renders),
+            renders: RenderCache::new(watched),
+            watched,
         }
+    }
+
+    /// Whether every change made behind the mount reaches the world: what lets anything be
+    /// kept on the strength of no change having been seen.
+    pub fn sees_changes_behind(&self) -> bool {
+        self.watched && self.world.sees_every_change()
     }
 
     fn record_latency(&self, method: &str, d: Duration) {

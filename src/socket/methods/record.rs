@@ -384,6 +384,15 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
                 .into(),
         ));
     }
+    // A file input is checked against the disk at every projection; a directory's changes are
+    // known only from what the watcher reports.
+    if !subtrees.is_empty() && !shared.sees_changes_behind() {
+        return Ok(not_cached(
+            "it depends on a directory as a whole, and changes made behind the mount are not \
+             all watched (--no-watch, or inotify's watch limit), so one below it could go unseen"
+                .into(),
+        ));
+    }
     // Not added to the history estimate: a history-keeping harness holds the output once, as
     // the result of the step that ran the command, which `step.record` counts.
     let inputs = commands::hash_inputs(w, paths);
