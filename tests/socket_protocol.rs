@@ -336,6 +336,16 @@ fn each_session_sees_the_files_its_steps_named() {
         listed["conversations"][0]["files"], 1,
         "src/lib.rs; /etc/hostname passed over: {listed}"
     );
+    // A file b's request shows (Claude Code attached it) b has seen: it is b's from now on.
+    let readme = f.root().join("README.md").to_string_lossy().into_owned();
+    c.call(
+        "projection.get",
+        json!({"format": "text", "budget": 4000, "session": "b",
+               "request_shows": [{"path": readme, "hash": "0".repeat(64)}]}),
+    );
+    let listed = c.call("goal.list", json!({}));
+    assert_eq!(listed["conversations"][1]["files"], 2, "{listed}");
+    assert!(!text(&mut c, "a").contains("A small project"));
     assert!(!b.contains("a + b") && b.contains("edited by b"), "{b}");
     let too_many: Vec<String> = (0..65).map(|i| format!("f{i}")).collect();
     let (code, msg) = c.call_err(

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::json;
 
-use super::{MAX_BUDGET, MAX_REQUEST_SHOWS, Shared, ingest_barrier, session};
+use super::{MAX_BUDGET, MAX_REQUEST_SHOWS, Shared, ingest_barrier, rel_path, session};
 use crate::socket::protocol::{Reply, RpcError, code};
 use crate::socket::render::{
     CacheTtl, DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
@@ -139,6 +139,28 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             .map(|s| (s.path, s.hash.to_ascii_lowercase()))
             .collect(),
     };
+    // What the client's request shows (files Claude Code attached to the conversation) its
+    // session has seen, as it has what its tool calls read.
+    if let Some(id) = &params.session
+        && !params.request_shows.is_empty()
+    {
+        let h = w.harness();
+        let news = h.conversations.update(Some(id), |c| {
+            let now = c.touched.steps();
+            let mut news = false;
+            let shown = params.request_shows.iter();
+            for path in shown.filter_map(|(raw, _)| rel_path(shared, raw).ok()) {
+                if c.touched.at(&path) != Some(now) {
+                    c.touched.touch(&path);
+                    news = true;
+                }
+            }
+            news
+        });
+        if news {
+            w.bump_generation();
+        }
+    }
     // What the mount saw before this request (the agent's last tool call) must be in the world.
     ingest_barrier(shared);
     // Outputs whose inputs changed must not reach the renderer.
