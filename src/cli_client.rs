@@ -461,24 +461,26 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             return Err(Failure::Failed(e.into()));
         }
     };
-    outln!(out, "goal:     {}", goal_line(&goal));
-    // The other sessions' goals, when several share the mount.
-    if goal.get("conversations").and_then(Value::as_u64) > Some(1)
-        && let Ok(list) = client.call("goal.list", json!({}))
-    {
-        let all = list["conversations"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        for c in all.iter().rev().skip(1) {
-            let id = c["session"].as_str().unwrap_or("(no session)");
-            outln!(
-                out,
-                "          session {id}: {}{}",
-                goal_line(c),
-                own_files(c)
-            );
-        }
+    // The other sessions' goals, when several share the mount, the current one last.
+    let all = if goal.get("conversations").and_then(Value::as_u64) > Some(1) {
+        client
+            .call("goal.list", json!({}))
+            .ok()
+            .and_then(|l| l["conversations"].as_array().cloned())
+            .unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let current = all.last().map_or_else(String::new, own_files);
+    outln!(out, "goal:     {}{current}", goal_line(&goal));
+    for c in all.iter().rev().skip(1) {
+        let id = c["session"].as_str().unwrap_or("(no session)");
+        outln!(
+            out,
+            "          session {id}: {}{}",
+            goal_line(c),
+            own_files(c)
+        );
     }
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
     let state = match client.call("state.get", json!({})) {

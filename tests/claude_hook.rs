@@ -379,6 +379,21 @@ fn two_sessions_each_see_their_own_files() {
     assert!(!s1.contains("def gamma"), "{s1}");
     let s2 = shown(&mut c, "s2");
     assert!(!s2.contains("made by s1"), "{s2}");
+    // `worldfs status` tells each session's steps and files.
+    let out = common::worldfs(&[
+        std::ffi::OsStr::new("status"),
+        std::ffi::OsStr::new("--socket"),
+        m.socket().as_os_str(),
+    ]);
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status.contains("(session s1, heard from last, of 2); 2 steps and 3 files of its own"),
+        "{status}"
+    );
+    assert!(
+        status.contains("session s2: \"Explain the code\"; 2 steps and 2 files of its own"),
+        "{status}"
+    );
 }
 
 /// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history
