@@ -380,12 +380,7 @@ fn two_sessions_each_see_their_own_files() {
     let s2 = shown(&mut c, "s2");
     assert!(!s2.contains("made by s1"), "{s2}");
     // `worldfs status` tells each session's steps and files.
-    let out = common::worldfs(&[
-        std::ffi::OsStr::new("status"),
-        std::ffi::OsStr::new("--socket"),
-        m.socket().as_os_str(),
-    ]);
-    let status = String::from_utf8_lossy(&out.stdout);
+    let status = m.status();
     assert!(
         status.contains("(session s1, heard from last, of 2); 2 steps and 3 files of its own"),
         "{status}"

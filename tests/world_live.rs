@@ -260,12 +260,7 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
     );
     // The same count, as `worldfs status` shows it to a user (echoes may still be arriving:
     // the kernel releases a closed file after close() has returned).
-    let out = common::worldfs(&[
-        std::ffi::OsStr::new("status"),
-        std::ffi::OsStr::new("--socket"),
-        m.socket().as_os_str(),
-    ]);
-    let status = String::from_utf8_lossy(&out.stdout);
+    let status = m.status();
     assert!(
         status.contains("behind:   changes made behind the mount 1; echoes of the mount's own"),
         "{status}"
@@ -293,13 +288,7 @@ fn the_mounts_own_writes_are_not_changes_behind_it() {
 #[test]
 fn status_says_when_nothing_watches_behind_the_mount() {
     let m = Mount::start(common::Mode::Mirror, &["--no-watch"], |_| {});
-    let out = common::worldfs(&[
-        std::ffi::OsStr::new("status"),
-        std::ffi::OsStr::new("--socket"),
-        m.socket().as_os_str(),
-    ]);
-    let status = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{out:?}");
+    let status = m.status();
     assert!(
         status.contains("behind:   not watched (--no-watch,"),
         "{status}"

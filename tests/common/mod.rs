@@ -835,6 +835,18 @@ impl Mount {
         find().unwrap_or_else(|| panic!("the daemon printed no socket path:\n{}", self.log()))
     }
 
+    /// What `worldfs status` prints for this mount (it must succeed).
+    #[allow(dead_code)] // not every test binary that includes this module uses it
+    pub fn status(&self) -> String {
+        let out = worldfs(&[
+            OsStr::new("status"),
+            OsStr::new("--socket"),
+            self.socket().as_os_str(),
+        ]);
+        assert!(out.status.success(), "worldfs status: {out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
     /// The daemon's combined stdout and stderr so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_else(|e| format!("<no log: {e}>"))
