@@ -268,7 +268,8 @@ pub struct ProjectionOptions {
     #[arg(long)]
     pub verbatim_step: bool,
     /// Project for this session's conversation (Claude Code's session id, as `worldfs status`
-    /// counts them): its goal and task list. By default, the session heard from last.
+    /// counts them): its goal and task list, and, while other sessions work on the mount too,
+    /// its own files, last step and outputs. By default, the session heard from last.
     #[arg(long, value_name = "ID")]
     pub session: Option<String>,
 }
