@@ -158,7 +158,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
                 Some(w)
             }
             Err(e) => {
-                warn!("{e:#}; kernel caching is turned off so nothing is served stale");
+                warn!("{e:#}");
                 None
             }
         }

@@ -51,9 +51,19 @@ impl Watcher {
         let config = notify::Config::default().with_event_kinds(EventKindMask::CORE);
         let mut watcher = RecommendedWatcher::new(move |ev| tx.push(ev), config)
             .context("creating the inotify watcher")?;
-        watcher
-            .watch(&prefix, RecursiveMode::Recursive)
-            .context("watching SOURCE for changes behind the mount (inotify watch limit?)")?;
+        if let Err(e) = watcher.watch(&prefix, RecursiveMode::Recursive) {
+            if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
+                let at = e
+                    .paths
+                    .first()
+                    .map(|p| p.strip_prefix(&prefix).unwrap_or(p));
+                anyhow::bail!("{}", unwatched_message(at));
+            }
+            return Err(anyhow::Error::new(e).context(
+                "watching SOURCE for changes behind the mount failed, so the kernel caches \
+                 nothing (slower, never stale)",
+            ));
+        }
         Ok(Self {
             _watcher: watcher,
             events,
