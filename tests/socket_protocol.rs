@@ -1075,6 +1075,44 @@ fn without_a_watcher_an_output_that_depends_on_a_directory_is_not_kept() {
     assert_eq!(r["cached"], true, "{r}");
 }
 
+/// Once the watcher cannot watch a directory, a change behind the mount may bump nothing: no
+/// projection is reused, no search is cached, and `stats` says so.
+#[test]
+fn a_watcher_that_lost_sight_reuses_nothing() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let get = |c: &mut Conn| {
+        c.call(
+            "projection.get",
+            json!({"format": "anthropic", "budget": 4000}),
+        );
+    };
+    get(&mut c);
+    get(&mut c);
+    let renders = |c: &mut Conn| c.call("stats", json!({}))["renders"].clone();
+    assert_eq!(
+        renders(&mut c),
+        json!({"enabled": true, "rendered": 1, "reused": 1})
+    );
+    f.lose_sight_of("node_modules");
+    get(&mut c);
+    get(&mut c);
+    assert_eq!(
+        renders(&mut c),
+        json!({"enabled": false, "rendered": 3, "reused": 1})
+    );
+    assert_eq!(
+        c.call("stats", json!({}))["world"]["unwatched"],
+        "node_modules"
+    );
+    let r = c.call(
+        "command.record",
+        json!({"command": "Glob {\"pattern\":\"*.rs\"}", "output": "src/lib.rs",
+               "subtrees": ["src"]}),
+    );
+    assert_eq!(r["cached"], false, "{r}");
+}
+
 #[test]
 fn command_record_reports_lost_history() {
     let f = Fixture::new();

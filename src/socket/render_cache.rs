@@ -52,13 +52,12 @@ impl Key {
 /// How often renders were made and reused (for `stats`).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
 pub struct RenderCounts {
-    pub enabled: bool,
     pub rendered: u64,
     pub reused: u64,
 }
 
+#[derive(Default)]
 pub struct RenderCache {
-    enabled: bool,
     kept: Mutex<Vec<(Key, Arc<Cached>)>>,
     /// One lock per request shape being rendered; only entries someone holds are kept.
     flights: Mutex<Vec<(ProjectionParams, Arc<Mutex<()>>)>>,
@@ -67,35 +66,24 @@ pub struct RenderCache {
 }
 
 impl RenderCache {
-    /// `enabled: false` renders every request (right when changes to SOURCE may go unseen).
-    pub fn new(enabled: bool) -> Self {
-        Self {
-            enabled,
-            kept: Mutex::new(Vec::new()),
-            flights: Mutex::new(Vec::new()),
-            rendered: AtomicU64::new(0),
-            reused: AtomicU64::new(0),
-        }
-    }
-
     pub fn counts(&self) -> RenderCounts {
         RenderCounts {
-            enabled: self.enabled,
             rendered: self.rendered.load(Ordering::Relaxed),
             reused: self.reused.load(Ordering::Relaxed),
         }
     }
 
     /// The projection for `params` of the world as it is now: reused if nothing it depends on
-    /// changed since it was rendered, else rendered with `render`.
+    /// changed since it was rendered, else rendered with `render`. `reuse: false` renders it
+    /// anew (right when changes to SOURCE may go unseen), and keeps nothing.
     pub fn get(
         &self,
         world: &World,
         params: ProjectionParams,
+        reuse: bool,
         render: impl FnOnce(&ProjectionParams) -> Result<Rendered, String>,
     ) -> Result<Arc<Cached>, String> {
-        // A watcher that lost sight of a directory no longer tells every change.
-        if !self.enabled || !world.sees_every_change() {
+        if !reuse {
             return self.render(&params, render);
         }
         let key = Key::now(world, params);
@@ -214,11 +202,11 @@ mod tests {
     #[test]
     fn a_render_is_reused_only_while_nothing_it_depends_on_changed() {
         let (_dir, w) = world();
-        let cache = RenderCache::new(true);
+        let cache = RenderCache::default();
         let n = AtomicUsize::new(0);
         let get = |budget| {
             cache
-                .get(&w, params(budget), numbered(&n))
+                .get(&w, params(budget), true, numbered(&n))
                 .unwrap_or_else(|e| panic!("{e}"))
         };
         let first = get(8000);
@@ -243,7 +231,6 @@ mod tests {
         assert_eq!(
             cache.counts(),
             RenderCounts {
-                enabled: true,
                 rendered: 4,
                 reused: 2
             }
@@ -251,43 +238,12 @@ mod tests {
     }
 
     #[test]
-    fn a_disabled_cache_renders_every_call() {
+    fn without_reuse_every_call_renders() {
         let (_dir, w) = world();
-        let cache = RenderCache::new(false);
+        let cache = RenderCache::default();
         let n = AtomicUsize::new(0);
         for _ in 0..3 {
-            let _ = cache.get(&w, params(8000), numbered(&n));
-        }
-        assert_eq!(n.load(Ordering::SeqCst), 3);
-    }
-
-    /// Once the watcher cannot watch a directory, a change behind the mount may not bump the
-    /// generation: nothing is reused from then on.
-    #[test]
-    fn a_watcher_that_lost_sight_renders_every_call() {
-        use crate::observation::{ExternalChange, Observation, Op};
-        let (_dir, w) = world();
-        let cache = RenderCache::new(true);
-        let n = AtomicUsize::new(0);
-        for _ in 0..2 {
-            let _ = cache.get(&w, params(8000), numbered(&n));
-        }
-        assert_eq!(n.load(Ordering::SeqCst), 1);
-        assert!(w.sees_every_change());
-        w.ingest([Observation {
-            seq: 1,
-            time: std::time::SystemTime::now(),
-            op: Op::External {
-                change: ExternalChange::Unwatched,
-            },
-            path: "node_modules".into(),
-            pid: 0,
-            caller: None,
-        }]);
-        assert!(!w.sees_every_change());
-        assert_eq!(w.stats().unwatched.as_deref(), Some("node_modules"));
-        for _ in 0..2 {
-            let _ = cache.get(&w, params(8000), numbered(&n));
+            let _ = cache.get(&w, params(8000), false, numbered(&n));
         }
         assert_eq!(n.load(Ordering::SeqCst), 3);
     }
@@ -295,7 +251,7 @@ mod tests {
     #[test]
     fn clients_missing_together_wait_for_one_render() {
         let (_dir, w) = world();
-        let cache = RenderCache::new(true);
+        let cache = RenderCache::default();
         let n = AtomicUsize::new(0);
         let start = Barrier::new(8);
         let slow = |p: &ProjectionParams| {
@@ -308,7 +264,7 @@ mod tests {
                     s.spawn(|| {
                         start.wait();
                         cache
-                            .get(&w, params(8000), slow)
+                            .get(&w, params(8000), true, slow)
                             .map(|c| Arc::clone(&c.json))
                             .unwrap_or_else(|e| panic!("{e}"))
                     })

@@ -174,6 +174,15 @@ impl Fixture {
         self.world.ingest([a, b]);
     }
 
+    /// The watcher cannot watch `path` (inotify's limit): changes below it may go unseen.
+    #[allow(dead_code)] // not every test binary that includes this module uses it
+    pub fn lose_sight_of(&self, path: &str) {
+        let op = Op::External {
+            change: ExternalChange::Unwatched,
+        };
+        self.world.ingest([self.obs(0, path, op)]);
+    }
+
     /// Someone changes `path` behind the mount (the watcher reports it).
     pub fn external_write(&self, path: &str, content: &str) {
         must(std::fs::write(self.root().join(path), content));

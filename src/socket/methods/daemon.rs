@@ -59,6 +59,7 @@ pub(super) fn stats(shared: &Shared) -> Value {
             .collect::<Map<_, _>>()
     });
     let c = &shared.conns;
+    let renders = shared.renders.counts();
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     json!({
         "tokens": shared.tokens.report(),
@@ -78,7 +79,11 @@ pub(super) fn stats(shared: &Shared) -> Value {
         },
         "commands_cached": w.harness().commands.read().len(),
         "commands_begun": shared.begun.len(),
-        "renders": shared.renders.counts(),
+        "renders": {
+            "enabled": shared.sees_changes_behind(),
+            "rendered": renders.rendered,
+            "reused": renders.reused,
+        },
         "latency": latency,
         "connections": {
             "open": get(&c.open),

@@ -194,7 +194,7 @@ impl Shared {
             conns: ConnCounters::default(),
             started: Instant::now(),
             started_wall: SystemTime::now(),
-            renders: RenderCache::new(watched),
+            renders: RenderCache::default(),
             watched,
         }
     }

@@ -167,7 +167,9 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
     shared.validity.sweep(w);
     let r = shared
         .renders
-        .get(w, params, |p| shared.renderer.render(w, p))
+        .get(w, params, shared.sees_changes_behind(), |p| {
+            shared.renderer.render(w, p)
+        })
         .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
     shared.tokens.projection(r.tokens);
     Ok(Reply::Json(Arc::clone(&r.json)))
