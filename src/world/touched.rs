@@ -35,6 +35,17 @@ impl Touched {
         self.steps += 1;
     }
 
+    /// The conversation's tool calls read or changed `paths` in its current step. Whether that
+    /// is news: a path not noted at this step before.
+    pub fn touch_all<'a>(&mut self, paths: impl IntoIterator<Item = &'a Path>) -> bool {
+        let mut news = false;
+        for p in paths {
+            news |= self.at(p) != Some(self.steps);
+            self.touch(p);
+        }
+        news
+    }
+
     /// The conversation's tool call read or changed `path` in its current step.
     pub fn touch(&mut self, path: &Path) {
         if let Some(at) = self.at.get_mut(path) {
@@ -170,6 +181,16 @@ mod tests {
         assert_eq!(view_b.seen(&p("a.py")), Seen::Others);
         assert_eq!(view_b.seen(&p("b.py")), Seen::Own { age: 10 });
         assert_eq!(view_b.age_of_step(4), 6);
+    }
+
+    #[test]
+    fn touching_again_in_the_same_step_is_no_news() {
+        let mut t = Touched::default();
+        assert!(t.touch_all([Path::new("a.py"), Path::new("b.py")]));
+        assert!(!t.touch_all([Path::new("a.py")]));
+        t.step();
+        assert!(t.touch_all([Path::new("a.py")]), "a later step renews it");
+        assert!(!t.touch_all(std::iter::empty()));
     }
 
     #[test]

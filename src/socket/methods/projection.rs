@@ -144,18 +144,13 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
     if let Some(id) = &params.session
         && !params.request_shows.is_empty()
     {
-        let h = w.harness();
-        let news = h.conversations.update(Some(id), |c| {
-            let now = c.touched.steps();
-            let mut news = false;
-            let shown = params.request_shows.iter();
-            for path in shown.filter_map(|(raw, _)| rel_path(shared, raw).ok()) {
-                if c.touched.at(&path) != Some(now) {
-                    c.touched.touch(&path);
-                    news = true;
-                }
-            }
-            news
+        let shown: Vec<_> = params
+            .request_shows
+            .iter()
+            .filter_map(|(raw, _)| rel_path(shared, raw).ok())
+            .collect();
+        let news = w.harness().conversations.update(Some(id), |c| {
+            c.touched.touch_all(shown.iter().map(|p| p.as_path()))
         });
         if news {
             w.bump_generation();

@@ -149,9 +149,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     };
     if let Some(id) = of_session {
         w.harness().conversations.update(Some(id), |c| {
-            for rel in &touched {
-                c.touched.touch(rel);
-            }
+            c.touched.touch_all(touched.iter().map(|p| p.as_path()));
             c.touched.step();
             c.last_step = Some(step.clone());
         });
@@ -336,9 +334,8 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     // session is the one heard from last, as after any change to its conversation.
     let session_step = of_session.as_deref().map(|id| {
         w.harness().conversations.update(Some(id), |c| {
-            for rel in paths.iter().chain(&written) {
-                c.touched.touch(rel);
-            }
+            c.touched
+                .touch_all(paths.iter().chain(&written).map(|p| p.as_path()));
             c.touched.steps()
         })
     });
