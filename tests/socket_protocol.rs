@@ -1324,6 +1324,49 @@ fn entries_list_read_pin_forget() {
     );
 }
 
+/// A forget applied before a read the mount had already answered would be undone by that read:
+/// the forget waits for the world, longer than the other methods do, and says so if it cannot.
+#[test]
+fn forget_waits_for_what_the_mount_saw_before_it() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    let emitted = Arc::new(AtomicU64::new(0));
+    let e = Arc::clone(&emitted);
+    let f = Fixture::with(move |o| o.emitted = Some(Arc::new(move || e.load(Ordering::SeqCst))));
+    let listed = |c: &mut Conn, path: &str| {
+        c.call("entries.list", json!({}))["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .any(|e| e["path"] == path)
+    };
+    f.read("README.md");
+    // The mount answered one more read of it, which the world has not applied yet.
+    emitted.store(f.last_seq() + 1, Ordering::SeqCst);
+    let sock = f.sock.clone();
+    let forget = std::thread::spawn(move || {
+        Conn::open(&sock).call("entries.forget", json!({"path": "README.md"}))
+    });
+    // Longer than the 250 ms the other methods wait.
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    f.read("README.md");
+    let r = forget.join().expect("the forget call");
+    assert_eq!(r["forgotten"], true, "{r}");
+    let mut c = f.connect();
+    assert!(
+        !listed(&mut c, "README.md"),
+        "the read before the forget brought it back"
+    );
+
+    // A world that does not catch up: nothing is forgotten, and the error says why.
+    f.read("src/main.rs");
+    emitted.store(f.last_seq() + 1, Ordering::SeqCst);
+    let (code_, msg) = c.call_err("entries.forget", json!({"path": "src/main.rs"}));
+    assert_eq!(code_, code::UNAVAILABLE, "{msg}");
+    assert!(msg.contains("nothing was forgotten"), "{msg}");
+    assert!(listed(&mut c, "src/main.rs"));
+}
+
 #[test]
 fn paths_escaping_the_root_are_refused() {
     let f = Fixture::new();

@@ -220,17 +220,19 @@ fn forget_in_mount(path: &Path) {
     let Ok(Some(m)) = crate::mountinfo::worldfs_mount_covering(&path) else {
         return;
     };
+    // Longer than the forget itself may wait for the world to apply this write (5 s).
     let forgot = crate::cli_client::socket_for_mount(&m.mount_point)
         .and_then(|s| {
             Ok(crate::socket::Client::connect(
                 &s,
-                std::time::Duration::from_secs(3),
+                std::time::Duration::from_secs(10),
             )?)
         })
         .and_then(|mut c| Ok(c.call("entries.forget", json!({ "path": path.to_string_lossy() }))?));
     if let Err(e) = forgot {
-        tracing::debug!(
-            "the mount at {} did not forget {}: {e:#}",
+        // Said, not failed: the settings are written; the mount may show them as the agent's.
+        tracing::warn!(
+            "the mount at {} did not forget {}, so it may show it as a file the agent wrote: {e:#}",
             m.mount_point.display(),
             path.display()
         );

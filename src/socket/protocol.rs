@@ -31,7 +31,7 @@ pub mod code {
     pub const REFUSED: i64 = -32002;
     /// The projection could not be rendered with these parameters.
     pub const PROJECTION_FAILED: i64 = -32003;
-    /// Too many connections, or the peer is not allowed.
+    /// Too many connections, the peer is not allowed, or the world is too far behind the mount.
     pub const UNAVAILABLE: i64 = -32004;
     /// The world's record of recent observations no longer covers what was asked.
     pub const HISTORY_LOST: i64 = -32005;

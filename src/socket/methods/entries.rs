@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use super::{MAX_LIST, Shared, ingest_barrier, lossy, millis, rel_path};
-use crate::socket::protocol::RpcError;
+use super::{FORGET_BARRIER, MAX_LIST, Shared, caught_up, lossy, millis, rel_path};
+use crate::socket::protocol::{RpcError, code};
 use crate::world::source::SourceError;
 use crate::world::{Entry, EntryState, Extent, LastSelection, ReadError};
 
@@ -194,6 +194,16 @@ pub(super) fn entries_forget(shared: &Shared, p: PathParam) -> Result<Value, Rpc
     let w = &*shared.world;
     let path = rel_path(shared, &p.path)?;
     // What the mount saw of it before this call is forgotten too, not applied after.
-    ingest_barrier(shared);
+    if !caught_up(shared, FORGET_BARRIER) {
+        return Err(RpcError::new(
+            code::UNAVAILABLE,
+            format!(
+                "nothing was forgotten: after {:?} the world has still not applied what the mount \
+                 saw before this call, which would bring {:?} back; try again",
+                FORGET_BARRIER,
+                lossy(&path)
+            ),
+        ));
+    }
     Ok(json!({ "path": lossy(&path), "forgotten": w.forget(&path) }))
 }

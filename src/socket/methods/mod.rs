@@ -50,6 +50,10 @@ pub const MAX_REQUEST_SHOWS: usize = 64;
 pub const MAX_LIST: usize = 10_000;
 /// How long `command.record` waits for the world to catch up with the mount's observations.
 const INGEST_BARRIER: Duration = Duration::from_millis(250);
+/// How long `entries.forget` waits for the same. A forget applied before a read or rename the
+/// mount had already answered is undone by it (the file comes back as the agent's), so it waits
+/// for the world rather than guess, and fails only if the world lags this far behind.
+const FORGET_BARRIER: Duration = Duration::from_secs(5);
 
 /// Methods whose answer shows what the mount saw, besides those that wait on their own
 /// (`projection.get` and the records): they first wait for the world to apply what the mount
@@ -61,7 +65,6 @@ const AFTER_INGEST: &[&str] = &[
     "entries.list",
     "entries.read",
     "entries.pin",
-    "entries.forget",
     "changes.since",
     "stats",
 ];
@@ -423,8 +426,14 @@ fn millis(t: SystemTime) -> u64 {
 /// Waits (briefly) until the world has applied what the mount emitted so far, so a command's
 /// reads are in the ring when its inputs are collected.
 fn ingest_barrier(shared: &Shared) {
+    caught_up(shared, INGEST_BARRIER);
+}
+
+/// Waits at most `timeout` until the world has applied what the mount emitted so far; false if
+/// it has not. True at once without a mount.
+fn caught_up(shared: &Shared, timeout: Duration) -> bool {
     let Some(emitted) = &shared.emitted else {
-        return;
+        return true;
     };
-    shared.world.await_ingest(emitted(), INGEST_BARRIER);
+    shared.world.await_ingest(emitted(), timeout)
 }
