@@ -1,5 +1,6 @@
 //! `/proc/PID/stat`, read and parsed: the FUSE threads stamp callers with it while they still
-//! exist, and the world resolves processes with it after the fact.
+//! exist, and the world resolves processes with it after the fact. Also the thread group from
+//! `/proc/PID/status`: FUSE names the calling thread, whose program is its group's.
 
 use std::path::Path;
 
@@ -35,6 +36,27 @@ pub fn parse(s: &str) -> Option<ProcStat> {
 pub fn read(root: &Path, pid: u32) -> Option<ProcStat> {
     let s = std::fs::read_to_string(root.join(pid.to_string()).join("stat")).ok()?;
     parse(&s)
+}
+
+/// The thread group (process) that thread `pid` belongs to, from `ROOT/PID/status`; `None` once
+/// it is gone.
+pub fn read_tgid(root: &Path, pid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(root.join(pid.to_string()).join("status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// The program a caller runs: the name of `pid`'s thread group leader when `pid` is a worker
+/// thread with a name of its own (Claude Code's file tools run on threads named "Bun Pool N"),
+/// else `stat`'s own.
+pub fn program_name(root: &Path, pid: u32, stat: &ProcStat) -> String {
+    match read_tgid(root, pid) {
+        Some(group) if group != pid && group != 0 => {
+            read(root, group).map_or_else(|| stat.comm.clone(), |g| g.comm)
+        }
+        _ => stat.comm.clone(),
+    }
 }
 
 #[cfg(test)]

@@ -209,6 +209,58 @@ os.close(fd)
     );
 }
 
+/// FUSE names the calling thread. Claude Code's file tools run on a pool of threads named
+/// "Bun Pool N": what they read and write is still the `claude` program's, the agent's.
+#[test]
+fn a_programs_worker_thread_is_the_program() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(
+            src.join("notes.md"),
+            "# Notes\n\nRead by a worker thread.\n",
+        )
+        .expect("write");
+    });
+    // A program named `claude` (an interpreter under that name) whose worker thread names itself.
+    // The interpreter itself: a version manager's shim would look for a program named `claude`.
+    let python = Command::new("python3")
+        .args(["-c", "import sys; print(sys.executable)"])
+        .output()
+        .expect("python3");
+    let python = String::from_utf8_lossy(&python.stdout).trim().to_owned();
+    assert!(!python.is_empty(), "python3 is needed");
+    let claude = m.scratch.join("claude");
+    std::os::unix::fs::symlink(&python, &claude).expect("symlink");
+    let st = Command::new(&claude)
+        .arg("-c")
+        .arg(
+            "import ctypes, os, threading
+def work():
+    # PR_SET_NAME: the thread's own name, as Bun's pool sets it.
+    ctypes.CDLL(None).prctl(15, b'Bun Pool 0', 0, 0, 0)
+    assert open('/proc/thread-self/comm').read().strip() == 'Bun Pool 0'
+    open('notes.md').read()
+    with open('out.txt.tmp', 'w') as f:
+        f.write('written by a worker thread\\n')
+    os.rename('out.txt.tmp', 'out.txt')
+t = threading.Thread(target=work)
+t.start()
+t.join()
+",
+        )
+        .current_dir(&m.root)
+        .env("PYTHONDONTWRITEBYTECODE", "1")
+        .status()
+        .expect("run the program");
+    assert!(st.success(), "{st}");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let list = until(&mut c, "the worker's read and write recorded", |l| {
+        entry(l, "notes.md").is_some()
+            && entry(l, "out.txt").is_some_and(|e| e["agent_wrote"] == true)
+    });
+    let programs = &entry(&list, "notes.md").expect("notes.md")["programs"];
+    assert_eq!(programs, &json!(["claude"]), "{programs}");
+}
+
 /// The world's counters from `stats`.
 fn world_counts(c: &mut Client) -> Value {
     let stats = c.call("stats", json!({})).expect("stats");

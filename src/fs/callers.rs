@@ -2,8 +2,9 @@
 //!
 //! The world resolves pids from `/proc` after the fact, and a `cat` has usually exited by then.
 //! So for the requests that show a program reading or writing (OPEN, CREATE, daemon-mode READ
-//! and WRITE) the FUSE thread reads `/proc/PID/stat` itself, once it has replied, so the caller
-//! never waits for it. A small cache keyed by pid keeps that to one read per process and
+//! and WRITE) the FUSE thread reads `/proc/PID/stat` itself (and `status`, for the program of a
+//! worker thread: [`proc_stat::program_name`]), once it has replied, so the caller never waits
+//! for it. A small cache keyed by pid keeps that to one look per process and
 //! [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the window is
 //! over the entry is read again, which also notices a reused pid (another start time) and an
 //! exec (another comm); an exec through the mount (an OPEN with `FMODE_EXEC`) drops the entry
@@ -56,11 +57,12 @@ impl Callers {
         };
         // Read without holding the lock: other FUSE threads go on meanwhile.
         let st = proc_stat::read(proc_root, pid)?;
+        let comm = proc_stat::program_name(proc_root, pid, &st);
         let stamp = match previous {
             // The same process, same program: keep sharing the allocation.
-            Some(p) if p.start_time == st.start_time && *p.comm == *st.comm => p,
+            Some(p) if p.start_time == st.start_time && *p.comm == *comm => p,
             _ => Arc::new(CallerStamp {
-                comm: Arc::from(st.comm),
+                comm: Arc::from(comm),
                 ppid: st.ppid,
                 start_time: st.start_time,
             }),
@@ -132,6 +134,24 @@ mod tests {
         fs::remove_dir_all(dir.path().join("40")).unwrap_or_else(|e| panic!("{e}"));
         assert!(c.stamp_under(dir.path(), 40, t0 + TRUST * 4).is_none());
         assert!(c.stamp_under(dir.path(), 0, t0).is_none());
+    }
+
+    #[test]
+    fn a_worker_thread_is_stamped_with_its_programs_name() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = Callers::default();
+        fake(dir.path(), 80, "claude", 10, 2);
+        fake(dir.path(), 83, "Bun Pool 0", 10, 7);
+        fs::write(
+            dir.path().join("83/status"),
+            "Name:\tBun Pool 0\nTgid:\t80\nPid:\t83\n",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let s = c
+            .stamp_under(dir.path(), 83, Instant::now())
+            .unwrap_or_else(|| panic!("not read"));
+        // The thread's own start time: the world tells callers apart by it.
+        assert_eq!((&*s.comm, s.ppid, s.start_time), ("claude", 10, 7));
     }
 
     #[test]

@@ -114,6 +114,9 @@ impl ProcessSource for StaticProcesses {
 
 struct Cached {
     info: Arc<ProcInfo>,
+    /// The name `/proc/PID/stat` gave when it was resolved: a thread's own, where `info` has
+    /// its program's.
+    stat_comm: Arc<str>,
     verified: Instant,
     /// Whether the process was still alive at the last verification; exited processes are kept
     /// (their late observations still need a name) but go first when the cache is full.
@@ -171,9 +174,27 @@ impl ProcFs {
             .collect()
     }
 
-    /// Resolves `pid` from scratch (no cache), including its ancestry through the cache.
-    fn resolve(&self, pid: u32, depth: usize) -> Option<Arc<ProcInfo>> {
+    /// Resolves `pid` from scratch (no cache), including its ancestry through the cache. Also
+    /// returns the name `/proc/PID/stat` gave, which verifies it later.
+    fn resolve(&self, pid: u32, depth: usize) -> Option<(Arc<ProcInfo>, Arc<str>)> {
         let stat = self.read_stat(pid)?;
+        // FUSE names the calling thread, not its process. A worker thread has a name of its own
+        // (Claude Code's file tools run on Bun's pool: "Bun Pool 0"), so the program, command
+        // line and ancestry are its thread group's; the start time stays the thread's, which is
+        // what the FUSE thread's stamp of the same caller holds.
+        if let Some(tgid) = proc_stat::read_tgid(&self.root, pid).filter(|t| *t != pid && *t != 0) {
+            let group = self.lookup_depth(tgid, depth)?;
+            let again = self.read_stat(pid)?;
+            if again.start_time != stat.start_time {
+                return None;
+            }
+            let info = ProcInfo {
+                pid,
+                start_time: stat.start_time,
+                ..(*group).clone()
+            };
+            return Some((Arc::new(info), Arc::from(stat.comm)));
+        }
         let comm = self.read_comm(pid).unwrap_or_else(|| stat.comm.clone());
         let args = self.read_args(pid);
         // The pid may have been reused between the reads; if so, the process we want is gone.
@@ -190,15 +211,18 @@ impl ProcFs {
             });
             ancestry.extend(parent.ancestry.iter().cloned());
         }
-        Some(Arc::new(ProcInfo {
-            pid,
-            start_time: stat.start_time,
-            ppid: stat.ppid,
-            session: stat.session,
-            comm: Arc::from(comm),
-            args,
-            ancestry: Arc::from(ancestry),
-        }))
+        Some((
+            Arc::new(ProcInfo {
+                pid,
+                start_time: stat.start_time,
+                ppid: stat.ppid,
+                session: stat.session,
+                comm: Arc::from(comm),
+                args,
+                ancestry: Arc::from(ancestry),
+            }),
+            Arc::from(stat.comm),
+        ))
     }
 
     fn lookup_depth(&self, pid: u32, depth: usize) -> Option<Arc<ProcInfo>> {
@@ -208,33 +232,45 @@ impl ProcFs {
         let now = Instant::now();
         let cached = {
             let cache = self.cache.lock();
-            cache
-                .get(&pid)
-                .map(|c| (Arc::clone(&c.info), c.verified, c.alive))
+            cache.get(&pid).map(|c| {
+                (
+                    Arc::clone(&c.info),
+                    Arc::clone(&c.stat_comm),
+                    c.verified,
+                    c.alive,
+                )
+            })
         };
-        if let Some((info, verified, alive)) = &cached {
-            if !alive || now.duration_since(*verified) < Self::VERIFY_AFTER {
-                return Some(Arc::clone(info));
+        if let Some((info, stat_comm, verified, alive)) = cached {
+            if !alive || now.duration_since(verified) < Self::VERIFY_AFTER {
+                return Some(info);
             }
             match self.read_stat(pid) {
                 None => {
                     // Exited: its pending observations still belong to it.
-                    self.remember(pid, Arc::clone(info), now, false);
-                    return Some(Arc::clone(info));
+                    self.remember(pid, Arc::clone(&info), stat_comm, now, false);
+                    return Some(info);
                 }
-                Some(st) if st.start_time == info.start_time && *st.comm == *info.comm => {
-                    self.remember(pid, Arc::clone(info), now, true);
-                    return Some(Arc::clone(info));
+                Some(st) if st.start_time == info.start_time && *st.comm == *stat_comm => {
+                    self.remember(pid, Arc::clone(&info), stat_comm, now, true);
+                    return Some(info);
                 }
                 Some(_) => {} // reused pid or exec: resolve again
             }
         }
-        let info = self.resolve(pid, depth)?;
-        self.remember(pid, Arc::clone(&info), now, true);
+        let (info, stat_comm) = self.resolve(pid, depth)?;
+        self.remember(pid, Arc::clone(&info), stat_comm, now, true);
         Some(info)
     }
 
-    fn remember(&self, pid: u32, info: Arc<ProcInfo>, verified: Instant, alive: bool) {
+    fn remember(
+        &self,
+        pid: u32,
+        info: Arc<ProcInfo>,
+        stat_comm: Arc<str>,
+        verified: Instant,
+        alive: bool,
+    ) {
         let mut cache = self.cache.lock();
         if cache.len() >= Self::CAPACITY && !cache.contains_key(&pid) {
             cache.retain(|_, c| c.alive);
@@ -246,6 +282,7 @@ impl ProcFs {
             pid,
             Cached {
                 info,
+                stat_comm,
                 verified,
                 alive,
             },
@@ -338,6 +375,66 @@ mod tests {
         fake_proc(dir.path(), 70, "rg", 1, 70, 5, &["rg", "x"]);
         std::thread::sleep(ProcFs::VERIFY_AFTER * 2);
         assert_eq!(p.lookup(70).map(|i| i.comm.to_string()), Some("rg".into()));
+    }
+
+    #[test]
+    fn a_thread_is_its_program() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        fake_proc(dir.path(), 10, "bash", 5, 10, 1, &["-bash"]);
+        fake_proc(dir.path(), 80, "claude", 10, 10, 2, &["claude", "-p"]);
+        // A worker thread of 80, named by its pool, started later than its process.
+        fake_proc(dir.path(), 83, "Bun Pool 0", 10, 10, 7, &["claude", "-p"]);
+        let status = |pid: u32, tgid: u32| {
+            fs::write(
+                dir.path().join(pid.to_string()).join("status"),
+                format!(
+                    "Name:\tx\nUmask:\t0022\nState:\tS (sleeping)\nTgid:\t{tgid}\nPid:\t{pid}\n"
+                ),
+            )
+            .unwrap_or_else(|e| panic!("{e}"));
+        };
+        status(80, 80);
+        status(83, 80);
+        let p = ProcFs::with_root(dir.path());
+        let info = p.lookup(83).unwrap_or_else(|| panic!("not resolved"));
+        assert_eq!((info.pid, &*info.comm, info.start_time), (83, "claude", 7));
+        assert_eq!(&*info.args, &[Box::from("claude"), Box::from("-p")]);
+        let chain: Vec<(u32, &str)> = info.ancestry.iter().map(|a| (a.pid, &*a.comm)).collect();
+        assert_eq!(chain, vec![(10, "bash")]);
+        // Verified by the thread's own name, so it is not resolved again and again.
+        std::thread::sleep(ProcFs::VERIFY_AFTER * 2);
+        let again = p.lookup(83).unwrap_or_else(|| panic!("not resolved"));
+        assert!(Arc::ptr_eq(&info, &again));
+        // The process itself is untouched by its thread.
+        assert_eq!(p.lookup(80).map(|i| (i.pid, i.start_time)), Some((80, 2)));
+    }
+
+    #[test]
+    fn real_thread_resolves_to_this_process() {
+        let p = ProcFs::new();
+        let me = p
+            .lookup(std::process::id())
+            .unwrap_or_else(|| panic!("this process not resolved"));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::Builder::new()
+            .name("pool worker".into())
+            // SAFETY: gettid has no preconditions.
+            .spawn(move || {
+                let _ = tx.send(u32::try_from(unsafe { libc::gettid() }).unwrap_or(0));
+                let _ = done_rx.recv();
+            })
+            .unwrap_or_else(|e| panic!("{e}"));
+        let tid = rx.recv().unwrap_or_else(|e| panic!("{e}"));
+        let info = p.lookup(tid);
+        let _ = done_tx.send(());
+        let _ = t.join();
+        let info = info.unwrap_or_else(|| panic!("thread {tid} not resolved"));
+        assert_eq!(info.pid, tid);
+        assert_eq!(
+            &*info.comm, &*me.comm,
+            "the program's name, not the thread's"
+        );
     }
 
     #[test]
