@@ -819,9 +819,44 @@ fn a_read_answered_unchanged_since_the_last_read_brings_the_file_back() {
 /// `worldfs hook --install` registers the hook in the project's Claude Code settings, keeping
 /// what else they hold, and the command it registers is one Claude Code can run: here through
 /// `sh -c`, as Claude Code runs hook commands, it sets the mount's goal.
+/// Claude Code reads its settings at every start, and writes them when a permission is granted:
+/// none of it is the agent's work, and its model never sees them as files.
+#[test]
+fn claude_codes_own_directory_is_not_in_the_world() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir(src.join(".claude")).expect("mkdir");
+        std::fs::write(src.join(".claude/settings.json"), r#"{"permissions": {}}"#).expect("write");
+        std::fs::write(src.join("main.py"), "print('hi')\n").expect("write");
+    });
+    run(&m.root, "cat", &[".claude/settings.json"]);
+    run(&m.root, "ls", &[".claude"]);
+    std::fs::write(m.path(".claude/settings.local.json"), "{}").expect("write");
+    run(&m.root, "cat", &["main.py"]);
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let mut paths = Vec::new();
+    let seen = common::wait_until(Duration::from_secs(5), || {
+        let list = c.call("entries.list", json!({})).expect("entries.list");
+        paths = list["entries"]
+            .as_array()
+            .expect("entries")
+            .iter()
+            .filter_map(|e| e["path"].as_str().map(str::to_owned))
+            .collect::<Vec<_>>();
+        paths.iter().any(|p| p == "main.py")
+    });
+    assert!(seen.is_some(), "main.py never listed: {paths:?}");
+    assert_eq!(paths, vec!["main.py"]);
+}
+
 #[test]
 fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+    // `.claude` is ignored by default; a user who has it projected still gets the settings the
+    // install writes forgotten.
+    let cfg = tempfile::tempdir().expect("tempdir");
+    let cfg = cfg.path().join("worldfs.toml");
+    std::fs::write(&cfg, "[ignore]\ndirs = [\".git\"]\n").expect("config");
+    let cfg = cfg.to_str().expect("UTF-8 path");
+    let m = Mount::start(common::Mode::Mirror, &["--config", cfg], |src| {
         std::fs::create_dir(src.join(".claude")).expect("mkdir");
         std::fs::write(
             src.join(".claude/settings.local.json"),

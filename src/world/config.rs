@@ -243,6 +243,9 @@ impl Default for IgnoreConfig {
                 ".terraform",
                 "coverage",
                 ".idea",
+                // Claude Code's own: settings it reads at every start and writes when a
+                // permission is granted, hooks, commands. Its model never sees them as files.
+                ".claude",
             ]),
             patterns: Vec::new(),
             use_gitignore: true,
