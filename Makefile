@@ -19,6 +19,9 @@
 #   make bench-render   projection render time after a change, in a world of 20,000 live entries
 #                       (in-process; RENDER_FILES=N, RENDER_RENDERS=R)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
+#   make check-claude-code  a real Claude Code (npm, CLAUDE_CODE_VERSION) driven through a scripted
+#                       bug fix on a mount, with the hook and the proxy, against a stand-in API;
+#                       checks what the mount, the hook and the proxy made of it (needs npm)
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
 #   make clean          cargo clean and remove bench-work/
@@ -26,7 +29,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -99,6 +102,9 @@ bench-replay: build
 	    "$$(date -u +%Y-%m-%d)" "$$(uname -srm)" "$$cmd" "$$(git rev-parse --short HEAD 2>/dev/null || echo none)"; \
 	  cat $(REPLAY_OUT).md.tmp; } >> BENCHMARKS.md; \
 	cat $(REPLAY_OUT).md.tmp; rm -f $(REPLAY_OUT).md.tmp
+
+check-claude-code: build
+	scripts/claude-live.sh
 
 pjdfstest:
 	scripts/pjdfstest.sh $(PJD_ARGS)

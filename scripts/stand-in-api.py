@@ -4,9 +4,14 @@
 It answers `POST /v1/messages` with a short streamed (server-sent events) or plain answer,
 `POST /v1/messages/count_tokens` with a rough count, anything else with a 404 in the API's
 error shape, and appends one JSON line per request it received to --record: the path, the
-body's size in bytes, its messages' roles, and (with --keep-bodies) the body itself.
+body's size in bytes, its messages' roles, and (with --keep-bodies) the body and the headers.
 
-    python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies]
+With --script FILE (a JSON list), the requests of an agent's main conversation (those that
+define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
+session: `{"tool": NAME, "input": {...}}` calls a tool, `{"text": "..."}` ends the turn. Past the
+end, the last answer is given again. Other requests (titles, summaries) get the short answer.
+
+    python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
 
 It prints `stand-in-api: listening on PORT` once it accepts connections.
 """
@@ -17,19 +22,36 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 
-def events():
-    """The events of a one-word answer, as the API streams them."""
-    msg = {"id": "msg_standin", "type": "message", "role": "assistant", "model": "stand-in",
-           "content": [], "stop_reason": None,
+DONE = {"text": "Done."}
+
+
+def block(answer, n):
+    """The content block of a scripted answer, and the turn's stop reason."""
+    if "tool" in answer:
+        return ({"type": "tool_use", "id": "toolu_standin_%02d" % n, "name": answer["tool"],
+                 "input": answer.get("input", {})}, "tool_use")
+    return {"type": "text", "text": answer.get("text", "Done.")}, "end_turn"
+
+
+def events(answer, n):
+    """The events of an answer, as the API streams them."""
+    content, stop = block(answer, n)
+    msg = {"id": "msg_standin_%d" % n, "type": "message", "role": "assistant",
+           "model": "stand-in", "content": [], "stop_reason": None,
            "usage": {"input_tokens": 1, "output_tokens": 1}}
     yield "message_start", {"type": "message_start", "message": msg}
+    if content["type"] == "tool_use":
+        start = dict(content, input={})
+        delta = {"type": "input_json_delta", "partial_json": json.dumps(content["input"])}
+    else:
+        start = {"type": "text", "text": ""}
+        delta = {"type": "text_delta", "text": content["text"]}
     yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": {"type": "text", "text": ""}}
+                                  "content_block": start}
     yield "ping", {"type": "ping"}
-    yield "content_block_delta", {"type": "content_block_delta", "index": 0,
-                                  "delta": {"type": "text_delta", "text": "Done."}}
+    yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
-    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn"},
+    yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": stop},
                             "usage": {"output_tokens": 1}}
     yield "message_stop", {"type": "message_stop"}
 
@@ -41,7 +63,20 @@ class Handler(BaseHTTPRequestHandler):
     disable_nagle_algorithm = True
     record = None
     keep_bodies = False
+    script = None
+    answered = 0
     lock = threading.Lock()
+
+    def answer_for(self, body):
+        """The next scripted answer for the main conversation, else the short one."""
+        tools = body.get("tools", []) if isinstance(body, dict) else []
+        main = any(isinstance(t, dict) and t.get("name") == "Read" for t in tools)
+        if not self.script or not main:
+            return DONE, 0
+        with self.lock:
+            n = Handler.answered
+            Handler.answered += 1
+        return self.script[min(n, len(self.script) - 1)], n + 1
 
     def log_message(self, *args):  # quiet: the record file is the log
         pass
@@ -67,6 +102,9 @@ class Handler(BaseHTTPRequestHandler):
                  "roles": [m.get("role") for m in messages if isinstance(m, dict)]}
         if self.keep_bodies:
             entry["body"] = body
+            entry["headers"] = dict(self.headers)
+        answer, n = (DONE, 0) if path != "/v1/messages" else self.answer_for(body)
+        entry["answer"] = n
         with self.lock, open(self.record, "a") as f:
             f.write(json.dumps(entry) + "\n")
         if path == "/v1/messages/count_tokens":
@@ -76,16 +114,16 @@ class Handler(BaseHTTPRequestHandler):
             self.send_header("content-type", "text/event-stream")
             self.send_header("transfer-encoding", "chunked")
             self.end_headers()
-            for name, data in events():
+            for name, data in events(answer, n):
                 chunk = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
         elif path == "/v1/messages":
-            self.reply(200, json.dumps({"id": "msg_standin", "type": "message",
+            content, stop = block(answer, n)
+            self.reply(200, json.dumps({"id": "msg_standin_%d" % n, "type": "message",
                                         "role": "assistant", "model": "stand-in",
-                                        "content": [{"type": "text", "text": "Done."}],
-                                        "stop_reason": "end_turn",
+                                        "content": [content], "stop_reason": stop,
                                         "usage": {"input_tokens": 1, "output_tokens": 1}}))
         else:
             self.reply(404, json.dumps({"type": "error", "error": {
@@ -97,9 +135,15 @@ def main():
     ap.add_argument("--port", type=int, default=0)
     ap.add_argument("--record", required=True, help="append one JSON line per request here")
     ap.add_argument("--keep-bodies", action="store_true", help="record each body too")
+    ap.add_argument("--script", help="a JSON list of answers for the main conversation")
     a = ap.parse_args()
     Handler.record = a.record
     Handler.keep_bodies = a.keep_bodies
+    if a.script:
+        with open(a.script) as f:
+            Handler.script = json.load(f)
+        if not isinstance(Handler.script, list) or not Handler.script:
+            ap.error("--script: a non-empty JSON list of answers is needed")
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     print("stand-in-api: listening on %d" % srv.server_address[1], flush=True)
     try:

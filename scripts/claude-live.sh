@@ -1,0 +1,159 @@
+#!/usr/bin/env bash
+# Drives a real Claude Code through a scripted session on a worldfs mount, and checks what the
+# mount, the hook and the proxy made of it. No model is called: the stand-in API
+# (scripts/stand-in-api.py --script) answers the session's model calls with the tool calls of
+# a small bug fix (two Reads, a Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
+# through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
+#
+#   scripts/claude-live.sh            # `make check-claude-code`
+#
+# CLAUDE_CODE_VERSION (default below) picks the npm release of @anthropic-ai/claude-code; it is
+# installed once under bench-work/claude-code/. KEEP=1 leaves the work directory for a look.
+# Needs root (mounting), npm, python3. Exits non-zero, saying which check failed, on any miss.
+set -euo pipefail
+
+WFS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
+BIN=${WFS_BIN:-$WFS_ROOT/target/release/worldfs}
+VERSION=${CLAUDE_CODE_VERSION:-2.1.332}
+PREFIX=$WFS_ROOT/bench-work/claude-code/$VERSION
+CLAUDE=$PREFIX/node_modules/.bin/claude
+
+say() { echo "claude-live: $*"; }
+fail() { echo "claude-live: FAILED: $*" >&2; exit 1; }
+
+[ -x "$BIN" ] || fail "no worldfs at $BIN (make build)"
+command -v npm > /dev/null || fail "npm is needed to install Claude Code"
+if [ ! -x "$CLAUDE" ]; then
+  say "installing @anthropic-ai/claude-code@$VERSION into $PREFIX"
+  mkdir -p "$PREFIX"
+  npm install --prefix "$PREFIX" --no-fund --no-audit --loglevel=error \
+    "@anthropic-ai/claude-code@$VERSION" > /dev/null
+fi
+"$CLAUDE" --version > /dev/null 2>&1 || fail "$CLAUDE does not run"
+say "$("$CLAUDE" --version), $("$BIN" --version)"
+
+WORK=$(mktemp -d /tmp/worldfs-claude-live.XXXXXX)
+PROJ=$WORK/project
+pids=()
+mount_pid=
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
+  if grep -q " $PROJ fuse" /proc/mounts 2> /dev/null; then
+    cd /
+    "$BIN" unmount "$PROJ" > /dev/null || true
+  fi
+  [ -z "$mount_pid" ] || wait "$mount_pid" 2> /dev/null || true
+  if [ "${KEEP:-0}" = 1 ]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
+}
+trap cleanup EXIT
+
+mkdir -p "$PROJ" "$WORK/home"
+cat > "$PROJ/calc.py" << 'EOF'
+from util import show
+
+
+def add(a, b):
+    return a - b
+
+
+show(add(2, 3))
+EOF
+cat > "$PROJ/util.py" << 'EOF'
+def show(x):
+    print(f"result: {x}")
+EOF
+cat > "$PROJ/NOTES.md" << 'EOF'
+# Notes
+
+add() must add; the tests expect show(add(2, 3)) to print 5.
+EOF
+cat > "$WORK/script.json" << EOF
+[
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}},
+  {"tool": "Bash", "input": {"command": "cat util.py", "description": "Show util.py"}},
+  {"tool": "Edit", "input": {"file_path": "$PROJ/calc.py", "old_string": "a - b", "new_string": "a + b"}},
+  {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
+  {"text": "Fixed: add() now adds."}
+]
+EOF
+
+"$BIN" mount "$PROJ" --no-state > "$WORK/mount.log" 2>&1 &
+mount_pid=$!
+for _ in $(seq 50); do grep -q " $PROJ fuse" /proc/mounts && break; sleep 0.1; done
+grep -q " $PROJ fuse" /proc/mounts || fail "the mount did not appear: $(cat "$WORK/mount.log")"
+cd "$PROJ"
+"$BIN" hook --install > /dev/null
+
+python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
+  --script "$WORK/script.json" > "$WORK/api.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
+API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
+[ -n "$API_PORT" ] || fail "the stand-in API did not start: $(cat "$WORK/api.out")"
+"$BIN" proxy --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$API_PORT" -v > "$WORK/proxy.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do grep -q "proxy on" "$WORK/proxy.log" && break; sleep 0.1; done
+PROXY=$(sed -n 's/.*proxy on \(http:[^ ]*\).*/\1/p' "$WORK/proxy.log")
+[ -n "$PROXY" ] || fail "the proxy did not start: $(cat "$WORK/proxy.log")"
+
+say "running claude -p in $PROJ (API calls through $PROXY)"
+set +e
+HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in \
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
+  timeout 180 "$CLAUDE" -p "Fix add() in calc.py" --allowedTools "Read,Edit,Bash" \
+  --permission-mode acceptEdits > "$WORK/claude.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "claude exited $rc: $(tail -5 "$WORK/claude.out")"
+grep -q "Fixed: add() now adds." "$WORK/claude.out" || fail "claude did not finish the script: $(tail -5 "$WORK/claude.out")"
+
+"$BIN" ctl entries.list '{}' > "$WORK/entries.json"
+"$BIN" ctl goal.list '{}' > "$WORK/goals.json"
+"$BIN" projection --format text > "$WORK/projection.txt" 2> /dev/null
+
+python3 - "$WORK" "$PROJ" << 'EOF'
+import json, sys
+work, proj = sys.argv[1], sys.argv[2]
+fails = []
+def check(ok, what):
+    print(("  ok    " if ok else "  MISS  ") + what)
+    if not ok:
+        fails.append(what)
+
+calc = open(f"{proj}/calc.py").read()
+check("return a + b" in calc, "Claude Code's Edit reached the file through the mount")
+entries = {e["path"]: e for e in json.load(open(f"{work}/entries.json"))["entries"]}
+c = entries.get("calc.py", {})
+check("claude" in c.get("programs", []), "calc.py was read by the `claude` program (its file tools' threads are its own)")
+check(c.get("agent_wrote") is True, "calc.py is known as written by the agent")
+n = entries.get("NOTES.md", {})
+check("claude" in n.get("programs", []), "NOTES.md, which only the Read tool read, is in the world as read by `claude`")
+check("util.py" in entries, "util.py (read by `cat` in a Bash call) is in the world")
+check(not any(p == ".claude" or p.startswith(".claude/") for p in entries), "nothing of .claude (Claude Code's settings) is in the world")
+goals = json.load(open(f"{work}/goals.json"))
+text = json.dumps(goals)
+check("Fix add() in calc.py" in text, "the hook recorded the prompt as the goal")
+projection = open(f"{work}/projection.txt").read()
+check("return a + b" in projection and "return a - b" not in projection, "the projection shows calc.py as it is now")
+
+calls = [json.loads(l) for l in open(f"{work}/api.jsonl")]
+main = [c for c in calls if c.get("answer", 0) > 0]
+check(len(main) == 6, f"the session made 6 model calls of its main conversation ({len(main)})")
+rewritten = [l for l in open(f"{work}/proxy.log") if " instead of " in l and "sent " in l]
+check(len(rewritten) == len(main) - 1, f"the proxy replaced the history of every call after the first ({len(rewritten)} of {len(main) - 1})")
+last = json.dumps(main[-1]["body"]["messages"]) if main else ""
+check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
+h = {k.lower(): v for k, v in (main[-1].get("headers", {}) if main else {}).items()}
+check(bool(h.get("x-claude-code-session-id")), "Claude Code names its session in a header (x-claude-code-session-id)")
+
+first = main[0]["body"] if main else {}
+print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
+      "; last call roles", [m.get("role") for m in main[-1]["body"]["messages"]] if main else [])
+print("  tools:", ", ".join(t.get("name", "?") for t in first.get("tools", [])))
+print("  anthropic-beta:", h.get("anthropic-beta", "-"))
+if fails:
+    print(f"claude-live: FAILED: {len(fails)} check(s) missed", file=sys.stderr)
+    sys.exit(1)
+EOF
+say "all checks passed"
