@@ -62,6 +62,11 @@ cat > "$PROJ/util.py" << 'EOF'
 def show(x):
     print(f"result: {x}")
 EOF
+cat > "$PROJ/CLAUDE.md" << 'EOF'
+# Project rules
+
+Keep functions small; run `python3 calc.py` after a change.
+EOF
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -144,6 +149,8 @@ rewritten = [l for l in open(f"{work}/proxy.log") if " instead of " in l and "se
 check(len(rewritten) == len(main) - 1, f"the proxy replaced the history of every call after the first ({len(rewritten)} of {len(main) - 1})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
+rule = "run `python3 calc.py` after a change"
+check(last.count(rule) == 1, f"CLAUDE.md, which Claude Code puts in the first message, is sent once, not projected again ({last.count(rule)} times)")
 h = {k.lower(): v for k, v in (main[-1].get("headers", {}) if main else {}).items()}
 check(bool(h.get("x-claude-code-session-id")), "Claude Code names its session in a header (x-claude-code-session-id)")
 

@@ -811,6 +811,42 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     assert_passes_untouched(&up, &proxy, &body);
 }
 
+/// Claude Code reads CLAUDE.md through the mount (so it is in the world) and puts it into the
+/// first message, which goes as it came: the projection does not show it a second time while
+/// that copy is what is on disk.
+#[test]
+fn claude_md_in_the_first_message_is_not_projected_again() {
+    let (m, _c) = session_that_read_calc();
+    let rules = "# Rules\n\nUse tabs, and run the tests after a change.\n";
+    std::fs::write(m.path("CLAUDE.md"), rules).expect("write");
+    let out = Command::new("cat")
+        .arg(m.path("CLAUDE.md"))
+        .output()
+        .expect("cat through the mount");
+    assert!(out.status.success());
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let mut body = claude_request(PROMPT, &file, 3);
+    body["messages"][0]["content"][0]["text"] = json!(format!(
+        "<system-reminder>\nCodebase and user instructions are shown below.\n\nContents of {} \
+         (project instructions, checked into the codebase):\n\n{rules}\n</system-reminder>",
+        m.path("CLAUDE.md").display()
+    ));
+    let once = "Use tabs, and run the tests after a change.";
+    let sent = send_through(&up, &proxy, &body);
+    let all = texts(&sent["messages"]);
+    assert!(
+        all.contains("return a + b"),
+        "the projection is there: {all}"
+    );
+    assert_eq!(all.matches(once).count(), 1, "shown once: {all}");
+    // Changed since, the projection shows it as it is now, after the first message's copy.
+    std::fs::write(m.path("CLAUDE.md"), "# Rules\n\nUse spaces.\n").expect("write");
+    let all = texts(&send_through(&up, &proxy, &body)["messages"]);
+    assert!(all.contains("Use spaces."), "{all}");
+}
+
 #[test]
 fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let (m, mut c) = session_that_read_calc();

@@ -8,6 +8,11 @@
 //! they came, so the projection after them would show the same lines a second time. The mount is
 //! told which files they are and what their copy holds (its hash), and leaves out each file
 //! whose copy is still what is on disk; one changed since is shown as it is now.
+//!
+//! Claude Code also puts its instruction files (CLAUDE.md, CLAUDE.local.md, its memory) into
+//! the first message, each as `Contents of PATH (what it is):`, a blank line, then the text as
+//! it is on disk. It reads them through the mount to do so, which puts them in the world; they
+//! are told to the mount the same way, so that they are not projected a second time.
 
 use serde_json::Value;
 
@@ -17,6 +22,9 @@ use crate::socket::methods::MAX_REQUEST_SHOWS;
 
 const CALLED: &str = "Called the Read tool with the following input:";
 const RESULT: &str = "Result of calling the Read tool:";
+const CONTENTS: &str = "Contents of ";
+/// What ends an instruction file's text: the next file's heading, or the reminder's end.
+const CONTENTS_ENDS: [&str; 2] = ["\n\nContents of ", "\n</system-reminder>"];
 
 /// A file the request shows whole: its path as the request gives it, and the hash of what it
 /// shows ([`shown_hash`]).
@@ -40,7 +48,10 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
         .chain(tail)
     {
         for text in texts(m.get("content")) {
-            for s in read_copies(text) {
+            for s in read_copies(text)
+                .into_iter()
+                .chain(instruction_copies(text))
+            {
                 if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
                     out.push(s);
                 }
@@ -73,6 +84,41 @@ fn read_copies(text: &str) -> Vec<Shown> {
             });
         }
         rest = after;
+    }
+    out
+}
+
+/// Every instruction file in `text`, as Claude Code puts them in the first message:
+/// `Contents of PATH (what it is):`, a blank line, then the file's text. A file whose text it
+/// changed on the way (an `@` import expanded) has another hash, and is projected as usual.
+fn instruction_copies(text: &str) -> Vec<Shown> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while let Some(found) = text[at..].find(CONTENTS) {
+        let start = at + found;
+        at = start + CONTENTS.len();
+        if start > 0 && !text[..start].ends_with('\n') {
+            continue;
+        }
+        let Some((heading, body)) = text[at..].split_once('\n') else {
+            break;
+        };
+        let Some(body) = body.strip_prefix('\n') else {
+            continue;
+        };
+        let Some((path, _what)) = heading.strip_suffix("):").and_then(|h| h.rsplit_once(" ("))
+        else {
+            continue;
+        };
+        let end = CONTENTS_ENDS
+            .iter()
+            .filter_map(|e| body.find(e))
+            .min()
+            .unwrap_or(body.len());
+        out.push(Shown {
+            path: path.to_owned(),
+            hash: shown_hash(&body.as_bytes()[..end]),
+        });
     }
     out
 }
@@ -111,6 +157,34 @@ mod tests {
             "{CALLED} {}\n{RESULT}\n{listing}",
             json!({ "file_path": path })
         )
+    }
+
+    #[test]
+    fn instruction_files_in_the_first_message_are_found() {
+        let claude_md = "# Rules\n\nUse tabs.\n";
+        let local = "Be brief.\n";
+        let text = format!(
+            "<system-reminder>\nCodebase and user instructions are shown below.\n\n\
+             Contents of /w/CLAUDE.md (project instructions, checked into the codebase):\n\n{claude_md}\n\
+             Contents of /w/CLAUDE.local.md (user's private project instructions, not checked in):\n\n{local}\n\
+             </system-reminder>"
+        );
+        assert_eq!(
+            instruction_copies(&text),
+            [
+                Shown {
+                    path: "/w/CLAUDE.md".into(),
+                    hash: shown_hash(claude_md.as_bytes())
+                },
+                Shown {
+                    path: "/w/CLAUDE.local.md".into(),
+                    hash: shown_hash(local.as_bytes())
+                }
+            ]
+        );
+        // Mid-line, or without its heading's shape, it is someone's prose.
+        assert!(instruction_copies("See the Contents of /w/x (a):\n\nno").is_empty());
+        assert!(instruction_copies("Contents of the box:\n\nsocks").is_empty());
     }
 
     #[test]
