@@ -44,6 +44,7 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
         .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
     let mut out: Vec<Shown> = Vec::new();
     for m in std::iter::once(&plan.head)
+        .chain(&plan.opening_instructions)
         .chain(&plan.instructions)
         .chain(tail)
     {
@@ -258,6 +259,7 @@ mod tests {
         let plan = Plan {
             tail_start: 4,
             head: messages[0].clone(),
+            opening_instructions: Vec::new(),
             instructions: vec![messages[3].clone()],
             tool_loads: Vec::new(),
             prompt_media: Vec::new(),

@@ -22,8 +22,10 @@
 //!    API knows such a tool only from the `tool_reference` blocks of a result in the request);
 //! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
 //!    after the first), then the files and command outputs as they are now;
-//! 3. the `role: "system"` messages Claude Code put in the history replaced (its mid-conversation
-//!    instructions), once each;
+//! 3. the `role: "system"` messages Claude Code put in the history replaced, once each: those
+//!    it put before the first answer (its environment block, about 2,000 tokens in 2.1.332) where
+//!    they were, before the projection's first call, so they stay in the cached prefix; the
+//!    later ones (its mid-conversation instructions) after the projection;
 //! 4. the real last turn, verbatim: the last assistant message (its thinking block and signature
 //!    included, which the API requires as sent) and everything after it.
 //!
@@ -89,7 +91,11 @@ pub struct Plan {
     pub tail_start: usize,
     /// The first message, without its breakpoints.
     pub head: Value,
-    /// `role: "system"` messages of the history replaced, once each, without breakpoints.
+    /// `role: "system"` messages of the history replaced that came before its first answer,
+    /// once each, without breakpoints: they stay before the projection's first call.
+    pub opening_instructions: Vec<Value>,
+    /// The later `role: "system"` messages of the history replaced, once each and not among
+    /// the opening ones, without breakpoints: they go after the projection.
     pub instructions: Vec<Value>,
     /// The history's calls whose results load deferred tools, then those results (two
     /// messages, or none), without breakpoints.
@@ -258,13 +264,21 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     if tail_start <= 1 {
         return Err(Skip::TooShort);
     }
-    let mut seen = HashSet::new();
-    let instructions = messages[1..tail_start]
+    let first_answer = messages
         .iter()
-        .filter(|m| role(m) == Some("system"))
-        .map(without_breakpoints)
-        .filter(|m| seen.insert(m.to_string()))
-        .collect();
+        .position(|m| role(m) == Some("assistant"))
+        .map_or(tail_start, |a| a.min(tail_start));
+    let mut seen = HashSet::new();
+    let mut system_messages = |range: std::ops::Range<usize>| -> Vec<Value> {
+        messages[range]
+            .iter()
+            .filter(|m| role(m) == Some("system"))
+            .map(without_breakpoints)
+            .filter(|m| seen.insert(m.to_string()))
+            .collect()
+    };
+    let opening_instructions = system_messages(1..first_answer);
+    let instructions = system_messages(first_answer..tail_start);
     let tool_loads = tool_loads(&messages[1..tail_start]);
     let prompt_media = prompt_media(&messages[1..tail_start]);
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
@@ -295,6 +309,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     Ok(Plan {
         tail_start,
         head: without_breakpoints(first),
+        opening_instructions,
         instructions,
         tool_loads,
         prompt_media,
@@ -485,7 +500,9 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     ) else {
         return Err(Invalid(vec!["no messages".into()]));
     };
-    let mut new: Vec<Value> = Vec::with_capacity(projection.len() + plan.instructions.len() + 3);
+    let mut new: Vec<Value> = Vec::with_capacity(
+        projection.len() + plan.opening_instructions.len() + plan.instructions.len() + 3,
+    );
     let mut head = plan.head.clone();
     let opening = projection.first().and_then(|m| {
         let (m, breakpoint) = without_goal(m, plan);
@@ -510,6 +527,17 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     {
         push_message(&mut new, m);
     }
+    // Where they stood: after the user's messages that open the request, before the first
+    // answer (so between a user message and an assistant one, as Claude Code sends them).
+    let first_call = new
+        .iter()
+        .skip(1)
+        .position(|m| role(m) == Some("assistant"))
+        .map_or(new.len(), |i| i + 1);
+    new.splice(
+        first_call..first_call,
+        plan.opening_instructions.iter().cloned(),
+    );
     for m in plan.instructions.iter().chain(&messages[plan.tail_start..]) {
         push_message(&mut new, m.clone());
     }
@@ -885,6 +913,74 @@ mod tests {
         assert_eq!(m[n - 1], env, "the environment block stays last");
         assert_eq!(m[n - 4], mode, "instructions before the last turn");
         assert_eq!(m.iter().filter(|x| **x == mode).count(), 1);
+    }
+
+    /// Claude Code 2.1.332 sends its environment block (about 2,000 tokens) as a system message
+    /// right after the first message, for the whole conversation: it stays there, ahead of the
+    /// projection, where a prompt cache keeps it, instead of after the projection, where every
+    /// change of the projection would write it to the cache again.
+    #[test]
+    fn an_opening_system_message_stays_before_the_projection() {
+        let mut body = request(4);
+        let env = json!({"role": "system", "content": [{"type": "text", "text": "# Environment\ncwd: /p"}]});
+        let mode = json!({"role": "system", "content": "Plan mode is on."});
+        let m = body["messages"].as_array_mut().expect("messages");
+        m.insert(1, env.clone());
+        m.insert(4, mode.clone());
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(plan.opening_instructions, vec![env.clone()]);
+        assert_eq!(plan.instructions, vec![mode.clone()]);
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        let roles: Vec<&str> = m.iter().filter_map(role).collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "system",
+                "assistant",
+                "user",
+                "system",
+                "assistant",
+                "user"
+            ]
+        );
+        assert_eq!(m[1], env);
+        assert_eq!(
+            m[2]["content"][0]["name"], "Read",
+            "the projection's first call"
+        );
+        assert_eq!(m[4], mode, "a later instruction, before the last turn");
+        // With later prompts the projection opens with a user message: the block goes after it,
+        // still before the first call.
+        let out = splice(
+            &body,
+            &plan,
+            &[
+                json!({"role": "user", "content": [{"type": "text", "text": "later: also the tests"}]}),
+                projection()[1].clone(),
+                projection()[2].clone(),
+            ],
+        )
+        .expect("valid");
+        let roles: Vec<&str> = out["messages"]
+            .as_array()
+            .expect("messages")
+            .iter()
+            .filter_map(role)
+            .collect();
+        assert_eq!(
+            roles,
+            [
+                "user",
+                "system",
+                "assistant",
+                "user",
+                "system",
+                "assistant",
+                "user"
+            ]
+        );
     }
 
     /// The same request once Claude Code compacted the conversation: it opens with the summary,
