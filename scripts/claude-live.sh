@@ -4,6 +4,8 @@
 # (scripts/stand-in-api.py --script) answers the session's model calls with the tool calls of
 # a small bug fix (two Reads, a Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
 # through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
+# Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
+# resumed again with a new prompt, whose calls open with the summary.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -40,7 +42,7 @@ cleanup() {
   for p in "${pids[@]}"; do kill "$p" 2> /dev/null || true; done
   if grep -q " $PROJ fuse" /proc/mounts 2> /dev/null; then
     cd /
-    "$BIN" unmount "$PROJ" > /dev/null || true
+    "$BIN" unmount "$PROJ" > /dev/null 2>&1 || true
   fi
   [ -z "$mount_pid" ] || wait "$mount_pid" 2> /dev/null || true
   if [ "${KEEP:-0}" = 1 ]; then say "work directory kept: $WORK"; else rm -rf "$WORK"; fi
@@ -79,7 +81,9 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Bash", "input": {"command": "cat util.py", "description": "Show util.py"}},
   {"tool": "Edit", "input": {"file_path": "$PROJ/calc.py", "old_string": "a - b", "new_string": "a + b"}},
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
-  {"text": "Fixed: add() now adds."}
+  {"text": "Fixed: add() now adds."},
+  {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it again"}},
+  {"text": "It prints 5."}
 ]
 EOF
 
@@ -91,7 +95,8 @@ cd "$PROJ"
 "$BIN" hook --install > /dev/null
 
 python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
-  --script "$WORK/script.json" > "$WORK/api.out" 2>&1 &
+  --script "$WORK/script.json" --summary "1. Primary Request and Intent: fix add() in calc.py." \
+  > "$WORK/api.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
 API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
@@ -102,24 +107,41 @@ for _ in $(seq 50); do grep -q "proxy on" "$WORK/proxy.log" && break; sleep 0.1;
 PROXY=$(sed -n 's/.*proxy on \(http:[^ ]*\).*/\1/p' "$WORK/proxy.log")
 [ -n "$PROXY" ] || fail "the proxy did not start: $(cat "$WORK/proxy.log")"
 
+# claude_run NAME PROMPT [ARGS...]: one `claude -p`, its JSON result in $WORK/NAME.json.
+claude_run() {
+  local name=$1 prompt=$2 rc
+  shift 2
+  set +e
+  HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in \
+    CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
+    timeout 180 "$CLAUDE" -p "$prompt" --allowedTools "Read,Edit,Bash" \
+    --permission-mode acceptEdits --output-format json "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
+  rc=$?
+  set -e
+  [ "$rc" = 0 ] || fail "claude ($name) exited $rc: $(tail -5 "$WORK/$name.err" "$WORK/$name.json")"
+}
+
 say "running claude -p in $PROJ (API calls through $PROXY)"
-set +e
-HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in \
-  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
-  timeout 180 "$CLAUDE" -p "Fix add() in calc.py" --allowedTools "Read,Edit,Bash" \
-  --permission-mode acceptEdits > "$WORK/claude.out" 2>&1
-rc=$?
-set -e
-[ "$rc" = 0 ] || fail "claude exited $rc: $(tail -5 "$WORK/claude.out")"
-grep -q "Fixed: add() now adds." "$WORK/claude.out" || fail "claude did not finish the script: $(tail -5 "$WORK/claude.out")"
+claude_run fix "Fix add() in calc.py"
+grep -q "Fixed: add() now adds." "$WORK/fix.json" || fail "claude did not finish the script: $(tail -c 500 "$WORK/fix.json")"
+SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/fix.json")
 
 "$BIN" ctl entries.list '{}' > "$WORK/entries.json"
 "$BIN" ctl goal.list '{}' > "$WORK/goals.json"
 "$BIN" projection --format text > "$WORK/projection.txt" 2> /dev/null
+FIRST_CALLS=$(wc -l < "$WORK/api.jsonl")
+FIRST_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
 
-python3 - "$WORK" "$PROJ" << 'EOF'
+say "resuming session $SID to /compact it, then with a new prompt"
+claude_run compact "/compact" --resume "$SID"
+claude_run again "Check that it prints 5" --resume "$SID"
+grep -q "It prints 5." "$WORK/again.json" || fail "the resumed session did not finish: $(tail -c 500 "$WORK/again.json")"
+"$BIN" ctl goal.get "{\"session\": \"$SID\"}" > "$WORK/goal-after.json"
+
+python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
+first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -142,17 +164,27 @@ check("Fix add() in calc.py" in text, "the hook recorded the prompt as the goal"
 projection = open(f"{work}/projection.txt").read()
 check("return a + b" in projection and "return a - b" not in projection, "the projection shows calc.py as it is now")
 
-calls = [json.loads(l) for l in open(f"{work}/api.jsonl")]
+every_call = [json.loads(l) for l in open(f"{work}/api.jsonl")]
+calls, later = every_call[:first_calls], every_call[first_calls:]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 6, f"the session made 6 model calls of its main conversation ({len(main)})")
-rewritten = [l for l in open(f"{work}/proxy.log") if " instead of " in l and "sent " in l]
-check(len(rewritten) == len(main) - 1, f"the proxy replaced the history of every call after the first ({len(rewritten)} of {len(main) - 1})")
+check(first_rewritten == len(main) - 1, f"the proxy replaced the history of every call after the first ({first_rewritten} of {len(main) - 1})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
 rule = "run `python3 calc.py` after a change"
 check(last.count(rule) == 1, f"CLAUDE.md, which Claude Code puts in the first message, is sent once, not projected again ({last.count(rule)} times)")
 h = {k.lower(): v for k, v in (main[-1].get("headers", {}) if main else {}).items()}
 check(bool(h.get("x-claude-code-session-id")), "Claude Code names its session in a header (x-claude-code-session-id)")
+
+after = json.load(open(f"{work}/goal-after.json"))
+check(after.get("compacted") is True, "the hook told the mount that the session was compacted")
+check("Check that it prints 5" in after.get("goal", ""), "the prompt after the resume was added to the goal")
+check(any(c.get("compaction") for c in later), "Claude Code's compaction call went through the proxy")
+resumed = [c for c in later if c.get("answer", 0) > 0]
+opening = json.dumps(resumed[0]["body"]["messages"][0]) if resumed else ""
+check("This session is being continued" in opening, "after the compaction, the conversation opens with the summary")
+body = json.dumps(resumed[0]["body"]["messages"]) if resumed else ""
+check("return a + b" in body, "that call went upstream with the projection: calc.py as it is now, which the summary does not hold")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

@@ -10,8 +10,12 @@ With --script FILE (a JSON list), the requests of an agent's main conversation (
 define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
 session: `{"tool": NAME, "input": {...}}` calls a tool, `{"text": "..."}` ends the turn. Past the
 end, the last answer is given again. Other requests (titles, summaries) get the short answer.
+With --summary TEXT, a request of the main conversation whose last user message asks for a
+`<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
+and takes no answer of the script.
 
     python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
+                                    [--summary TEXT]
 
 It prints `stand-in-api: listening on PORT` once it accepts connections.
 """
@@ -64,6 +68,7 @@ class Handler(BaseHTTPRequestHandler):
     record = None
     keep_bodies = False
     script = None
+    summary = None
     answered = 0
     lock = threading.Lock()
 
@@ -73,6 +78,11 @@ class Handler(BaseHTTPRequestHandler):
         main = any(isinstance(t, dict) and t.get("name") == "Read" for t in tools)
         if not self.script or not main:
             return DONE, 0
+        users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
+        if self.summary and "<summary>" in json.dumps(users[-1:]):
+            text = "<analysis>\nThe conversation so far.\n</analysis>\n\n<summary>\n%s\n</summary>"
+            self.compaction = True
+            return {"text": text % self.summary}, 0
         with self.lock:
             n = Handler.answered
             Handler.answered += 1
@@ -90,6 +100,8 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_POST(self):
+        # One handler serves every request of a kept-alive connection.
+        self.compaction = False
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
         path = self.path.split("?")[0]
@@ -105,6 +117,8 @@ class Handler(BaseHTTPRequestHandler):
             entry["headers"] = dict(self.headers)
         answer, n = (DONE, 0) if path != "/v1/messages" else self.answer_for(body)
         entry["answer"] = n
+        if self.compaction:
+            entry["compaction"] = True
         with self.lock, open(self.record, "a") as f:
             f.write(json.dumps(entry) + "\n")
         if path == "/v1/messages/count_tokens":
@@ -136,9 +150,11 @@ def main():
     ap.add_argument("--record", required=True, help="append one JSON line per request here")
     ap.add_argument("--keep-bodies", action="store_true", help="record each body too")
     ap.add_argument("--script", help="a JSON list of answers for the main conversation")
+    ap.add_argument("--summary", help="the summary to answer a compaction with")
     a = ap.parse_args()
     Handler.record = a.record
     Handler.keep_bodies = a.keep_bodies
+    Handler.summary = a.summary
     if a.script:
         with open(a.script) as f:
             Handler.script = json.load(f)
