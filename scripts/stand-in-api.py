@@ -10,11 +10,15 @@ With --script FILE (a JSON list), the requests of an agent's main conversation (
 define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
 session: `{"tool": NAME, "input": {...}}` calls a tool, `{"text": "..."}` ends the turn. Past the
 end, the last answer is given again. Other requests (titles, summaries) get the short answer.
+With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
+first message holds TEXT, the task the main conversation gave it) get that list's answers in
+turn instead.
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
 
     python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
+                                    [--subagent-script FILE --subagent-prompt TEXT]
                                     [--summary TEXT]
 
 It prints `stand-in-api: listening on PORT` once it accepts connections.
@@ -68,14 +72,24 @@ class Handler(BaseHTTPRequestHandler):
     record = None
     keep_bodies = False
     script = None
+    subagent_script = None
+    subagent_prompt = None
     summary = None
     answered = 0
+    subagent_answered = 0
     lock = threading.Lock()
 
     def answer_for(self, body):
         """The next scripted answer for the main conversation, else the short one."""
         tools = body.get("tools", []) if isinstance(body, dict) else []
         main = any(isinstance(t, dict) and t.get("name") == "Read" for t in tools)
+        first = json.dumps(body.get("messages", [])[:1])
+        if main and self.subagent_script and self.subagent_prompt in first:
+            with self.lock:
+                n = Handler.subagent_answered
+                Handler.subagent_answered += 1
+            self.subagent = True
+            return self.subagent_script[min(n, len(self.subagent_script) - 1)], n + 1
         if not self.script or not main:
             return DONE, 0
         users = [m for m in body.get("messages", []) if isinstance(m, dict) and m.get("role") == "user"]
@@ -102,6 +116,7 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         # One handler serves every request of a kept-alive connection.
         self.compaction = False
+        self.subagent = False
         length = int(self.headers.get("content-length", "0"))
         raw = self.rfile.read(length)
         path = self.path.split("?")[0]
@@ -119,6 +134,8 @@ class Handler(BaseHTTPRequestHandler):
         entry["answer"] = n
         if self.compaction:
             entry["compaction"] = True
+        if self.subagent:
+            entry["subagent"] = True
         with self.lock, open(self.record, "a") as f:
             f.write(json.dumps(entry) + "\n")
         if path == "/v1/messages/count_tokens":
@@ -150,6 +167,8 @@ def main():
     ap.add_argument("--record", required=True, help="append one JSON line per request here")
     ap.add_argument("--keep-bodies", action="store_true", help="record each body too")
     ap.add_argument("--script", help="a JSON list of answers for the main conversation")
+    ap.add_argument("--subagent-script", help="a JSON list of answers for a subagent")
+    ap.add_argument("--subagent-prompt", help="the subagent's task, which tells its requests")
     ap.add_argument("--summary", help="the summary to answer a compaction with")
     a = ap.parse_args()
     Handler.record = a.record
@@ -160,6 +179,14 @@ def main():
             Handler.script = json.load(f)
         if not isinstance(Handler.script, list) or not Handler.script:
             ap.error("--script: a non-empty JSON list of answers is needed")
+    if bool(a.subagent_script) != bool(a.subagent_prompt):
+        ap.error("--subagent-script and --subagent-prompt go together")
+    Handler.subagent_prompt = a.subagent_prompt
+    if a.subagent_script:
+        with open(a.subagent_script) as f:
+            Handler.subagent_script = json.load(f)
+        if not isinstance(Handler.subagent_script, list) or not Handler.subagent_script:
+            ap.error("--subagent-script: a non-empty JSON list of answers is needed")
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     print("stand-in-api: listening on %d" % srv.server_address[1], flush=True)
     try:

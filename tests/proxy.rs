@@ -276,6 +276,16 @@ fn post(url: &str, body: &Value) -> reqwest::blocking::Response {
 
 /// Posts as Claude Code does, naming its session in a header when `session` is given.
 fn post_as(url: &str, body: &Value, session: Option<&str>) -> reqwest::blocking::Response {
+    post_with(url, body, session, None)
+}
+
+/// [`post_as`], naming a subagent in a header as Claude Code does on its subagents' calls.
+fn post_with(
+    url: &str,
+    body: &Value,
+    session: Option<&str>,
+    agent: Option<&str>,
+) -> reqwest::blocking::Response {
     let mut req = reqwest::blocking::Client::builder()
         .timeout(WAIT)
         .build()
@@ -283,6 +293,9 @@ fn post_as(url: &str, body: &Value, session: Option<&str>) -> reqwest::blocking:
         .post(url);
     if let Some(s) = session {
         req = req.header("x-claude-code-session-id", s);
+    }
+    if let Some(a) = agent {
+        req = req.header("x-claude-code-agent-id", a);
     }
     req.header("x-api-key", "sk-test")
         .header("anthropic-version", "2023-06-01")
@@ -802,6 +815,17 @@ fn after_claude_code_compacts_the_conversation_it_is_still_rewritten() {
     let sent = send_through(&up, &proxy, &attached);
     let all = texts(&sent["messages"]);
     assert!(all.contains("return a - b"), "{all}");
+
+    // A subagent's own compacted conversation looks the same (since 2.1.332 subagents can start
+    // subagents), but Claude Code names the subagent in a header: it goes as it came.
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = post_with(&proxy.url("/v1/messages"), &body, None, Some("a1b2c3"));
+    assert_eq!(up.next().body, body.to_string().into_bytes(), "as it came");
 
     // A new conversation ends the compacted one: with the same prompt again, the summary's
     // conversation is no longer the session's.

@@ -187,8 +187,9 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
             .headers
             .get(super::session::HEADER)
             .map(|v| v.as_bytes().to_vec());
+        let subagent = parts.headers.contains_key(super::rewrite::AGENT_HEADER);
         let (prepared, call) = tokio::task::spawn_blocking(move || {
-            prepare(&state2, &path, &original, session.as_deref())
+            prepare(&state2, &path, &original, session.as_deref(), subagent)
         })
         .await
         .unwrap_or_else(|e| {

@@ -150,17 +150,25 @@ pub(crate) enum Prepared {
 
 /// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls). A call of the
 /// main conversation also gives what to account for it, off the call's path. `session_header`:
-/// the value of the header Claude Code names its session in.
+/// the value of the header Claude Code names its session in; `subagent`: the call carries the
+/// header it names a subagent in.
 fn prepare(
     state: &State,
     path: &str,
     body: &[u8],
     session_header: Option<&[u8]>,
+    subagent: bool,
 ) -> (Prepared, Option<account::Call>) {
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson, false), None),
     };
+    if subagent {
+        return (
+            untouched(state, path, &rewrite::Skip::Subagent, false),
+            None,
+        );
+    }
     let session = session::of_call(session_header, &parsed);
     match try_rewrite(state, &parsed, session) {
         Ok(Ok((out, summary))) => {

@@ -10,9 +10,12 @@
 //! Once Claude Code has compacted the conversation (`/compact`, or on its own), its first
 //! message is the summary instead, which opens with [`COMPACTED_OPENING`]. Such a conversation
 //! is the main one when the hook saw the session compacted (`goal.compacted`) and the request
-//! can start subagents (defines `Agent`, or `Task` as older versions call it): a subagent cannot,
-//! so its own compacted conversation is never taken for the session's. The goal then stays whole
-//! in the projection, since the first message no longer says it.
+//! can start subagents (defines `Agent`, or `Task` as older versions call it), which a subagent
+//! once could not. In 2.1.332 subagents may start subagents too, and Claude Code marks their
+//! calls (the `x-claude-code-agent-id` header, `cc_is_subagent` in the billing text of the
+//! system prompt): a marked call is never rewritten, so a subagent's own compacted
+//! conversation is never taken for the session's. The goal then stays whole in the projection,
+//! since the first message no longer says it.
 //!
 //! The rewritten `messages` are, in order:
 //! 1. the first user message as it came (Claude Code's `<system-reminder>` blocks, CLAUDE.md,
@@ -41,6 +44,11 @@ use crate::claude_hook::{LATER_PROMPT, goal_with};
 use crate::projection::validate::{self, count_cache_control};
 use crate::projection::{CacheTtl, LineNumbers};
 
+/// The header Claude Code names a subagent in, on each of its calls (2.1.332).
+pub const AGENT_HEADER: &str = "x-claude-code-agent-id";
+/// What the billing text at the head of a subagent's system prompt says (2.1.332).
+const SUBAGENT_MARK: &str = "cc_is_subagent=true";
+
 /// The API's limit on `cache_control` breakpoints in one request.
 pub const MAX_BREAKPOINTS: usize = 4;
 /// The tool the projection's synthesized calls use; Claude Code defines it.
@@ -67,6 +75,9 @@ pub enum Skip {
     OtherConversation,
     /// Nothing between the first message and the last turn yet.
     TooShort,
+    /// A subagent's call, by Claude Code's own mark: in 2.1.332 subagents can start
+    /// subagents too, so their tools no longer tell.
+    Subagent,
 }
 
 impl std::fmt::Display for Skip {
@@ -80,6 +91,9 @@ impl std::fmt::Display for Skip {
                 "its first message is neither the session's first prompt nor the summary of its compaction (a subagent or another conversation)"
             }
             Skip::TooShort => "nothing to replace yet",
+            Skip::Subagent => {
+                "a subagent's call (Claude Code marks it: `x-claude-code-agent-id`, `cc_is_subagent`)"
+            }
         })
     }
 }
@@ -226,10 +240,23 @@ fn defines(body: &Value, names: &[&str]) -> bool {
         })
 }
 
+/// Whether Claude Code marked `body` as a subagent's: its system prompt opens with a billing
+/// text saying so. (Its calls also carry [`AGENT_HEADER`], which the proxy checks.)
+fn marked_subagent(body: &Value) -> bool {
+    body.get("system").is_some_and(|s| {
+        texts(Some(s))
+            .iter()
+            .any(|t| t.starts_with("x-anthropic-billing-header:") && t.contains(SUBAGENT_MARK))
+    })
+}
+
 /// Decides whether `body` is rewritten, and how. `compacted`: the hook saw the session's
 /// conversation compacted (`goal.compacted`).
 pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, Skip> {
     let obj = body.as_object().ok_or(Skip::NotJson)?;
+    if marked_subagent(body) {
+        return Err(Skip::Subagent);
+    }
     let messages = obj
         .get("messages")
         .and_then(Value::as_array)
@@ -993,6 +1020,24 @@ mod tests {
         ]});
         with_agent(&mut body);
         body
+    }
+
+    /// In 2.1.332 a subagent may start subagents too: the compacted conversation of one,
+    /// with the `Agent` tool, is told from the session's by the mark Claude Code puts in its
+    /// billing text.
+    #[test]
+    fn a_call_marked_as_a_subagents_is_never_rewritten() {
+        let mut body = compacted_request(5);
+        assert!(plan(&body, Some(PROMPT), true).is_ok(), "the session's own");
+        body["system"] = json!([
+            {"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332.5ac; cc_entrypoint=sdk-cli; cc_is_subagent=true;"},
+            {"type": "text", "text": "You are an agent.", "cache_control": {"type": "ephemeral"}}
+        ]);
+        assert_eq!(plan(&body, Some(PROMPT), true), Err(Skip::Subagent));
+        let mut main = request(5);
+        main["system"][0]["text"] =
+            json!("x-anthropic-billing-header: cc_version=2.1.332.fb8; cc_entrypoint=sdk-cli;");
+        assert!(plan(&main, Some(PROMPT), false).is_ok());
     }
 
     /// Adds the tool that starts subagents, which only a session's main thread has.
