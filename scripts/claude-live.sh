@@ -5,7 +5,8 @@
 # a small bug fix (two Reads, a Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
 # through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
 # Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
-# resumed again with a new prompt, whose calls open with the summary.
+# resumed again with a new prompt, whose calls open with the summary. Last, a new session hands
+# a question to a subagent (Agent), which reads a file and answers.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -83,7 +84,15 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
   {"text": "Fixed: add() now adds."},
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it again"}},
-  {"text": "It prints 5."}
+  {"text": "It prints 5."},
+  {"tool": "Agent", "input": {"description": "Look at util", "prompt": "Read util.py and say what show() does.", "subagent_type": "general-purpose", "run_in_background": false}},
+  {"text": "show() prints its argument."}
+]
+EOF
+cat > "$WORK/subagent.json" << EOF
+[
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "show() prints its argument after 'result: '."}
 ]
 EOF
 
@@ -96,6 +105,7 @@ cd "$PROJ"
 
 python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
   --script "$WORK/script.json" --summary "1. Primary Request and Intent: fix add() in calc.py." \
+  --subagent-script "$WORK/subagent.json" --subagent-prompt "Read util.py and say what show() does." \
   > "$WORK/api.out" 2>&1 &
 pids+=($!)
 for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
@@ -137,11 +147,22 @@ claude_run compact "/compact" --resume "$SID"
 claude_run again "Check that it prints 5" --resume "$SID"
 grep -q "It prints 5." "$WORK/again.json" || fail "the resumed session did not finish: $(tail -c 500 "$WORK/again.json")"
 "$BIN" ctl goal.get "{\"session\": \"$SID\"}" > "$WORK/goal-after.json"
+BEFORE_AGENT_CALLS=$(wc -l < "$WORK/api.jsonl")
+BEFORE_AGENT_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
 
-python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" << 'EOF'
+say "a new session whose question a subagent answers"
+claude_run agent "What does show() do?" --allowedTools "Read,Agent"
+grep -q "show() prints its argument." "$WORK/agent.json" || fail "the subagent session did not finish: $(tail -c 500 "$WORK/agent.json")"
+ASID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/agent.json")
+AGENT_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_AGENT_REWRITTEN ))
+"$BIN" ctl goal.list '{}' > "$WORK/goals-agent.json"
+"$BIN" projection --format text --session "$ASID" > "$WORK/projection-agent.txt" 2> /dev/null
+
+python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
+before_agent, agent_rewritten, agent_session = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -165,7 +186,8 @@ projection = open(f"{work}/projection.txt").read()
 check("return a + b" in projection and "return a - b" not in projection, "the projection shows calc.py as it is now")
 
 every_call = [json.loads(l) for l in open(f"{work}/api.jsonl")]
-calls, later = every_call[:first_calls], every_call[first_calls:]
+calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
+agent_calls = every_call[before_agent:]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 6, f"the session made 6 model calls of its main conversation ({len(main)})")
 check(first_rewritten == len(main) - 1, f"the proxy replaced the history of every call after the first ({first_rewritten} of {len(main) - 1})")
@@ -185,6 +207,15 @@ opening = json.dumps(resumed[0]["body"]["messages"][0]) if resumed else ""
 check("This session is being continued" in opening, "after the compaction, the conversation opens with the summary")
 body = json.dumps(resumed[0]["body"]["messages"]) if resumed else ""
 check("return a + b" in body, "that call went upstream with the projection: calc.py as it is now, which the summary does not hold")
+
+sub = [c for c in agent_calls if c.get("subagent")]
+sub_headers = [{k.lower() for k in c.get("headers", {})} for c in sub]
+check(len(sub) >= 2 and all("x-claude-code-agent-id" in h for h in sub_headers), f"the subagent made its calls, each naming itself in x-claude-code-agent-id ({len(sub)})")
+session_calls = [c for c in agent_calls if c.get("answer", 0) > 0 and not c.get("subagent")]
+check(agent_rewritten == len(session_calls) - 1, f"the proxy rewrote the session's calls after its first and none of the subagent's ({agent_rewritten} rewritten, {len(session_calls)} of the session's)")
+convs = {c["session"]: c for c in json.load(open(f"{work}/goals-agent.json"))["conversations"]}
+check(convs.get(agent_session, {}).get("steps") == 1, f"the subagent's Read is not a step of the session: its one step is the Agent call ({convs.get(agent_session, {}).get('steps')})")
+check("show() prints its argument after 'result: '." in open(f"{work}/projection-agent.txt").read(), "the subagent's report is in the session's projection")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
