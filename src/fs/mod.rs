@@ -22,6 +22,7 @@ pub mod op_stats;
 pub mod open_mode;
 pub mod own_writes;
 pub mod passthrough;
+pub mod read_buf;
 pub mod retained;
 pub mod self_changes;
 pub mod sys;

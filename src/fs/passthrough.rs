@@ -35,6 +35,7 @@ use super::inode_store::{Inode, InodeFd, InodeStore};
 use super::kill_priv::{self, run_as_caller_would};
 use super::op_stats::{OpStats, bump};
 use super::open_mode::OpenIo;
+use super::read_buf;
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode, IoUringMode};
@@ -614,25 +615,39 @@ impl Filesystem for Passthrough {
         reply: ReplyData,
     ) {
         bump(&self.stats.read);
-        let result = self.files.get(fh.0).and_then(|f| {
-            let mut buf = vec![0u8; size as usize];
-            let n = sys::pread(self.fd_of(&f)?, &mut buf, offset)?;
-            buf.truncate(n);
-            // With kernel passthrough on, the open already counted as reading the whole file;
-            // a cached open's READs are page-cache fills and readahead, not what was read.
-            let observe = !matches!(f.io, Some(OpenIo::Cached { .. }));
-            Ok((f.nodeid, buf, observe))
-        });
-        match result {
-            Ok((nodeid, buf, observe)) => {
-                let _answering = observe.then(|| self.observe.answering());
-                reply.data(&buf);
-                if observe {
-                    let len = buf.len() as u64;
-                    self.emit_stamped(Op::Read { offset, len }, req.pid(), nodeid);
-                }
+        let file = match self.files.get(fh.0) {
+            Ok(f) => f,
+            Err(e) => return reply.error(errno(e)),
+        };
+        let fd = match self.fd_of(&file) {
+            Ok(fd) => fd,
+            Err(e) => return reply.error(errno(e)),
+        };
+        // With kernel passthrough on, the open already counted as reading the whole file;
+        // a cached open's READs are page-cache fills and readahead, not what was read.
+        let observe = !matches!(file.io, Some(OpenIo::Cached { .. }));
+        let _answering = observe.then(|| self.observe.answering());
+        let read = read_buf::with(size as usize, |buf| match sys::pread(fd, buf, offset) {
+            Ok(n) => {
+                reply.data(&buf[..n]);
+                Some(n)
             }
-            Err(e) => reply.error(errno(e)),
+            Err(e) => {
+                reply.error(errno(e));
+                None
+            }
+        });
+        if let Some(n) = read
+            && observe
+        {
+            self.emit_stamped(
+                Op::Read {
+                    offset,
+                    len: n as u64,
+                },
+                req.pid(),
+                file.nodeid,
+            );
         }
     }
 
