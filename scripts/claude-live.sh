@@ -5,8 +5,9 @@
 # a small bug fix (two Reads, a Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
 # through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
 # Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
-# resumed again with a new prompt, whose calls open with the summary. Last, a new session hands
-# a question to a subagent (Agent), which reads a file and answers.
+# resumed again with a new prompt, whose calls open with the summary. Then a new session hands
+# a question to a subagent (Agent), which reads a file and answers. Last, a session whose first
+# prompt names a file with `@` (Claude Code attaches it as a Read of its own).
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -86,7 +87,9 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it again"}},
   {"text": "It prints 5."},
   {"tool": "Agent", "input": {"description": "Look at util", "prompt": "Read util.py and say what show() does.", "subagent_type": "general-purpose", "run_in_background": false}},
-  {"text": "show() prints its argument."}
+  {"text": "show() prints its argument."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "Explained util.py."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -157,12 +160,21 @@ ASID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session
 AGENT_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_AGENT_REWRITTEN ))
 "$BIN" ctl goal.list '{}' > "$WORK/goals-agent.json"
 "$BIN" projection --format text --session "$ASID" > "$WORK/projection-agent.txt" 2> /dev/null
+BEFORE_AT_CALLS=$(wc -l < "$WORK/api.jsonl")
+BEFORE_AT_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
 
-python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" << 'EOF'
+say "a new session whose first prompt names a file with @"
+claude_run at "Explain @util.py"
+grep -q "Explained util.py." "$WORK/at.json" || fail "the @ session did not finish: $(tail -c 500 "$WORK/at.json")"
+AT_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_AT_REWRITTEN ))
+
+python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
+  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
 before_agent, agent_rewritten, agent_session = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
+before_at, at_rewritten = int(sys.argv[8]), int(sys.argv[9])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -187,7 +199,8 @@ check("return a + b" in projection and "return a - b" not in projection, "the pr
 
 every_call = [json.loads(l) for l in open(f"{work}/api.jsonl")]
 calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
-agent_calls = every_call[before_agent:]
+agent_calls = every_call[before_agent:before_at]
+at_calls = [c for c in every_call[before_at:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 6, f"the session made 6 model calls of its main conversation ({len(main)})")
 check(first_rewritten == len(main) - 1, f"the proxy replaced the history of every call after the first ({first_rewritten} of {len(main) - 1})")
@@ -216,6 +229,13 @@ check(agent_rewritten == len(session_calls) - 1, f"the proxy rewrote the session
 convs = {c["session"]: c for c in json.load(open(f"{work}/goals-agent.json"))["conversations"]}
 check(convs.get(agent_session, {}).get("steps") == 1, f"the subagent's Read is not a step of the session: its one step is the Agent call ({convs.get(agent_session, {}).get('steps')})")
 check("show() prints its argument after 'result: '." in open(f"{work}/projection-agent.txt").read(), "the subagent's report is in the session's projection")
+
+opening = [m["role"] for m in at_calls[0]["body"]["messages"][:2]] if at_calls else []
+check(opening == ["user", "user"], f"naming a file with @ in the first prompt, the conversation opens with two user messages ({opening})")
+check(at_rewritten == len(at_calls) - 1 and at_calls, f"the proxy rewrote that session's calls after its first ({at_rewritten} of {len(at_calls) - 1})")
+last_at = json.dumps(at_calls[-1]["body"]["messages"]) if at_calls else ""
+util_line = 'print(f\\"result: {x}\\")'
+check(last_at.count(util_line) == 1, f"util.py, attached whole, is not projected again ({last_at.count(util_line)} copies)")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

@@ -34,29 +34,31 @@ pub struct Shown {
     pub hash: String,
 }
 
-/// The files shown whole in what the request sent for `plan` keeps verbatim: the first message,
-/// the `role: "system"` messages of the history, and the last turn (a prompt naming a file with
-/// `@` is in it).
+/// The files shown whole in what the request sent for `plan` keeps verbatim: the opening
+/// messages, the `role: "system"` messages of the history, and the last turn (a prompt naming
+/// a file with `@` is in it). Their texts are read as one, in order: 2.1.332 puts a Read call in
+/// a message of its own and its result at the head of the next.
 pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
     let tail = body
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
-    let mut out: Vec<Shown> = Vec::new();
-    for m in std::iter::once(&plan.head)
+    let joined = plan
+        .head
+        .iter()
         .chain(&plan.opening_instructions)
         .chain(&plan.instructions)
         .chain(tail)
+        .flat_map(|m| texts(m.get("content")))
+        .collect::<Vec<_>>()
+        .join("\n");
+    let mut out: Vec<Shown> = Vec::new();
+    for s in read_copies(&joined)
+        .into_iter()
+        .chain(instruction_copies(&joined))
     {
-        for text in texts(m.get("content")) {
-            for s in read_copies(text)
-                .into_iter()
-                .chain(instruction_copies(text))
-            {
-                if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
-                    out.push(s);
-                }
-            }
+        if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
+            out.push(s);
         }
     }
     out
@@ -68,7 +70,13 @@ fn read_copies(text: &str) -> Vec<Shown> {
     let mut rest = text;
     while let Some(at) = rest.find(CALLED) {
         rest = &rest[at + CALLED.len()..];
-        let (input, after) = rest.split_once('\n').unwrap_or((rest, ""));
+        let (input, mut after) = rest.split_once('\n').unwrap_or((rest, ""));
+        // The call and its result may sit in reminders of their own.
+        while let Some((line, next)) = after.split_once('\n')
+            && matches!(line.trim(), "" | "</system-reminder>" | "<system-reminder>")
+        {
+            after = next;
+        }
         let Some(after) = after.strip_prefix(RESULT) else {
             continue;
         };
@@ -158,6 +166,22 @@ mod tests {
             "{CALLED} {}\n{RESULT}\n{listing}",
             json!({ "file_path": path })
         )
+    }
+
+    #[test]
+    fn a_call_and_its_result_in_reminders_of_their_own_are_one_copy() {
+        // As 2.1.332 sends a file named with `@` in the first prompt, messages joined.
+        let text = format!(
+            "<system-reminder>\n{CALLED} {}\n</system-reminder>\n<system-reminder>\n{RESULT}\n1\ta = 1\n2\t\n</system-reminder>",
+            json!({ "file_path": "/w/a.py" })
+        );
+        assert_eq!(
+            read_copies(&text),
+            [Shown {
+                path: "/w/a.py".into(),
+                hash: shown_hash(b"a = 1\n")
+            }]
+        );
     }
 
     #[test]
@@ -258,7 +282,7 @@ mod tests {
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let plan = Plan {
             tail_start: 4,
-            head: messages[0].clone(),
+            head: vec![messages[0].clone()],
             opening_instructions: Vec::new(),
             instructions: vec![messages[3].clone()],
             tool_loads: Vec::new(),

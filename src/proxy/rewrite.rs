@@ -20,7 +20,10 @@
 //! The rewritten `messages` are, in order:
 //! 1. the first user message as it came (Claude Code's `<system-reminder>` blocks, CLAUDE.md,
 //!    then the prompt), without its breakpoints: Claude Code derives a check value in its
-//!    billing header from this message's text, so it stays as it is; after it, the tool searches
+//!    billing header from this message's text, so it stays as it is. A file named with `@` in
+//!    the first prompt comes, in 2.1.332, as a user message of its own before it (the Read
+//!    call; the prompt's message opens with the result): all the user messages that open the
+//!    conversation are kept so, one by one. After them, the tool searches
 //!    of the history replaced whose results load deferred tools, each call with its result (the
 //!    API knows such a tool only from the `tool_reference` blocks of a result in the request);
 //! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
@@ -103,8 +106,11 @@ impl std::fmt::Display for Skip {
 pub struct Plan {
     /// Index of the first message of the real last turn, kept verbatim.
     pub tail_start: usize,
-    /// The first message, without its breakpoints.
-    pub head: Value,
+    /// The user messages that open the conversation, without their breakpoints: the first,
+    /// and those Claude Code put right after it (2.1.332 sends a file named with `@` in the
+    /// first prompt as a message of its own, the Read call, then the prompt's message starting
+    /// with its result).
+    pub head: Vec<Value>,
     /// `role: "system"` messages of the history replaced that came before its first answer,
     /// once each, without breakpoints: they stay before the projection's first call.
     pub opening_instructions: Vec<Value>,
@@ -168,19 +174,35 @@ fn opens_compacted(content: Option<&Value>) -> bool {
     any_text(content, |t| t.trim_start().starts_with(COMPACTED_OPENING))
 }
 
+/// How many user messages open `messages`: the first, and those Claude Code put right after it
+/// (a file named with `@` in the first prompt comes as a message of its own in 2.1.332). A
+/// later prompt always follows an answer, so it is never among them.
+fn opening_len(messages: &[Value]) -> usize {
+    messages
+        .iter()
+        .take_while(|m| role(m) == Some("user"))
+        .count()
+}
+
 /// What a Claude Code conversation says its goal is, read from one of its calls: the prompt of
-/// its first message, then the prompts of the user's later messages, joined as `worldfs hook`
-/// joins them; and whether it opens with the summary of a compaction (its first prompt is then
-/// gone, and the prompts after the summary are the goal). `None` when it holds no prompt.
+/// its opening messages, then the prompts of the user's later messages, joined as `worldfs
+/// hook` joins them; and whether it opens with the summary of a compaction (its first prompt is
+/// then gone, and the prompts after the summary are the goal). `None` when it holds no prompt.
 pub fn conversation_goal(body: &Value) -> Option<(String, bool)> {
     let messages = body.get("messages")?.as_array()?;
-    let first = messages.first().filter(|m| role(m) == Some("user"))?;
-    let compacted = opens_compacted(first.get("content"));
-    let first_prompt = typed_text(first.get("content"));
+    let opening = &messages[..opening_len(messages)];
+    if opening.is_empty() {
+        return None;
+    }
+    let compacted = opening.iter().any(|m| opens_compacted(m.get("content")));
+    let first_prompt = opening
+        .iter()
+        .rev()
+        .find_map(|m| typed_text(m.get("content")));
     if !compacted && first_prompt.is_none() {
         return None;
     }
-    let later = messages[1..]
+    let later = messages[opening.len()..]
         .iter()
         .filter(|m| role(m) == Some("user"))
         .filter_map(|m| typed_text(m.get("content")));
@@ -273,13 +295,14 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     }
     let goal = goal.filter(|g| !g.trim().is_empty()).ok_or(Skip::NoGoal)?;
     let (prompt, later) = split_goal(goal);
-    let first = &messages[0];
-    let opens_with_prompt =
-        role(first) == Some("user") && holds_prompt(first.get("content"), prompt);
+    let head_len = opening_len(messages);
+    let opening = &messages[..head_len];
+    let opens_with_prompt = opening
+        .iter()
+        .any(|m| holds_prompt(m.get("content"), prompt));
     let compacted = !opens_with_prompt
         && compacted
-        && role(first) == Some("user")
-        && opens_compacted(first.get("content"))
+        && opening.iter().any(|m| opens_compacted(m.get("content")))
         && defines(body, &SUBAGENT_TOOLS);
     if !opens_with_prompt && !compacted {
         return Err(Skip::OtherConversation);
@@ -288,7 +311,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         .iter()
         .rposition(|m| role(m) == Some("assistant"))
         .unwrap_or(last_user);
-    if tail_start <= 1 {
+    if tail_start <= head_len {
         return Err(Skip::TooShort);
     }
     let first_answer = messages
@@ -304,10 +327,10 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
             .filter(|m| seen.insert(m.to_string()))
             .collect()
     };
-    let opening_instructions = system_messages(1..first_answer);
+    let opening_instructions = system_messages(head_len..first_answer);
     let instructions = system_messages(first_answer..tail_start);
-    let tool_loads = tool_loads(&messages[1..tail_start]);
-    let prompt_media = prompt_media(&messages[1..tail_start]);
+    let tool_loads = tool_loads(&messages[head_len..tail_start]);
+    let prompt_media = prompt_media(&messages[head_len..tail_start]);
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -335,7 +358,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let cache_ttl = after.or_else(before).unwrap_or_default();
     Ok(Plan {
         tail_start,
-        head: without_breakpoints(first),
+        head: opening.iter().map(without_breakpoints).collect(),
         opening_instructions,
         instructions,
         tool_loads,
@@ -533,13 +556,14 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
     let mut head = plan.head.clone();
     let opening = projection.first().and_then(|m| {
         let (m, breakpoint) = without_goal(m, plan);
-        // The goal block ended the stable part; the first message, as stable, ends it now.
-        if let Some(cc) = breakpoint {
-            mark_last_block(&mut head, cc);
+        // The goal block ended the stable part; the opening messages, as stable, end it now.
+        if let (Some(cc), Some(last)) = (breakpoint, head.last_mut()) {
+            mark_last_block(last, cc);
         }
         m
     });
-    new.push(head);
+    // As they came, each one: Claude Code derives its billing check from the first.
+    new.extend(head);
     for m in plan.tool_loads.iter().cloned() {
         push_message(&mut new, m);
     }
@@ -699,7 +723,7 @@ mod tests {
         assert_eq!(plan.tail_start, 9);
         // system 1 + the last result 1.
         assert_eq!(plan.breakpoints, 2);
-        assert_eq!(count_cache_control(&plan.head), 0);
+        assert_eq!(plan.head.iter().map(count_cache_control).sum::<usize>(), 0);
 
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
@@ -1020,6 +1044,38 @@ mod tests {
         ]});
         with_agent(&mut body);
         body
+    }
+
+    /// 2.1.332 sends a file named with `@` in the first prompt as a message of its own (the
+    /// Read call), then the prompt's message, which opens with the call's result: the
+    /// conversation opens with both, and both go as they came.
+    #[test]
+    fn a_first_prompt_naming_a_file_opens_with_two_messages() {
+        let mut body = request(4);
+        let call = json!({"role": "user", "content": "<system-reminder>\nCalled the Read tool with the following input: {\"file_path\":\"/p/a.py\"}\n</system-reminder>"});
+        let env = json!({"role": "system", "content": "# Environment\ncwd: /p"});
+        let m = body["messages"].as_array_mut().expect("messages");
+        m[0]["content"]
+            .as_array_mut()
+            .expect("blocks")
+            .insert(0, json!({"type": "text", "text": "<system-reminder>\nResult of calling the Read tool:\n1\tx = 1\n</system-reminder>"}));
+        m.insert(0, call.clone());
+        m.insert(2, env.clone());
+        let plan = plan(&body, Some(PROMPT), false).expect("the session's own");
+        assert_eq!(plan.head.len(), 2);
+        assert_eq!(plan.head[0], call);
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let m = out["messages"].as_array().expect("messages");
+        assert_eq!(m[0], call, "as it came");
+        assert_eq!(
+            m[1],
+            without_breakpoints(&body["messages"][1]),
+            "as it came"
+        );
+        assert_eq!(m[2], env);
+        assert_eq!(m[3]["content"][0]["name"], "Read", "then the projection");
+        // The conversation's goal, read from a call after a resume, is the prompt.
+        assert_eq!(conversation_goal(&body), Some((PROMPT.to_owned(), false)));
     }
 
     /// In 2.1.332 a subagent may start subagents too: the compacted conversation of one,
