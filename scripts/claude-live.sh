@@ -2,7 +2,8 @@
 # Drives a real Claude Code through a scripted session on a worldfs mount, and checks what the
 # mount, the hook and the proxy made of it. No model is called: the stand-in API
 # (scripts/stand-in-api.py --script) answers the session's model calls with the tool calls of
-# a small bug fix (two Reads, a Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
+# a small bug fix (two Reads at once, a task planned with TaskCreate, which ToolSearch loads, a
+# Bash `cat`, Edit, a Bash run, done). Claude Code runs them for real,
 # through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
 # Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
 # resumed again with a new prompt, whose calls open with the summary. Then a new session hands
@@ -78,8 +79,10 @@ add() must add; the tests expect show(add(2, 3)) to print 5.
 EOF
 cat > "$WORK/script.json" << EOF
 [
-  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
-  {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}},
+  {"calls": [{"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+             {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}}]},
+  {"tool": "ToolSearch", "input": {"query": "select:TaskCreate"}},
+  {"tool": "TaskCreate", "input": {"subject": "Make add() add", "description": "add() subtracts", "activeForm": "Fixing add()"}},
   {"tool": "Bash", "input": {"command": "cat util.py", "description": "Show util.py"}},
   {"tool": "Edit", "input": {"file_path": "$PROJ/calc.py", "old_string": "a - b", "new_string": "a + b"}},
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
@@ -127,7 +130,7 @@ claude_run() {
   set +e
   HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
-    timeout 180 "$CLAUDE" -p "$prompt" --allowedTools "Read,Edit,Bash" \
+    timeout 180 "$CLAUDE" -p "$prompt" --allowedTools "Read,Edit,Bash,ToolSearch,TaskCreate" \
     --permission-mode acceptEdits --output-format json "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
   rc=$?
   set -e
@@ -141,6 +144,7 @@ SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_
 
 "$BIN" ctl entries.list '{}' > "$WORK/entries.json"
 "$BIN" ctl goal.list '{}' > "$WORK/goals.json"
+"$BIN" ctl state.get "{\"session\": \"$SID\"}" > "$WORK/state.json"
 "$BIN" projection --format text > "$WORK/projection.txt" 2> /dev/null
 FIRST_CALLS=$(wc -l < "$WORK/api.jsonl")
 FIRST_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
@@ -202,7 +206,13 @@ calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
 agent_calls = every_call[before_agent:before_at]
 at_calls = [c for c in every_call[before_at:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
-check(len(main) == 6, f"the session made 6 model calls of its main conversation ({len(main)})")
+check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
+tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
+check([t.get("subject") for t in tasks] == ["Make add() add"], f"the task planned with TaskCreate is in the session's state ({tasks})")
+check("Make add() add" in projection, "and in the projection")
+both = [c for c in calls if c.get("answer") == 2]
+both_results = [b for m in (both[0]["body"]["messages"] if both else []) if isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "tool_result"]
+check(len(both_results) >= 2, f"the two Reads made at once were answered together, and that call went upstream whole ({len(both_results)} results)")
 check(first_rewritten == len(main) - 1, f"the proxy replaced the history of every call after the first ({first_rewritten} of {len(main) - 1})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")

@@ -8,7 +8,8 @@ body's size in bytes, its messages' roles, and (with --keep-bodies) the body and
 
 With --script FILE (a JSON list), the requests of an agent's main conversation (those that
 define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
-session: `{"tool": NAME, "input": {...}}` calls a tool, `{"text": "..."}` ends the turn. Past the
+session: `{"tool": NAME, "input": {...}}` calls a tool, `{"calls": [{"tool": ...}, ...]}` calls
+several at once, `{"text": "..."}` ends the turn. Past the
 end, the last answer is given again. Other requests (titles, summaries) get the short answer.
 With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
 first message holds TEXT, the task the main conversation gave it) get that list's answers in
@@ -33,32 +34,35 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 DONE = {"text": "Done."}
 
 
-def block(answer, n):
-    """The content block of a scripted answer, and the turn's stop reason."""
-    if "tool" in answer:
-        return ({"type": "tool_use", "id": "toolu_standin_%02d" % n, "name": answer["tool"],
-                 "input": answer.get("input", {})}, "tool_use")
-    return {"type": "text", "text": answer.get("text", "Done.")}, "end_turn"
+def blocks(answer, n):
+    """The content blocks of a scripted answer, and the turn's stop reason."""
+    calls = answer.get("calls") or ([answer] if "tool" in answer else [])
+    if calls:
+        return ([{"type": "tool_use", "id": "toolu_standin_%02d_%d" % (n, i), "name": c["tool"],
+                  "input": c.get("input", {})} for i, c in enumerate(calls)], "tool_use")
+    return [{"type": "text", "text": answer.get("text", "Done.")}], "end_turn"
 
 
 def events(answer, n):
     """The events of an answer, as the API streams them."""
-    content, stop = block(answer, n)
+    content, stop = blocks(answer, n)
     msg = {"id": "msg_standin_%d" % n, "type": "message", "role": "assistant",
            "model": "stand-in", "content": [], "stop_reason": None,
            "usage": {"input_tokens": 1, "output_tokens": 1}}
     yield "message_start", {"type": "message_start", "message": msg}
-    if content["type"] == "tool_use":
-        start = dict(content, input={})
-        delta = {"type": "input_json_delta", "partial_json": json.dumps(content["input"])}
-    else:
-        start = {"type": "text", "text": ""}
-        delta = {"type": "text_delta", "text": content["text"]}
-    yield "content_block_start", {"type": "content_block_start", "index": 0,
-                                  "content_block": start}
-    yield "ping", {"type": "ping"}
-    yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
-    yield "content_block_stop", {"type": "content_block_stop", "index": 0}
+    for i, b in enumerate(content):
+        if b["type"] == "tool_use":
+            start = dict(b, input={})
+            delta = {"type": "input_json_delta", "partial_json": json.dumps(b["input"])}
+        else:
+            start = {"type": "text", "text": ""}
+            delta = {"type": "text_delta", "text": b["text"]}
+        yield "content_block_start", {"type": "content_block_start", "index": i,
+                                      "content_block": start}
+        if i == 0:
+            yield "ping", {"type": "ping"}
+        yield "content_block_delta", {"type": "content_block_delta", "index": i, "delta": delta}
+        yield "content_block_stop", {"type": "content_block_stop", "index": i}
     yield "message_delta", {"type": "message_delta", "delta": {"stop_reason": stop},
                             "usage": {"output_tokens": 1}}
     yield "message_stop", {"type": "message_stop"}
@@ -151,10 +155,10 @@ class Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
             self.wfile.write(b"0\r\n\r\n")
         elif path == "/v1/messages":
-            content, stop = block(answer, n)
+            content, stop = blocks(answer, n)
             self.reply(200, json.dumps({"id": "msg_standin_%d" % n, "type": "message",
                                         "role": "assistant", "model": "stand-in",
-                                        "content": [content], "stop_reason": stop,
+                                        "content": content, "stop_reason": stop,
                                         "usage": {"input_tokens": 1, "output_tokens": 1}}))
         else:
             self.reply(404, json.dumps({"type": "error", "error": {
