@@ -14,6 +14,10 @@
 #
 # CLAUDE_CODE_VERSION (default below) picks the npm release of @anthropic-ai/claude-code; it is
 # installed once under bench-work/claude-code/. KEEP=1 leaves the work directory for a look.
+# The checks follow the default release's shapes: an older one misses those of what it lacks
+# (2.1.100, the last one run by node: no ToolSearch or TaskCreate, no subagent header, and no
+# environment message, so a conversation with one call before its last turn has nothing the
+# proxy would replace).
 # Needs root (mounting), npm, python3. Exits non-zero, saying which check failed, on any miss.
 set -euo pipefail
 

@@ -23,8 +23,13 @@ use crate::socket::methods::MAX_REQUEST_SHOWS;
 const CALLED: &str = "Called the Read tool with the following input:";
 const RESULT: &str = "Result of calling the Read tool:";
 const CONTENTS: &str = "Contents of ";
-/// What ends an instruction file's text: the next file's heading, or the reminder's end.
-const CONTENTS_ENDS: [&str; 2] = ["\n\nContents of ", "\n</system-reminder>"];
+/// What ends an instruction file's text: the next file's heading, the reminder's end, or (in
+/// versions like 2.1.100, whose reminder goes on with more context) the date's heading.
+const CONTENTS_ENDS: [&str; 3] = [
+    "\n\nContents of ",
+    "\n</system-reminder>",
+    "\n# currentDate\n",
+];
 
 /// A file the request shows whole: its path as the request gives it, and the hash of what it
 /// shows ([`shown_hash`]).
@@ -206,6 +211,18 @@ mod tests {
                     hash: shown_hash(local.as_bytes())
                 }
             ]
+        );
+        // As 2.1.100 sends it: the date's section follows the file.
+        let older = format!(
+            "<system-reminder>\n# claudeMd\nContents of /w/CLAUDE.md (project instructions, \
+             checked into the codebase):\n\n{claude_md}# currentDate\nToday's date is 2026-11-27.\n</system-reminder>"
+        );
+        assert_eq!(
+            instruction_copies(&older),
+            [Shown {
+                path: "/w/CLAUDE.md".into(),
+                hash: shown_hash(claude_md.as_bytes())
+            }]
         );
         // Mid-line, or without its heading's shape, it is someone's prose.
         assert!(instruction_copies("See the Contents of /w/x (a):\n\nno").is_empty());
