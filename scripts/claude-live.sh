@@ -7,8 +7,9 @@
 # through the mount, with `worldfs hook` installed and its calls going through `worldfs proxy`.
 # Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
 # resumed again with a new prompt, whose calls open with the summary. Then a new session hands
-# a question to a subagent (Agent), which reads a file and answers. Last, a session whose first
-# prompt names a file with `@` (Claude Code attaches it as a Read of its own).
+# a question to a subagent (Agent), which reads a file and answers; a session whose first prompt
+# names a file with `@` (Claude Code attaches it as a Read of its own); and last a session whose
+# context the stand-in reports full, so that Claude Code compacts it on its own.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -96,7 +97,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Agent", "input": {"description": "Look at util", "prompt": "Read util.py and say what show() does.", "subagent_type": "general-purpose", "run_in_background": false}},
   {"text": "show() prints its argument."},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
-  {"text": "Explained util.py."}
+  {"text": "Explained util.py."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}, "input_tokens": 999000},
+  {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
+  {"text": "It still prints 5."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -175,14 +179,24 @@ say "a new session whose first prompt names a file with @"
 claude_run at "Explain @util.py"
 grep -q "Explained util.py." "$WORK/at.json" || fail "the @ session did not finish: $(tail -c 500 "$WORK/at.json")"
 AT_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_AT_REWRITTEN ))
+BEFORE_AUTO_CALLS=$(wc -l < "$WORK/api.jsonl")
+BEFORE_AUTO_LOG=$(wc -l < "$WORK/proxy.log")
+
+say "a new session whose context fills up, so that Claude Code compacts it on its own"
+claude_run auto "Run calc.py"
+grep -q "It still prints 5." "$WORK/auto.json" || fail "the compacted session did not finish: $(tail -c 500 "$WORK/auto.json")"
+AUTO_SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/auto.json")
+"$BIN" ctl goal.get "{\"session\": \"$AUTO_SID\"}" > "$WORK/goal-auto.json"
+tail -n +$((BEFORE_AUTO_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-auto.log"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
-  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" << 'EOF'
+  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
 before_agent, agent_rewritten, agent_session = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 before_at, at_rewritten = int(sys.argv[8]), int(sys.argv[9])
+before_auto = int(sys.argv[10])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -208,7 +222,8 @@ check("return a + b" in projection and "return a - b" not in projection, "the pr
 every_call = [json.loads(l) for l in open(f"{work}/api.jsonl")]
 calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
 agent_calls = every_call[before_agent:before_at]
-at_calls = [c for c in every_call[before_at:] if c.get("answer", 0) > 0]
+at_calls = [c for c in every_call[before_at:before_auto] if c.get("answer", 0) > 0]
+auto_calls = every_call[before_auto:]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -250,6 +265,15 @@ check(at_rewritten == len(at_calls) - 1 and at_calls, f"the proxy rewrote that s
 last_at = json.dumps(at_calls[-1]["body"]["messages"]) if at_calls else ""
 util_line = 'print(f\\"result: {x}\\")'
 check(last_at.count(util_line) == 1, f"util.py, attached whole, is not projected again ({last_at.count(util_line)} copies)")
+
+check(any(c.get("compaction") for c in auto_calls), "a context reported full made Claude Code compact on its own, through the proxy")
+check(json.load(open(f"{work}/goal-auto.json")).get("compacted") is True, "the hook told the mount of that compaction")
+after_auto = [c for c in auto_calls if c.get("answer", 0) > 0][-1:]
+calls_log = [l for l in open(f"{work}/proxy-auto.log") if "/v1/messages: sent" in l]
+last_log = calls_log[-1] if calls_log else ""
+check(bool(after_auto) and "This session is being continued" in json.dumps(after_auto[0]["body"]["messages"][:2])
+      and "sent as it came" not in last_log and "left out, the request shows" in last_log,
+      "after it, with the file Claude Code put back in its own message, its last call was rewritten, and the files the request shows not projected again")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

@@ -9,7 +9,8 @@ body's size in bytes, its messages' roles, and (with --keep-bodies) the body and
 With --script FILE (a JSON list), the requests of an agent's main conversation (those that
 define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
 session: `{"tool": NAME, "input": {...}}` calls a tool, `{"calls": [{"tool": ...}, ...]}` calls
-several at once, `{"text": "..."}` ends the turn. Past the
+several at once, `{"text": "..."}` ends the turn. An answer's `"input_tokens": N` is the usage
+it reports (a full context makes Claude Code compact on its own). Past the
 end, the last answer is given again. Other requests (titles, summaries) get the short answer.
 With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
 first message holds TEXT, the task the main conversation gave it) get that list's answers in
@@ -48,7 +49,7 @@ def events(answer, n):
     content, stop = blocks(answer, n)
     msg = {"id": "msg_standin_%d" % n, "type": "message", "role": "assistant",
            "model": "stand-in", "content": [], "stop_reason": None,
-           "usage": {"input_tokens": 1, "output_tokens": 1}}
+           "usage": {"input_tokens": answer.get("input_tokens", 1), "output_tokens": 1}}
     yield "message_start", {"type": "message_start", "message": msg}
     for i, b in enumerate(content):
         if b["type"] == "tool_use":
@@ -159,7 +160,8 @@ class Handler(BaseHTTPRequestHandler):
             self.reply(200, json.dumps({"id": "msg_standin_%d" % n, "type": "message",
                                         "role": "assistant", "model": "stand-in",
                                         "content": content, "stop_reason": stop,
-                                        "usage": {"input_tokens": 1, "output_tokens": 1}}))
+                                        "usage": {"input_tokens": answer.get("input_tokens", 1),
+                                                  "output_tokens": 1}}))
         else:
             self.reply(404, json.dumps({"type": "error", "error": {
                 "type": "not_found_error", "message": "stand-in: no such path " + path}}))
