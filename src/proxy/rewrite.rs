@@ -1078,6 +1078,28 @@ mod tests {
         assert_eq!(conversation_goal(&body), Some((PROMPT.to_owned(), false)));
     }
 
+    /// After Claude Code compacts a conversation on its own, 2.1.332 puts the file read last
+    /// back as a message of its own, before the one with the summary.
+    #[test]
+    fn a_compacted_conversation_that_opens_with_a_file_put_back_is_the_sessions() {
+        let mut body = compacted_request(4);
+        let call = json!({"role": "user", "content": "<system-reminder>\nCalled the Read tool with the following input: {\"file_path\":\"/p/a.py\"}\n</system-reminder>"});
+        body["messages"]
+            .as_array_mut()
+            .expect("messages")
+            .insert(0, call.clone());
+        let plan = plan(&body, Some(PROMPT), true).expect("the session's own, compacted");
+        assert!(plan.compacted);
+        assert_eq!(plan.head.len(), 2);
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        assert_eq!(out["messages"][0], call);
+        assert_eq!(
+            super::plan(&body, Some(PROMPT), false),
+            Err(Skip::OtherConversation),
+            "only once the hook told of the compaction"
+        );
+    }
+
     /// In 2.1.332 a subagent may start subagents too: the compacted conversation of one,
     /// with the `Agent` tool, is told from the session's by the mark Claude Code puts in its
     /// billing text.
