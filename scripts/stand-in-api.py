@@ -180,19 +180,24 @@ def main():
     Handler.record = a.record
     Handler.keep_bodies = a.keep_bodies
     Handler.summary = a.summary
-    if a.script:
-        with open(a.script) as f:
-            Handler.script = json.load(f)
-        if not isinstance(Handler.script, list) or not Handler.script:
-            ap.error("--script: a non-empty JSON list of answers is needed")
+    def answers(path, option):
+        """The list of answers in the JSON file at `path`, or None without one."""
+        if not path:
+            return None
+        try:
+            with open(path) as f:
+                listed = json.load(f)
+        except (OSError, ValueError) as e:
+            ap.error("%s %s: %s" % (option, path, e))
+        if not isinstance(listed, list) or not listed:
+            ap.error("%s: a non-empty JSON list of answers is needed" % option)
+        return listed
+
+    Handler.script = answers(a.script, "--script")
     if bool(a.subagent_script) != bool(a.subagent_prompt):
         ap.error("--subagent-script and --subagent-prompt go together")
     Handler.subagent_prompt = a.subagent_prompt
-    if a.subagent_script:
-        with open(a.subagent_script) as f:
-            Handler.subagent_script = json.load(f)
-        if not isinstance(Handler.subagent_script, list) or not Handler.subagent_script:
-            ap.error("--subagent-script: a non-empty JSON list of answers is needed")
+    Handler.subagent_script = answers(a.subagent_script, "--subagent-script")
     srv = ThreadingHTTPServer(("127.0.0.1", a.port), Handler)
     print("stand-in-api: listening on %d" % srv.server_address[1], flush=True)
     try:

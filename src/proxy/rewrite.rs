@@ -981,21 +981,28 @@ mod tests {
         let plan = plan(&body, Some(PROMPT), false).expect("eligible");
         assert_eq!(plan.opening_instructions, vec![env.clone()]);
         assert_eq!(plan.instructions, vec![mode.clone()]);
+        // The environment block between the opening and the projection's first call; the
+        // later instruction between the projection and the last turn.
+        let expected = [
+            "user",
+            "system",
+            "assistant",
+            "user",
+            "system",
+            "assistant",
+            "user",
+        ];
+        let roles_of = |out: &Value| -> Vec<String> {
+            out["messages"]
+                .as_array()
+                .expect("messages")
+                .iter()
+                .filter_map(|m| role(m).map(str::to_owned))
+                .collect()
+        };
         let out = splice(&body, &plan, &projection()).expect("valid");
         let m = out["messages"].as_array().expect("messages");
-        let roles: Vec<&str> = m.iter().filter_map(role).collect();
-        assert_eq!(
-            roles,
-            [
-                "user",
-                "system",
-                "assistant",
-                "user",
-                "system",
-                "assistant",
-                "user"
-            ]
-        );
+        assert_eq!(roles_of(&out), expected);
         assert_eq!(m[1], env);
         assert_eq!(
             m[2]["content"][0]["name"], "Read",
@@ -1014,24 +1021,7 @@ mod tests {
             ],
         )
         .expect("valid");
-        let roles: Vec<&str> = out["messages"]
-            .as_array()
-            .expect("messages")
-            .iter()
-            .filter_map(role)
-            .collect();
-        assert_eq!(
-            roles,
-            [
-                "user",
-                "system",
-                "assistant",
-                "user",
-                "system",
-                "assistant",
-                "user"
-            ]
-        );
+        assert_eq!(roles_of(&out), expected);
     }
 
     /// The same request once Claude Code compacted the conversation: it opens with the summary,
