@@ -1,4 +1,5 @@
 //! Who a pid is: program name (`comm`), command line and ancestry up to the session leader.
+//! FUSE gives the calling thread's id: a worker thread is its thread group's program.
 //!
 //! Lookups happen on the ingest thread for every observation, so they must usually cost no
 //! syscall: a resolved process is trusted for [`ProcFs::VERIFY_AFTER`], then re-verified with one
