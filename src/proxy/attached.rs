@@ -293,7 +293,13 @@ mod tests {
             {"role": "user", "content": copy("/w/history.py", "1\tx")},
             {"role": "system", "content": copy("/w/system.py", "1\ts")},
             {"role": "assistant", "content": [{"type": "text", "text": "last"}]},
-            {"role": "user", "content": [{"type": "text", "text": copy("/w/tail.py", "1\tt")}]},
+            // A later prompt naming a file with `@`, as 2.1.332 sends it: the call, its result
+            // and the prompt, each a block of its own.
+            {"role": "user", "content": [
+                {"type": "text", "text": format!("<system-reminder>\n{CALLED} {}\n</system-reminder>", json!({"file_path": "/w/tail.py"}))},
+                {"type": "text", "text": format!("<system-reminder>\n{RESULT}\n1\tt\n</system-reminder>\n")},
+                {"type": "text", "text": "Now explain @tail.py"}
+            ]},
             {"role": "system", "content": copy("/w/tail-system.py", "1\tts")},
         ]});
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
