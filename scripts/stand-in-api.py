@@ -10,8 +10,8 @@ With --script FILE (a JSON list), the requests of an agent's main conversation (
 define a `Read` tool) get its answers in turn, so a real Claude Code can be driven through a
 session: `{"tool": NAME, "input": {...}}` calls a tool, `{"calls": [{"tool": ...}, ...]}` calls
 several at once, `{"text": "..."}` ends the turn. An answer's `"input_tokens": N` is the usage
-it reports (a full context makes Claude Code compact on its own). Past the
-end, the last answer is given again. Other requests (titles, summaries) get the short answer.
+it reports (a full context makes Claude Code compact on its own). Past the end, the last answer
+is given again. Other requests (titles, summaries) get the short answer.
 With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
 first message holds TEXT, the task the main conversation gave it) get that list's answers in
 turn instead.
@@ -85,8 +85,12 @@ class Handler(BaseHTTPRequestHandler):
     lock = threading.Lock()
 
     def answer_for(self, body):
-        """The next scripted answer for the main conversation, else the short one."""
-        tools = body.get("tools", []) if isinstance(body, dict) else []
+        """The answer to a `/v1/messages` request and its number in its script (0: none): a
+        subagent's next, a compaction's summary, the main conversation's next, else the short
+        one."""
+        if not isinstance(body, dict):
+            return DONE, 0
+        tools = body.get("tools", [])
         main = any(isinstance(t, dict) and t.get("name") == "Read" for t in tools)
         first = json.dumps(body.get("messages", [])[:1])
         if main and self.subagent_script and self.subagent_prompt in first:
