@@ -880,6 +880,10 @@ fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
     assert!(listed(&mut c), "read by the agent");
     let out = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
     assert!(out.contains("now runs"), "{out}");
+    // Done through the mount, and not the agent's work: the world forgot the file. Asked here,
+    // before anything reads it again: a later read by a process that exits before the mount can
+    // tell who it was (the second install below) counts as the agent's (`unknown_process`).
+    assert!(!listed(&mut c), "forgotten after the install");
     let read = || -> Value {
         serde_json::from_str(&std::fs::read_to_string(&settings).expect("read")).expect("JSON")
     };
@@ -899,8 +903,6 @@ fn install_registers_a_command_that_works_and_uninstall_takes_it_back() {
     assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash|Grep|Glob");
     let again = run(Path::new("/"), bin, &["hook", "--install", "-C", root]);
     assert!(again.contains("already runs"), "{again}");
-    // Done through the mount, and not the agent's work: the world forgot the file.
-    assert!(!listed(&mut c), "forgotten after the install");
 
     // The registered command, run the way Claude Code runs it.
     let event = json!({"session_id": "s1", "hook_event_name": "UserPromptSubmit",
