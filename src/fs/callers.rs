@@ -29,6 +29,8 @@ const CAPACITY: usize = 512;
 struct Entry {
     read_at: Instant,
     stamp: Arc<CallerStamp>,
+    /// The name `/proc/PID/stat` gave: a worker thread's own, where the stamp has its program's.
+    stat_comm: Arc<str>,
 }
 
 #[derive(Default)]
@@ -51,18 +53,19 @@ impl Callers {
             let map = self.map.lock();
             match map.get(&pid) {
                 Some(e) if now.duration_since(e.read_at) < TRUST => return Some(e.stamp.clone()),
-                Some(e) => Some(e.stamp.clone()),
+                Some(e) => Some((e.stamp.clone(), e.stat_comm.clone())),
                 None => None,
             }
         };
         // Read without holding the lock: other FUSE threads go on meanwhile.
         let st = proc_stat::read(proc_root, pid)?;
-        let comm = proc_stat::program_name(proc_root, pid, &st);
+        let stat_comm: Arc<str> = Arc::from(st.comm.as_str());
         let stamp = match previous {
-            // The same process, same program: keep sharing the allocation.
-            Some(p) if p.start_time == st.start_time && *p.comm == *comm => p,
+            // The same process, same program (its own name unchanged, so no exec): keep sharing
+            // the allocation, without looking up its thread group again.
+            Some((p, c)) if p.start_time == st.start_time && c == stat_comm => p,
             _ => Arc::new(CallerStamp {
-                comm: Arc::from(comm),
+                comm: Arc::from(proc_stat::program_name(proc_root, pid, &st)),
                 ppid: st.ppid,
                 start_time: st.start_time,
             }),
@@ -79,6 +82,7 @@ impl Callers {
             Entry {
                 read_at: now,
                 stamp: stamp.clone(),
+                stat_comm,
             },
         );
         Some(stamp)
@@ -152,6 +156,11 @@ mod tests {
             .unwrap_or_else(|| panic!("not read"));
         // The thread's own start time: the world tells callers apart by it.
         assert_eq!((&*s.comm, s.ppid, s.start_time), ("claude", 10, 7));
+        // Past the window, the same thread under its own name is the same caller: its thread
+        // group is not looked up again.
+        fs::remove_file(dir.path().join("83/status")).unwrap_or_else(|e| panic!("{e}"));
+        let again = c.stamp_under(dir.path(), 83, Instant::now() + TRUST * 2);
+        assert!(again.is_some_and(|a| Arc::ptr_eq(&a, &s)));
     }
 
     #[test]
