@@ -261,6 +261,52 @@ t.join()
     assert_eq!(programs, &json!(["claude"]), "{programs}");
 }
 
+#[test]
+fn a_process_gone_before_its_open_is_emitted_keeps_its_name() {
+    // Debug builds pause the FUSE thread between answering an open and emitting it: every
+    // process below has exited, and been reaped, before anything after the reply runs.
+    let m = Mount::start_env(
+        common::Mode::Mirror,
+        &[],
+        &[("WORLDFS_DEBUG_LATE_EMIT_MS", "400")],
+        |src| {
+            std::fs::write(src.join("data.csv"), "a,b\n1,2\n").expect("write");
+            std::fs::write(src.join("notes.md"), "# Notes\n").expect("write");
+        },
+    );
+    let started = std::time::Instant::now();
+    // An interpreter opening a file its command line does not name: a weak access, no entry.
+    // Were it taken for a process nobody could name, it would count as the agent's.
+    let st = Command::new("python3")
+        .args([
+            "-c",
+            "import os; os.close(os.open(os.environ['F'], os.O_RDONLY))",
+        ])
+        .env("F", "data.csv")
+        .current_dir(&m.root)
+        .status()
+        .expect("python3");
+    assert!(st.success(), "{st}");
+    sh(&m.root, "cat notes.md; echo made > made.txt");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let list = until(&mut c, "the read and the create recorded", |l| {
+        entry(l, "notes.md").is_some() && entry(l, "made.txt").is_some()
+    });
+    assert!(
+        started.elapsed() >= Duration::from_millis(400),
+        "the pause did not apply: a debug build is needed"
+    );
+    assert_eq!(
+        entry(&list, "notes.md").map(|e| &e["programs"]),
+        Some(&json!(["cat"]))
+    );
+    assert_eq!(
+        entry(&list, "made.txt").map(|e| &e["programs"]),
+        Some(&json!(["sh"]))
+    );
+    assert!(entry(&list, "data.csv").is_none(), "{list:#?}");
+}
+
 /// The world's counters from `stats`.
 fn world_counts(c: &mut Client) -> Value {
     let stats = c.call("stats", json!({})).expect("stats");

@@ -3,12 +3,15 @@
 //! The world resolves pids from `/proc` after the fact, and a `cat` has usually exited by then.
 //! So for the requests that show a program reading or writing (OPEN, CREATE, daemon-mode READ
 //! and WRITE) the FUSE thread reads `/proc/PID/stat` itself (and `status`, for the program of a
-//! worker thread: [`proc_stat::program_name`]), once it has replied, so the caller never waits
-//! for it. A small cache keyed by pid keeps that to one look per process and
-//! [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the window is
-//! over the entry is read again, which also notices a reused pid (another start time) and an
-//! exec (another comm); an exec through the mount (an OPEN with `FMODE_EXEC`) drops the entry
-//! at once.
+//! worker thread: [`proc_stat::program_name`]). OPEN and CREATE read it before they reply:
+//! a one-shot process may be gone soon after its open is answered (with kernel passthrough its
+//! reads never reach worldfs), and a FUSE thread preempted after replying would find nothing.
+//! Daemon-mode READ and WRITE, whose process opened the file before, read it after replying,
+//! so the caller does not wait. A small cache keyed by pid keeps that to one look per process
+//! and [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the
+//! window is over the entry is read again, which also notices a reused pid (another start
+//! time) and an exec (another comm); an exec through the mount (an OPEN with `FMODE_EXEC`)
+//! drops the entry at once.
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -93,6 +96,28 @@ impl Callers {
         self.map.lock().remove(&pid);
     }
 }
+
+/// Debug builds only: the FUSE thread sleeps `WORLDFS_DEBUG_LATE_EMIT_MS` milliseconds between
+/// answering an open and emitting it, as a thread preempted on a loaded machine may. A test
+/// then sees, every time, what happens once in hundreds of runs: the caller exits before
+/// anything after the reply runs. Release builds compile it away.
+#[cfg(debug_assertions)]
+pub fn late_emit_pause() {
+    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("WORLDFS_DEBUG_LATE_EMIT_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(d) = pause {
+        std::thread::sleep(*d);
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+pub fn late_emit_pause() {}
 
 #[cfg(test)]
 mod tests {

@@ -29,7 +29,7 @@ use fuser::{
 use tracing::{debug, info};
 
 use super::attr::{dirent_type, to_attr};
-use super::callers::Callers;
+use super::callers::{self, Callers};
 use super::handles::{DirStreams, HandleTable, OpenDir, OpenFile};
 use super::inode_store::{Inode, InodeFd, InodeStore};
 use super::kill_priv::{self, run_as_caller_would};
@@ -39,7 +39,7 @@ use super::read_buf;
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys::{self, cstr, cvt};
 use super::{FsOptions, IoMode, IoUringMode};
-use crate::observation::{ObservationSink, Op};
+use crate::observation::{CallerStamp, ObservationSink, Op};
 use open::{FMODE_EXEC, Opened};
 use setattr::AttrChange;
 
@@ -130,12 +130,10 @@ impl Passthrough {
         self.observe.emit(op, pid, || self.store.path_of(nodeid));
     }
 
-    /// `emit` for requests that show a program reading or writing: stamps the caller's program
-    /// and parent (see `callers`). Called after the reply, so the caller does not wait for it;
-    /// every request that replies first holds `observe.answering()` until it has emitted, so the
-    /// socket's barrier still waits for what the caller did just before asking it.
     /// Answers CREATE or TMPFILE with the new entry and its open file, then tells the world.
     fn reply_created(&self, req: &Request, opened: Res<Opened>, reply: ReplyCreate) {
+        // Before the reply, as for OPEN (see `caller`).
+        let caller = opened.is_ok().then(|| self.caller(req.pid())).flatten();
         let o = match opened {
             Ok(Opened {
                 attr: Some(attr),
@@ -164,14 +162,29 @@ impl Passthrough {
             Ok(_) => return reply.error(Errno::EIO),
             Err(e) => return reply.error(e),
         };
-        self.emit_stamped(o.0, req.pid(), o.1);
+        callers::late_emit_pause();
+        self.emit_stamped(o.0, req.pid(), caller, o.1);
     }
 
-    fn emit_stamped(&self, op: Op, pid: u32, nodeid: u64) {
-        if !self.observe.is_enabled() {
-            return;
+    /// The caller's program and parent (see `callers`), for an observation of a program reading
+    /// or writing. Requests that open a file take it before they reply: a one-shot process
+    /// (`cat`, a hook's script) may exit as soon as its last request is answered, and a stamp
+    /// read after that finds no process; the world would then count an unknown process's
+    /// access. Taking it costs one or two small reads of `/proc` on a process's first open (and
+    /// once per [`callers::TRUST`] window after), which its `fork` and `exec` dwarf.
+    fn caller(&self, pid: u32) -> Option<Arc<CallerStamp>> {
+        if self.observe.is_enabled() {
+            self.callers.stamp(pid)
+        } else {
+            None
         }
-        let caller = self.callers.stamp(pid);
+    }
+
+    /// `emit` for requests that show a program reading or writing, with their [`Self::caller`].
+    /// Called after the reply, so the caller does not wait for the channel; every request that
+    /// replies first holds `observe.answering()` until it has emitted, so the socket's barrier
+    /// still waits for what the caller did just before asking it.
+    fn emit_stamped(&self, op: Op, pid: u32, caller: Option<Arc<CallerStamp>>, nodeid: u64) {
         self.observe
             .emit_from(op, pid, caller, || self.store.path_of(nodeid));
     }
@@ -575,7 +588,8 @@ impl Filesystem for Passthrough {
                             truncate: false,
                             created: true,
                         };
-                        self.emit_stamped(created, req.pid(), r.0.nodeid);
+                        let caller = self.caller(req.pid());
+                        self.emit_stamped(created, req.pid(), caller, r.0.nodeid);
                     }
                 }
                 self.reply_entry(reply, Ok(r));
@@ -588,12 +602,14 @@ impl Filesystem for Passthrough {
         bump(&self.stats.open);
         match self.do_open(req, ino, flags.0, &reply) {
             Ok(o) => {
+                let caller = self.caller(req.pid());
                 let _answering = self.observe.answering();
                 match &o.backing {
                     Some(id) => reply.opened_passthrough(FileHandle(o.fh), FopenFlags::empty(), id),
                     None => reply.opened(FileHandle(o.fh), o.fopen),
                 }
-                self.emit_stamped(o.op, req.pid(), o.nodeid);
+                callers::late_emit_pause();
+                self.emit_stamped(o.op, req.pid(), caller, o.nodeid);
                 if flags.0 & FMODE_EXEC != 0 {
                     // The caller is about to become another program.
                     self.callers.forget(req.pid());
@@ -646,6 +662,7 @@ impl Filesystem for Passthrough {
                     len: n as u64,
                 },
                 req.pid(),
+                self.caller(req.pid()),
                 file.nodeid,
             );
         }
@@ -683,7 +700,8 @@ impl Filesystem for Passthrough {
                 let _answering = self.observe.answering();
                 reply.written(n as u32);
                 let len = n as u64;
-                self.emit_stamped(Op::Write { offset, len }, req.pid(), nodeid);
+                let caller = self.caller(req.pid());
+                self.emit_stamped(Op::Write { offset, len }, req.pid(), caller, nodeid);
             }
             Err(e) => reply.error(errno(e)),
         }

@@ -514,6 +514,8 @@ struct Dirs {
     scratch: PathBuf,
     mode: Mode,
     args: Vec<String>,
+    /// Variables set for the daemon only (a debug knob), kept across restarts.
+    env: Vec<(String, String)>,
 }
 
 /// A running `worldfs mount` on temporary directories. Dropping it unmounts.
@@ -534,6 +536,7 @@ pub struct Mount {
     pub scratch: PathBuf,
     pub mode: Mode,
     pub args: Vec<String>,
+    env: Vec<(String, String)>,
     /// An O_PATH descriptor of SOURCE opened before mounting: reaches the backing tree even
     /// when an in-place mount covers it.
     backing: OwnedFd,
@@ -566,6 +569,17 @@ impl Mount {
         Self::start_with(mode, args, false, prepare)
     }
 
+    /// [`Mount::start`] with variables in the daemon's environment, and only there (the tests
+    /// beside it in the same binary do not see them).
+    pub fn start_env(
+        mode: Mode,
+        args: &[&str],
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&Path),
+    ) -> Mount {
+        Self::start_with_env(mode, args, false, env, prepare)
+    }
+
     /// [`Mount::start`] with SOURCE on a tmpfs of its own (256 MiB): its free space changes
     /// with what the test does only, whatever else writes to the machine's disks.
     pub fn start_on_tmpfs(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
@@ -573,6 +587,16 @@ impl Mount {
     }
 
     fn start_with(mode: Mode, args: &[&str], tmpfs: bool, prepare: impl FnOnce(&Path)) -> Mount {
+        Self::start_with_env(mode, args, tmpfs, &[], prepare)
+    }
+
+    fn start_with_env(
+        mode: Mode,
+        args: &[&str],
+        tmpfs: bool,
+        env: &[(&str, &str)],
+        prepare: impl FnOnce(&Path),
+    ) -> Mount {
         require_fuse();
         let (tmp, base) = tempdir();
         let source = base.join("src");
@@ -600,6 +624,10 @@ impl Mount {
             scratch,
             mode,
             args: args.iter().map(|s| s.to_string()).collect(),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         })
     }
 
@@ -641,6 +669,7 @@ impl Mount {
             scratch: self.scratch.clone(),
             mode: self.mode,
             args: args.iter().map(|s| s.to_string()).collect(),
+            env: std::mem::take(&mut self.env),
         };
         // The earlier log stays readable beside the new one.
         let _ = std::fs::rename(&self.log, self.base.join("daemon.before-restart.log"));
@@ -658,6 +687,7 @@ impl Mount {
             scratch,
             mode,
             args,
+            env,
         } = d;
         let c = cpath(&source);
         // SAFETY: valid path; the returned descriptor is owned below.
@@ -685,6 +715,7 @@ impl Mount {
         }
         // Worlds kept across restarts stay in the test's own directory.
         cmd.args(&args)
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .env("XDG_STATE_HOME", base.join("state"))
             .stdin(Stdio::null())
             .stdout(logf.try_clone().unwrap())
@@ -703,6 +734,7 @@ impl Mount {
             scratch,
             mode,
             args,
+            env,
             backing,
             child,
             conn: Arc::new(Mutex::new(String::new())),
