@@ -8,8 +8,10 @@
 # Then the session is resumed to `/compact` it (the stand-in answers with a summary), and
 # resumed again with a new prompt, whose calls open with the summary. Then a new session hands
 # a question to a subagent (Agent), which reads a file and answers; a session whose first prompt
-# names a file with `@` (Claude Code attaches it as a Read of its own); and last a session whose
-# context the stand-in reports full, so that Claude Code compacts it on its own.
+# names a file with `@` (Claude Code attaches it as a Read of its own); a session whose
+# context the stand-in reports full, so that Claude Code compacts it on its own; and last a
+# session that reads a file another program then rewrites (an editor's save), resumed with a
+# new prompt: its history holds the old copy, the call sent upstream must hold the new one.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -100,7 +102,10 @@ cat > "$WORK/script.json" << EOF
   {"text": "Explained util.py."},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}, "input_tokens": 999000},
   {"tool": "Bash", "input": {"command": "python3 calc.py", "description": "Run it"}},
-  {"text": "It still prints 5."}
+  {"text": "It still prints 5."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "util.py has show()."},
+  {"text": "show() now prints its label first."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -188,15 +193,33 @@ grep -q "It still prints 5." "$WORK/auto.json" || fail "the compacted session di
 AUTO_SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/auto.json")
 "$BIN" ctl goal.get "{\"session\": \"$AUTO_SID\"}" > "$WORK/goal-auto.json"
 tail -n +$((BEFORE_AUTO_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-auto.log"
+BEFORE_EDITOR_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that reads util.py; the user's editor changes it; the session is resumed"
+claude_run editor "Read util.py"
+grep -q "util.py has show()." "$WORK/editor.json" || fail "the editor session did not finish: $(tail -c 500 "$WORK/editor.json")"
+ESID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/editor.json")
+# Another program writes the file, as an editor saving it would (a rename over it).
+python3 - "$PROJ/util.py" << 'PY'
+import os, sys
+path = sys.argv[1]
+with open(path + ".swp", "w") as f:
+    f.write('LABEL = "result"\n\n\ndef show(x):\n    print(f"{LABEL}: {x}")\n')
+os.replace(path + ".swp", path)
+PY
+sleep 1
+claude_run editor2 "What changed in util.py?" --resume "$ESID"
+grep -q "show() now prints its label first." "$WORK/editor2.json" || fail "the resumed editor session did not finish: $(tail -c 500 "$WORK/editor2.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
-  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" << 'EOF'
+  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
 before_agent, agent_rewritten, agent_session = int(sys.argv[5]), int(sys.argv[6]), sys.argv[7]
 before_at, at_rewritten = int(sys.argv[8]), int(sys.argv[9])
 before_auto = int(sys.argv[10])
+before_editor = int(sys.argv[11])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -223,7 +246,8 @@ every_call = [json.loads(l) for l in open(f"{work}/api.jsonl")]
 calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
 agent_calls = every_call[before_agent:before_at]
 at_calls = [c for c in every_call[before_at:before_auto] if c.get("answer", 0) > 0]
-auto_calls = every_call[before_auto:]
+auto_calls = every_call[before_auto:before_editor]
+editor_calls = [c for c in every_call[before_editor:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -274,6 +298,10 @@ last_log = calls_log[-1] if calls_log else ""
 check(bool(after_auto) and "This session is being continued" in json.dumps(after_auto[0]["body"]["messages"][:2])
       and "sent as it came" not in last_log and "left out, the request shows" in last_log,
       "after it, with the file Claude Code put back in its own message, its last call was rewritten, and the files the request shows not projected again")
+
+resumed_editor = json.dumps(editor_calls[-1]["body"]["messages"]) if editor_calls else ""
+check('LABEL = \\"result\\"' in resumed_editor and 'print(f\\"result: {x}\\")' not in resumed_editor,
+      "after the user's editor changed util.py, the resumed session's call holds util.py as it is now, and not the copy its Read got")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
