@@ -304,6 +304,7 @@ fn two_sessions_each_see_their_own_files() {
         std::fs::write(src.join("alpha.py"), "def alpha():\n    return 1\n").expect("write");
         std::fs::write(src.join("beta.py"), "def beta():\n    return 2\n").expect("write");
         std::fs::write(src.join("gamma.py"), "def gamma():\n    return 3\n").expect("write");
+        std::fs::write(src.join("delta.py"), "def delta():\n    return 4\n").expect("write");
         std::fs::write(src.join("notes.md"), "shared notes\n").expect("write");
     });
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
@@ -327,6 +328,7 @@ fn two_sessions_each_see_their_own_files() {
     };
     read("s1", "alpha.py");
     read("s2", "beta.py");
+    read("s2", "delta.py");
     // s2 rewrites gamma.py with its Write tool.
     std::fs::write(root.join("gamma.py"), "def gamma():\n    return 33\n").expect("write");
     let gamma = root.join("gamma.py").to_string_lossy().into_owned();
@@ -353,7 +355,7 @@ fn two_sessions_each_see_their_own_files() {
         "{s1}"
     );
     assert!(
-        !s1.contains("def beta") && !s1.contains("def gamma"),
+        !s1.contains("def beta") && !s1.contains("def gamma") && !s1.contains("def delta"),
         "{s1}"
     );
     let s2 = shown(&mut c, "s2");
@@ -379,14 +381,46 @@ fn two_sessions_each_see_their_own_files() {
     assert!(!s1.contains("def gamma"), "{s1}");
     let s2 = shown(&mut c, "s2");
     assert!(!s2.contains("made by s1"), "{s2}");
+
+    // A command that only runs through a file (an interpreter importing it, as a test run
+    // imports every module) does not make it the session's: s1's model saw the output, not
+    // delta.py, which stays s2's.
+    let command = "PYTHONDONTWRITEBYTECODE=1 python3 -c 'import delta; print(delta.delta() + 1)'";
+    let run_it = |name: &str| {
+        json!({"hook_event_name": name, "tool_name": "Bash", "tool_use_id": "toolu_s1_py",
+               "tool_input": {"command": command, "description": "run it"}})
+    };
+    tell("s1", run_it("PreToolUse"));
+    let printed = run(&root, "sh", &["-c", command]);
+    assert_eq!(printed, "5\n");
+    let mut done = run_it("PostToolUse");
+    done["tool_response"] = json!({"stdout": printed, "stderr": "", "interrupted": false});
+    tell("s1", done);
+    let s1 = shown(&mut c, "s1");
+    assert!(
+        s1.contains("import delta"),
+        "the command's output is shown: {s1}"
+    );
+    assert!(!s1.contains("def delta"), "{s1}");
+    // delta.py is still an input of that output.
+    let commands = c.call("commands.list", json!({})).expect("commands.list");
+    let inputs = commands["commands"]
+        .as_array()
+        .and_then(|l| l.iter().find(|o| o["command"] == command))
+        .map(|o| o["inputs"].to_string());
+    assert!(
+        inputs.as_ref().is_some_and(|i| i.contains("delta.py")),
+        "{commands}"
+    );
+
     // `worldfs status` tells each session's steps and files.
     let status = m.status();
     assert!(
-        status.contains("(session s1, heard from last, of 2); 2 steps and 3 files of its own"),
+        status.contains("(session s1, heard from last, of 2); 3 steps and 3 files of its own"),
         "{status}"
     );
     assert!(
-        status.contains("session s2: \"Explain the code\"; 2 steps and 2 files of its own"),
+        status.contains("session s2: \"Explain the code\"; 3 steps and 3 files of its own"),
         "{status}"
     );
 }

@@ -863,6 +863,64 @@ fn command_record_with_explicit_files_and_bad_input() {
     );
 }
 
+/// A run reads what the ignore rules leave out besides the sources: `python3` a module's
+/// `.pyc`, `cargo test` the libraries in `target/`. Those are never shown, but the output is
+/// kept while they are unchanged, and dropped once one is rewritten.
+#[test]
+fn an_output_that_read_ignored_files_is_kept_until_they_change() {
+    let f = Fixture::new();
+    must(std::fs::create_dir_all(f.root().join("__pycache__")));
+    must(std::fs::write(
+        f.root().join("__pycache__/util.pyc"),
+        b"\0compiled v1",
+    ));
+    let mut c = f.connect();
+    c.call("command.begin", json!({"key": "run"}));
+    f.read("src/main.rs");
+    f.read("__pycache__/util.pyc");
+    let r = c.call(
+        "command.record",
+        json!({"command": "python3 run.py", "output": "RESULT 42", "exit_code": 0,
+               "begun": "run"}),
+    );
+    assert_eq!(r["cached"], true, "{r}");
+    let inputs: Vec<(String, String)> = r["inputs"]
+        .as_array()
+        .map(|l| {
+            l.iter()
+                .map(|i| (i["path"].to_string(), i["hash"].to_string()))
+                .collect()
+        })
+        .unwrap_or_default();
+    assert_eq!(inputs.len(), 2, "{r}");
+    assert!(
+        inputs
+            .iter()
+            .any(|(p, h)| p.contains("util.pyc") && h.starts_with("\"stat:")),
+        "an ignored file is known by its size, time and inode: {r}"
+    );
+    let projection = |c: &mut Conn| c.call("projection.get", json!({"format": "text"}));
+    let p = projection(&mut c);
+    assert!(
+        p["body"].as_str().is_some_and(|b| b.contains("RESULT 42")),
+        "{p}"
+    );
+    assert_eq!(p["stale_dropped_commands"], json!([]), "{p}");
+    assert!(
+        !p["body"].as_str().is_some_and(|b| b.contains("compiled")),
+        "{p}"
+    );
+
+    f.write("__pycache__/util.pyc", "\0compiled v2, another size");
+    let p = projection(&mut c);
+    assert!(
+        !p["body"].as_str().is_some_and(|b| b.contains("RESULT 42")),
+        "{p}"
+    );
+    let listed = c.call("commands.list", json!({}));
+    assert_eq!(listed["commands"], json!([]), "{listed}");
+}
+
 #[test]
 fn command_begin_marks_where_a_command_starts_for_a_later_record() {
     let f = Fixture::new();

@@ -6,7 +6,7 @@ use serde_json::{Map, Value};
 
 use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
 use crate::world::placements::Placement;
-use crate::world::{ReadError, World};
+use crate::world::{INPUT_ABSENT, ReadError, World};
 
 use super::budget::{
     self, BLOCK_OVERHEAD, CALL_OVERHEAD, JSON_ENTRY_OVERHEAD, JSON_FIELD_OVERHEAD, MESSAGE_OVERHEAD,
@@ -289,7 +289,13 @@ pub(super) fn command_parts(
                 Ok(_) => CommandDropReason::InputChanged,
                 // Its output may quote the secret: never shown.
                 Err(ReadError::Withheld { .. }) => CommandDropReason::InputWithheld,
-                Err(_) => CommandDropReason::InputUnreadable,
+                // Not a file the projection shows (ignored: a build artifact, a `.pyc`; binary;
+                // too large), or gone: the output is still keyed by what it read.
+                Err(_) => match world.input_fingerprint(path) {
+                    now if now == *recorded => continue,
+                    now if now == INPUT_ABSENT => CommandDropReason::InputUnreadable,
+                    _ => CommandDropReason::InputChanged,
+                },
             };
             report.stale_dropped_commands.push(DroppedCommand {
                 command: c.command.clone(),

@@ -28,9 +28,6 @@ use crate::world::harness::CommandOutput;
 use crate::world::recent::SinceSeq;
 use crate::world::{Class, World};
 
-/// Hash recorded for an input that did not exist (or could not be opened) at recording time:
-/// it "changes" when it appears.
-pub const ABSENT: &str = "absent";
 /// Most inputs per command: a bigger set is a build, whose output is not worth caching by file.
 pub const MAX_INPUTS: usize = 10_000;
 
@@ -55,6 +52,11 @@ pub enum InputsError {
 pub struct Reads {
     /// Paths the agent (or a process it started) read: the inputs.
     pub paths: Vec<PathBuf>,
+    /// Those of `paths` a program that shows what it reads read (`cat`, `sed`, the agent's
+    /// own tools: class `agent`): what the command put before the model, so its session's own.
+    /// What an interpreter or a compiler read (`weak`: `python3 calc.py`, a test run importing
+    /// every module) is an input of the output, but the model never saw it.
+    pub shown: Vec<PathBuf>,
     /// Reads by whole-tree scanners (`rg`, `grep -r`, `git`, a fan-out): not inputs, since an
     /// indexer running beside the agent would otherwise tie every output to the whole tree, so
     /// a change to what they read goes unnoticed.
@@ -107,6 +109,7 @@ fn everything_since(world: &World, since_seq: u64) -> Result<SinceSeq, InputsErr
 pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError> {
     let got = everything_since(world, since_seq)?;
     let mut paths = BTreeSet::new();
+    let mut shown = BTreeSet::new();
     let mut written = BTreeSet::new();
     let mut scanned = 0;
     for r in &got.records {
@@ -121,7 +124,11 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError>
             _ => continue,
         };
         match r.class {
-            Some(Class::Agent | Class::Weak) => {
+            Some(Class::Agent) => {
+                paths.insert(read.clone());
+                shown.insert(read.clone());
+            }
+            Some(Class::Weak) => {
                 paths.insert(read.clone());
             }
             Some(Class::Scan) => scanned += 1,
@@ -139,6 +146,7 @@ pub fn inputs_since(world: &World, since_seq: u64) -> Result<Reads, InputsError>
     };
     Ok(Reads {
         paths: paths.into_iter().collect(),
+        shown: shown.into_iter().collect(),
         scanned,
         written,
     })
@@ -183,12 +191,9 @@ fn changed_and_above(changed: &HashSet<PathBuf>) -> HashSet<&Path> {
     changed.iter().flat_map(|p| p.ancestors()).collect()
 }
 
-/// The content hash of `path` as stored with an output.
+/// What is stored of `path` with an output ([`World::input_fingerprint`]).
 pub fn hash_of(world: &World, path: &Path) -> String {
-    match world.content_hash(path) {
-        Ok(h) => blake3::Hash::from_bytes(h).to_hex().to_string(),
-        Err(_) => ABSENT.to_string(),
-    }
+    world.input_fingerprint(path)
 }
 
 /// Hashes every input now.

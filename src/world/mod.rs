@@ -52,6 +52,10 @@ use std::collections::HashMap;
 use parking_lot::{Mutex, RwLock};
 
 pub use attribution::Class;
+
+/// [`World::input_fingerprint`] of an input that does not exist (or cannot be opened): it
+/// "changes" when it appears.
+pub const INPUT_ABSENT: &str = "absent";
 pub use cache::StateCounts;
 pub use config::{Config, ConfigError};
 pub use entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
@@ -410,6 +414,38 @@ impl World {
                 }
                 Ok(*h.finalize().as_bytes())
             }
+        }
+    }
+
+    /// What a command output keeps of an input, to tell later whether it changed (see
+    /// [`harness::CommandOutput::inputs`]): the hex of [`Self::content_hash`], or
+    /// [`INPUT_ABSENT`] when there is nothing to read. A file the ignore rules leave out (a
+    /// build directory's artifacts, `__pycache__`, `node_modules`) is known by its size,
+    /// modification time and inode instead: a command reads such files by the hundred (a
+    /// `cargo test` reads hundreds of MB of libraries), every projection checks them again,
+    /// and their tools rewrite them whole rather than edit them in place.
+    pub fn input_fingerprint(&self, path: &Path) -> String {
+        let hex = |h: [u8; 32]| blake3::Hash::from_bytes(h).to_hex().to_string();
+        match self.source.open_beneath(path) {
+            Ok(source::Opened::File { file, .. })
+                if matches!(self.rules.classify(path, false), PathVerdict::Ignored(_)) =>
+            {
+                use std::os::unix::fs::MetadataExt;
+                match file.metadata() {
+                    Ok(m) => format!(
+                        "stat:{}:{}.{:09}:{}",
+                        m.size(),
+                        m.mtime(),
+                        m.mtime_nsec(),
+                        m.ino()
+                    ),
+                    Err(_) => INPUT_ABSENT.to_owned(),
+                }
+            }
+            Ok(_) => self
+                .content_hash(path)
+                .map_or_else(|_| INPUT_ABSENT.to_owned(), hex),
+            Err(_) => INPUT_ABSENT.to_owned(),
         }
     }
 

@@ -5,10 +5,11 @@
 //! session's projection would spend its budget on the other's files, and every call of one
 //! would age the other's files as if its own agent had moved on. So each conversation counts
 //! its own steps and notes the files its steps named (a Read's file, an Edit's, the files a
-//! Bash command read). While another conversation works on the mount too, a projection for one
-//! shows its own files aged by its own steps, leaves out the files only the others touched, and
-//! keeps showing the files no session named (the user's `cat` in a terminal), aged as always.
-//! With a single conversation nothing changes: the world is its own.
+//! Bash command printed or wrote; not those it only ran through, as a test run does). While
+//! another conversation works on the mount too, a projection for one shows its own files aged
+//! by its own steps, leaves out the files only the others touched, and keeps showing the files
+//! no session named (the user's `cat` in a terminal), aged as always. With a single
+//! conversation nothing changes: the world is its own.
 
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};

@@ -321,21 +321,26 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     ingest_barrier(shared);
     let mut scanned = 0;
     let mut written = Vec::new();
+    // The files the client named, and what the command showed of the files it read.
+    let mut own = paths.clone();
     if let Some(since) = since {
         let reads = commands::inputs_since(w, since)
             .map_err(|e| RpcError::new(code::HISTORY_LOST, format!("command.record: {e}")))?;
         paths.extend(reads.paths);
+        own.extend(reads.shown);
         scanned = reads.scanned;
         written = reads.written;
     }
     paths.sort();
     paths.dedup();
-    // What the command read or wrote is its session's own from now on, cached or not; and the
-    // session is the one heard from last, as after any change to its conversation.
+    // What the command showed or wrote is its session's own from now on, cached or not; and
+    // the session is the one heard from last, as after any change to its conversation. What
+    // it only ran through (a test run importing every module, a Grep's search) is not: that
+    // session's model never saw those files, and another session may be working in them.
     let session_step = of_session.as_deref().map(|id| {
         w.harness().conversations.update(Some(id), |c| {
             c.touched
-                .touch_all(paths.iter().chain(&written).map(|p| p.as_path()));
+                .touch_all(own.iter().chain(&written).map(|p| p.as_path()));
             c.touched.steps()
         })
     });
