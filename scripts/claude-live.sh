@@ -79,6 +79,7 @@ cat > "$PROJ/CLAUDE.md" << 'EOF'
 
 Keep functions small; run `python3 calc.py` after a change.
 EOF
+python3 -c 'print("".join(f"def f{i}():\n    return {i}\n\n\n" if i != 52 else "LIMIT = 10\n\n\n" for i in range(100)), end="")' > "$PROJ/big.py"
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -105,7 +106,10 @@ cat > "$WORK/script.json" << EOF
   {"text": "It still prints 5."},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "util.py has show()."},
-  {"text": "show() now prints its label first."}
+  {"text": "show() now prints its label first."},
+  {"tool": "Grep", "input": {"pattern": "LIMIT", "output_mode": "content", "-n": true}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/big.py", "offset": 200, "limit": 20}},
+  {"text": "LIMIT is set in big.py."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -210,9 +214,21 @@ PY
 sleep 1
 claude_run editor2 "What changed in util.py?" --resume "$ESID"
 grep -q "show() now prints its label first." "$WORK/editor2.json" || fail "the resumed editor session did not finish: $(tail -c 500 "$WORK/editor2.json")"
+BEFORE_SEARCH_CALLS=$(wc -l < "$WORK/api.jsonl")
+BEFORE_SEARCH_LOG=$(wc -l < "$WORK/proxy.log")
+
+say "a new session that searches with Grep and reads a part of a big file"
+claude_run search "Where is LIMIT set?" --allowedTools "Read,Grep"
+grep -q "LIMIT is set in big.py." "$WORK/search.json" || fail "the search session did not finish: $(tail -c 500 "$WORK/search.json")"
+"$BIN" ctl entries.list '{}' > "$WORK/entries-search.json"
+SSID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/search.json")
+"$BIN" ctl goal.list '{}' > "$WORK/goals-search.json"
+"$BIN" ctl commands.list > "$WORK/commands-search.json"
+"$BIN" projection --format text --session "$SSID" > "$WORK/projection-search.txt" 2> /dev/null
+tail -n +$((BEFORE_SEARCH_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-search.log"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
-  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" << 'EOF'
+  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -220,6 +236,7 @@ before_agent, agent_rewritten, agent_session = int(sys.argv[5]), int(sys.argv[6]
 before_at, at_rewritten = int(sys.argv[8]), int(sys.argv[9])
 before_auto = int(sys.argv[10])
 before_editor = int(sys.argv[11])
+before_search = int(sys.argv[12])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -247,7 +264,8 @@ calls, later = every_call[:first_calls], every_call[first_calls:before_agent]
 agent_calls = every_call[before_agent:before_at]
 at_calls = [c for c in every_call[before_at:before_auto] if c.get("answer", 0) > 0]
 auto_calls = every_call[before_auto:before_editor]
-editor_calls = [c for c in every_call[before_editor:] if c.get("answer", 0) > 0]
+editor_calls = [c for c in every_call[before_editor:before_search] if c.get("answer", 0) > 0]
+search_calls = [c for c in every_call[before_search:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -302,6 +320,14 @@ check(bool(after_auto) and "This session is being continued" in json.dumps(after
 resumed_editor = json.dumps(editor_calls[-1]["body"]["messages"]) if editor_calls else ""
 check('LABEL = \\"result\\"' in resumed_editor and 'print(f\\"result: {x}\\")' not in resumed_editor,
       "after the user's editor changed util.py, the resumed session's call holds util.py as it is now, and not the copy its Read got")
+
+search_projection = open(f"{work}/projection-search.txt").read()
+check("## big.py" in search_projection and "## calc.py" not in search_projection and "## NOTES.md" not in search_projection,
+      "a session's Grep, which reads every file, does not make them its own: its projection shows the file it Read, not the other sessions' files")
+grep_line = "big.py:209:LIMIT = 10"
+last_search = json.dumps(search_calls[-1]["body"]["messages"]) if search_calls else ""
+check(grep_line in search_projection and grep_line in last_search,
+      "the Grep's result, which the replaced history held, is kept: in the session's projection and in its last call upstream")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
