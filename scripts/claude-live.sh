@@ -80,6 +80,16 @@ cat > "$PROJ/CLAUDE.md" << 'EOF'
 Keep functions small; run `python3 calc.py` after a change.
 EOF
 python3 -c 'print("".join(f"def f{i}():\n    return {i}\n\n\n" if i != 52 else "LIMIT = 10\n\n\n" for i in range(100)), end="")' > "$PROJ/big.py"
+# A 64x48 red PNG: a screenshot the agent looks at.
+python3 - "$PROJ/shot.png" << 'PY'
+import struct, sys, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+rows = b"".join(b"\0" + b"\xc8\x1e\x1e" * 64 for _ in range(48))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 48, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+open(sys.argv[1], "wb").write(png)
+PY
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -109,7 +119,10 @@ cat > "$WORK/script.json" << EOF
   {"text": "show() now prints its label first."},
   {"tool": "Grep", "input": {"pattern": "LIMIT", "output_mode": "content", "-n": true}},
   {"tool": "Read", "input": {"file_path": "$PROJ/big.py", "offset": 200, "limit": 20}},
-  {"text": "LIMIT is set in big.py."}
+  {"text": "LIMIT is set in big.py."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/shot.png"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "The screenshot is red."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -226,9 +239,15 @@ SSID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session
 "$BIN" ctl commands.list > "$WORK/commands-search.json"
 "$BIN" projection --format text --session "$SSID" > "$WORK/projection-search.txt" 2> /dev/null
 tail -n +$((BEFORE_SEARCH_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-search.log"
+BEFORE_IMAGE_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that reads a screenshot, then a file"
+claude_run image "Look at shot.png" --allowedTools "Read"
+grep -q "The screenshot is red." "$WORK/image.json" || fail "the image session did not finish: $(tail -c 500 "$WORK/image.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
-  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" << 'EOF'
+  "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
+  "$BEFORE_IMAGE_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -237,6 +256,7 @@ before_at, at_rewritten = int(sys.argv[8]), int(sys.argv[9])
 before_auto = int(sys.argv[10])
 before_editor = int(sys.argv[11])
 before_search = int(sys.argv[12])
+before_image = int(sys.argv[13])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -265,7 +285,8 @@ agent_calls = every_call[before_agent:before_at]
 at_calls = [c for c in every_call[before_at:before_auto] if c.get("answer", 0) > 0]
 auto_calls = every_call[before_auto:before_editor]
 editor_calls = [c for c in every_call[before_editor:before_search] if c.get("answer", 0) > 0]
-search_calls = [c for c in every_call[before_search:] if c.get("answer", 0) > 0]
+search_calls = [c for c in every_call[before_search:before_image] if c.get("answer", 0) > 0]
+image_calls = [c for c in every_call[before_image:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -328,6 +349,10 @@ grep_line = "big.py:209:LIMIT = 10"
 last_search = json.dumps(search_calls[-1]["body"]["messages"]) if search_calls else ""
 check(grep_line in search_projection and grep_line in last_search,
       "the Grep's result, which the replaced history held, is kept: in the session's projection and in its last call upstream")
+
+images = [json.dumps(c["body"]["messages"]).count('"type": "image"') for c in image_calls]
+check(len(images) == 3 and images[1:] == [1, 1],
+      f"a screenshot the Read tool returned stays in the model's view after the call that read it, once ({images})")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

@@ -39,7 +39,7 @@
 //! API counts every `cache_control` in the request; the projection gets what the system prompt,
 //! the tools and the last turn leave of the 4.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
@@ -122,8 +122,9 @@ pub struct Plan {
     pub tool_loads: Vec<Value>,
     /// Images and documents the user attached to the prompts of the history replaced, once
     /// each, without breakpoints: the goal keeps what the user typed, and these are as much
-    /// the request (a screenshot of the bug), which nothing on disk holds.
-    pub prompt_media: Vec<Value>,
+    /// the request (a screenshot of the bug), which nothing on disk holds. Then those its tool
+    /// calls returned ([`read_media`]), which the projection cannot show from disk.
+    pub kept_media: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
@@ -330,7 +331,8 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let opening_instructions = system_messages(head_len..first_answer);
     let instructions = system_messages(first_answer..tail_start);
     let tool_loads = tool_loads(&messages[head_len..tail_start]);
-    let prompt_media = prompt_media(&messages[head_len..tail_start]);
+    let mut kept_media = prompt_media(&messages[head_len..tail_start]);
+    kept_media.extend(read_media(&messages[head_len..tail_start]));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -362,7 +364,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         opening_instructions,
         instructions,
         tool_loads,
-        prompt_media,
+        kept_media,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         compacted,
@@ -392,6 +394,61 @@ fn prompt_media(history: &[Value]) -> Vec<Value> {
         .filter(|b| matches!(kind(b), Some("image" | "document")))
         .map(without_breakpoints)
         .filter(|b| seen.insert(b.to_string()))
+        .collect()
+}
+
+/// At most this many files' images or documents, returned by tool calls, are kept (the ones
+/// read last): an image costs up to about 1,600 tokens.
+const READ_MEDIA_KEPT: usize = 4;
+
+/// The images and documents that tool calls of `history` returned (Claude Code's Read of a
+/// screenshot or a PDF), without breakpoints, each file's after a text block naming it. The
+/// world leaves binary files out, so the projection cannot show them from disk, and with the
+/// history they would leave the model's view one call after it saw them. Only the last read
+/// of each file (by the call's `file_path`) is kept, and of the last [`READ_MEDIA_KEPT`]
+/// files: an agent reads an image again once it has changed it.
+fn read_media(history: &[Value]) -> Vec<Value> {
+    let path_of: HashMap<&str, &str> = blocks_of(history, "assistant")
+        .filter(|b| kind(b) == Some("tool_use"))
+        .filter_map(|b| {
+            let id = b.get("id")?.as_str()?;
+            let input = b.get("input")?;
+            let path = ["file_path", "notebook_path", "path", "url"]
+                .iter()
+                .find_map(|k| input.get(*k).and_then(Value::as_str))?;
+            Some((id, path))
+        })
+        .collect();
+    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
+    for result in blocks_of(history, "user").filter(|b| kind(b) == Some("tool_result")) {
+        let media: Vec<Value> = result
+            .get("content")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter(|b| matches!(kind(b), Some("image" | "document")))
+            .map(without_breakpoints)
+            .collect();
+        let Some(id) = result.get("tool_use_id").and_then(Value::as_str) else {
+            continue;
+        };
+        if media.is_empty() {
+            continue;
+        }
+        let name = path_of.get(id).copied().unwrap_or(id).to_owned();
+        files.retain(|(n, _)| *n != name);
+        files.push((name, media));
+    }
+    let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
+    files
+        .into_iter()
+        .skip(skip)
+        .flat_map(|(name, media)| {
+            let label = serde_json::json!({"type": "text", "text": format!(
+                "{name}, as a tool call returned it earlier (the files shown below are as they are now; this one is as it was then):"
+            )});
+            std::iter::once(label).chain(media)
+        })
         .collect()
 }
 
@@ -568,8 +625,8 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
         push_message(&mut new, m);
     }
     // Where the later prompts are said (the projection's opening), and as stable as they are.
-    if !plan.prompt_media.is_empty() {
-        let media = serde_json::json!({ "role": "user", "content": plan.prompt_media });
+    if !plan.kept_media.is_empty() {
+        let media = serde_json::json!({ "role": "user", "content": plan.kept_media });
         push_message(&mut new, media);
     }
     for m in opening
@@ -760,6 +817,60 @@ mod tests {
         );
     }
 
+    /// An image or a PDF a Read returned is in no file the projection can show: the last copy
+    /// of each file is kept, named, where the later prompts' media are.
+    #[test]
+    fn images_tool_calls_returned_are_kept_the_last_of_each_file() {
+        let mut body = request(5);
+        let png = |data: &str| json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}});
+        let pdf = json!({"type": "document", "source": {"type": "base64", "media_type": "application/pdf", "data": "JVBERi0="}});
+        for (call, path, block) in [
+            (0, "/p/shot.png", png("c2hvdDE=")),
+            (1, "/p/spec.pdf", pdf.clone()),
+            (2, "/p/shot.png", png("c2hvdDI=")),
+            (4, "/p/tail.png", png("dGFpbA==")),
+        ] {
+            let m = &mut body["messages"];
+            m[1 + 2 * call]["content"][1] = json!({"type": "tool_use", "id": format!("toolu_{call}"),
+                "name": "Read", "input": {"file_path": path}});
+            m[2 + 2 * call]["content"][0]["content"] = json!([block]);
+        }
+        let first = plan(&body, Some(PROMPT), false).expect("eligible");
+        let labels: Vec<&str> = first
+            .kept_media
+            .iter()
+            .filter_map(|b| b["text"].as_str())
+            .collect();
+        assert_eq!(labels.len(), 2, "{:?}", first.kept_media);
+        assert!(labels[0].starts_with("/p/spec.pdf") && labels[1].starts_with("/p/shot.png"));
+        let out = splice(&body, &first, &projection()).expect("valid");
+        let text = out["messages"].to_string();
+        // The first read of shot.png is gone, the second kept once; the last turn's as it came.
+        for (data, n) in [
+            ("c2hvdDE=", 0),
+            ("c2hvdDI=", 1),
+            ("JVBERi0=", 1),
+            ("dGFpbA==", 1),
+        ] {
+            assert_eq!(text.matches(data).count(), n, "{data}: {text}");
+        }
+        // No more than READ_MEDIA_KEPT files.
+        let mut body = request(7);
+        for call in 0..6 {
+            let m = &mut body["messages"];
+            m[1 + 2 * call]["content"][1] = json!({"type": "tool_use", "id": format!("toolu_{call}"),
+                "name": "Read", "input": {"file_path": format!("/p/{call}.png")}});
+            m[2 + 2 * call]["content"][0]["content"] = json!([png(&format!("aW1n{call}"))]);
+        }
+        let many = plan(&body, Some(PROMPT), false).expect("eligible");
+        let kept: Vec<String> = many
+            .kept_media
+            .iter()
+            .filter_map(|b| b["source"]["data"].as_str().map(str::to_owned))
+            .collect();
+        assert_eq!(kept, ["aW1n2", "aW1n3", "aW1n4", "aW1n5"]);
+    }
+
     /// A screenshot the user pasted into a later prompt is part of the request the history
     /// held: it is kept, once, where the later prompts are said.
     #[test]
@@ -784,7 +895,7 @@ mod tests {
             .expect("blocks")
             .push(tail_image.clone());
         let plan = plan(&body, Some(PROMPT), false).expect("eligible");
-        assert_eq!(plan.prompt_media, [image.clone(), pdf.clone()]);
+        assert_eq!(plan.kept_media, [image.clone(), pdf.clone()]);
         let out = splice(&body, &plan, &projection()).expect("valid");
         let text = out["messages"].to_string();
         for (block, n) in [(&image, 1), (&pdf, 1), (&tail_image, 1)] {
