@@ -121,6 +121,7 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/big.py", "offset": 200, "limit": 20}},
   {"text": "LIMIT is set in big.py."},
   {"tool": "Read", "input": {"file_path": "$PROJ/shot.png"}},
+  {"tool": "Read", "input": {"file_path": "$WORK/lib/helper.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "The screenshot is red."}
 ]
@@ -242,7 +243,9 @@ tail -n +$((BEFORE_SEARCH_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-search.log"
 BEFORE_IMAGE_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 say "a new session that reads a screenshot, then a file"
-claude_run image "Look at shot.png" --allowedTools "Read"
+mkdir -p "$WORK/lib"
+echo 'HELPER_LIMIT = 7  # a library outside the project' > "$WORK/lib/helper.py"
+claude_run image "Look at shot.png" --allowedTools "Read" --add-dir "$WORK/lib"
 grep -q "The screenshot is red." "$WORK/image.json" || fail "the image session did not finish: $(tail -c 500 "$WORK/image.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
@@ -351,8 +354,11 @@ check(grep_line in search_projection and grep_line in last_search,
       "the Grep's result, which the replaced history held, is kept: in the session's projection and in its last call upstream")
 
 images = [json.dumps(c["body"]["messages"]).count('"type": "image"') for c in image_calls]
-check(len(images) == 3 and images[1:] == [1, 1],
+check(len(images) == 4 and images[1:] == [1, 1, 1],
       f"a screenshot the Read tool returned stays in the model's view after the call that read it, once ({images})")
+helper = [json.dumps(c["body"]["messages"]).count("HELPER_LIMIT = 7") for c in image_calls]
+check(len(helper) == 4 and helper[2:] == [1, 1],
+      f"a file read outside the project stays in the model's view after the call that read it, once ({helper})")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

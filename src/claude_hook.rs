@@ -188,8 +188,8 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Records the step; a view the daemon refuses (a file outside the mount) must not cost the
-/// step itself, so it is recorded again without views.
+/// Records the step; a view the daemon refuses (a file outside the mount, with a daemon older
+/// than `keep_unshown`) must not cost the step itself, so it is recorded again without views.
 fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
     match c.call("step.record", params.clone()) {
         Err(ClientError::Rpc(e)) if params.get("views").is_some() => {
@@ -200,6 +200,8 @@ fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
             let mut bare = params;
             if let Some(o) = bare.as_object_mut() {
                 o.remove("views");
+                // A daemon older than the hook knows no such field.
+                o.remove("keep_unshown");
             }
             c.call("step.record", bare).map(drop)
         }
@@ -464,6 +466,9 @@ fn step(event: &Value, failed: bool) -> Option<Value> {
     params.insert("is_error".into(), failed.into());
     if !failed && let Some(view) = read_view(tool, &input, response) {
         params.insert("views".into(), json!([view]));
+        // A file the projection will not show (outside the project, or in `.venv`): its
+        // result is kept instead, or behind `worldfs proxy` the model would lose it.
+        params.insert("keep_unshown".into(), true.into());
     }
     if !failed && let Some(file) = edited_file(tool, &input) {
         params.insert("files".into(), json!([file]));

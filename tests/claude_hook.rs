@@ -425,6 +425,64 @@ fn two_sessions_each_see_their_own_files() {
     );
 }
 
+/// A Read of a file the projection will not show (outside the project; a library's source in
+/// `.venv`) is kept as an earlier result: behind `worldfs proxy` the model would otherwise lose
+/// it with the history one call later. A secret's is not.
+#[test]
+fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir_all(src.join(".venv/lib")).expect("mkdir");
+        std::fs::write(
+            src.join(".venv/lib/dep.py"),
+            "def dep():\n    return 'VENDORED'\n",
+        )
+        .expect("write");
+        std::fs::write(src.join("main.py"), "import dep\n").expect("write");
+        std::fs::write(src.join(".env"), "TOKEN=hunter2\n").expect("write");
+    });
+    let outside = m.scratch.join("outside.py");
+    std::fs::write(&outside, "OUTSIDE = 1\n").expect("write");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    start_as(&cwd, "s1", "Why does dep() return that?");
+    let read = |path: &Path, id: &str| {
+        let content = std::fs::read_to_string(path).expect("read");
+        let file_path = path.to_string_lossy().into_owned();
+        tell_as(
+            &cwd,
+            "s1",
+            json!({"hook_event_name": "PostToolUse", "tool_name": "Read",
+                   "tool_use_id": id, "tool_input": {"file_path": file_path},
+                   "tool_response": {"type": "text", "file": {"filePath": file_path,
+                       "content": content, "numLines": 2, "startLine": 1, "totalLines": 2}}}),
+        );
+    };
+    read(&outside, "toolu_outside");
+    read(&root.join(".venv/lib/dep.py"), "toolu_dep");
+    read(&root.join(".env"), "toolu_env");
+    read(&root.join("main.py"), "toolu_main");
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": "s1"}),
+        )
+        .expect("projection.get");
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(body.contains("import dep"), "{body}");
+    for (file, what) in [
+        (outside.to_string_lossy(), "OUTSIDE = 1"),
+        (root.join(".venv/lib/dep.py").to_string_lossy(), "VENDORED"),
+    ] {
+        assert!(
+            body.contains(&format!("Result of an earlier Read call ({file:?})"))
+                && body.contains(what),
+            "{file}: {body}"
+        );
+    }
+    assert!(!body.contains("hunter2"), "{body}");
+}
+
 /// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history
 /// one call later. It is kept as an earlier result, shown once while it is the last step.
 #[test]

@@ -249,7 +249,8 @@ fn command_text(c: &CommandOutput) -> String {
 
 /// A tool call's result that no file keeps current: said to be as it was then, and named by
 /// what its input says it was for (an `Agent` call's description, a fetch's URL, a search's
-/// query), not by the whole input (a subagent's prompt can be long).
+/// query, the file a Read outside the world read), not by the whole input (a subagent's
+/// prompt can be long).
 fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
     let input = c
         .command
@@ -258,7 +259,7 @@ fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
     let about = input
         .as_ref()
         .and_then(|i| {
-            ["description", "url", "query"]
+            ["description", "url", "query", "file_path"]
                 .iter()
                 .find_map(|k| i.get(*k).and_then(Value::as_str))
         })

@@ -417,6 +417,12 @@ impl World {
         }
     }
 
+    /// Whether the ignore rules leave `path` out of the world (a build directory, a package
+    /// directory, a `.gitignore`d file): nothing of it is ever projected.
+    pub fn ignores(&self, path: &Path, is_dir: bool) -> bool {
+        matches!(self.rules.classify(path, is_dir), PathVerdict::Ignored(_))
+    }
+
     /// What a command output keeps of an input, to tell later whether it changed (see
     /// [`harness::CommandOutput::inputs`]): the hex of [`Self::content_hash`], or
     /// [`INPUT_ABSENT`] when there is nothing to read. A file the ignore rules leave out (a
@@ -427,9 +433,7 @@ impl World {
     pub fn input_fingerprint(&self, path: &Path) -> String {
         let hex = |h: [u8; 32]| blake3::Hash::from_bytes(h).to_hex().to_string();
         match self.source.open_beneath(path) {
-            Ok(source::Opened::File { file, .. })
-                if matches!(self.rules.classify(path, false), PathVerdict::Ignored(_)) =>
-            {
+            Ok(source::Opened::File { file, .. }) if self.ignores(path, false) => {
                 use std::os::unix::fs::MetadataExt;
                 match file.metadata() {
                     Ok(m) => format!(

@@ -32,6 +32,12 @@ pub(super) struct StepRecord {
     /// What the result showed of which files (see `world::views`).
     #[serde(default)]
     views: Vec<ViewDecl>,
+    /// When a view is of a file the projection will not show (outside the mount, or left out
+    /// by the ignore rules: a library's source in `.venv` or `node_modules`), keep the result
+    /// as an earlier result instead (what `command.record` does with `tool`), and do not
+    /// refuse a view outside the mount: a history-replacing harness would lose it otherwise.
+    #[serde(default)]
+    keep_unshown: bool,
     /// Files the call read or changed besides its views (an Edit's file): with `session`,
     /// they are that conversation's own from now on. A path outside the mount is no file of
     /// the world's, and is passed over.
@@ -81,7 +87,9 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     let of_session = session("step.record", &p.session)?;
     let mut touched = Vec::with_capacity(p.views.len() + p.files.len());
     touched.extend(p.files.iter().filter_map(|f| rel_path(shared, f).ok()));
+    let w = &*shared.world;
     let mut views = Vec::with_capacity(p.views.len());
+    let mut unshown = false;
     for v in &p.views {
         if let Some([a, b]) = v.lines
             && (a == 0 || b < a)
@@ -91,10 +99,18 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
                 v.path
             )));
         }
-        views.push((rel_path(shared, &v.path)?, v.lines.map(|[a, b]| (a, b))));
+        let rel = match rel_path(shared, &v.path) {
+            Ok(rel) => rel,
+            Err(_) if p.keep_unshown && Path::new(&v.path).is_absolute() => {
+                unshown = true;
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        unshown |= w.ignores(&rel, false);
+        views.push((rel, v.lines.map(|[a, b]| (a, b))));
     }
     touched.extend(views.iter().map(|(rel, _)| rel.clone()));
-    let w = &*shared.world;
     // What the mount saw before the step was recorded is the step's doing: it must be applied
     // before the turn advances, or a read still in the channel would count as the next turn's
     // (younger than it is, and differently from one run to the next). The views also refine
@@ -120,6 +136,28 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         added += count_tokens(t);
     }
     shared.tokens.add_history(added);
+    let kept = unshown && p.keep_unshown && !p.is_error && !p.result.trim().is_empty();
+    if kept {
+        // In the turn the step ends, as `worldfs hook` records a Bash call's output.
+        let session_step = of_session.map(|id| {
+            w.harness()
+                .conversations
+                .update(Some(id), |c| c.touched.steps())
+        });
+        w.harness().record_command(CommandOutput {
+            command: format!("{} {}", p.tool_name, p.input),
+            cwd: ".".into(),
+            output: p.result.clone(),
+            exit_code: None,
+            inputs: Vec::new(),
+            subtrees: Vec::new(),
+            turn: w.turn(),
+            seq: w.recent().last_seq(),
+            tool: Some(p.tool_name.clone()),
+            session: of_session.map(str::to_owned),
+            session_step,
+        });
+    }
     let turn = w.advance_turn();
     w.harness().note_step_tool(&p.tool_name);
     if let Some(name) = p
