@@ -171,7 +171,14 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
                 match c.call("command.record", params) {
                     Ok(r) if r.get("cached") == Some(&Value::Bool(false)) => {
                         let why = r.get("why").and_then(|w| w.as_str()).unwrap_or("no reason");
-                        tracing::info!("worldfs hook: the command's output is not cached: {why}");
+                        let kept = if r.get("kept") == Some(&Value::Bool(true)) {
+                            "; kept as an earlier result, as it was then"
+                        } else {
+                            ""
+                        };
+                        tracing::info!(
+                            "worldfs hook: the command's output is not cached: {why}{kept}"
+                        );
                     }
                     Ok(_) => {}
                     Err(e) => tracing::info!("worldfs hook: command.record: {e}"),
@@ -354,6 +361,9 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
         "exit_code": exit_code,
         "begun": id,
         "only_if_tracked": true,
+        // Kept as it was then when nothing would tell it is out of date (`curl`, `gh issue
+        // view`): behind `worldfs proxy` it would otherwise leave the model's view.
+        "untracked_tool": "Bash",
     }))
 }
 
@@ -668,7 +678,7 @@ mod tests {
             cmd,
             json!({"command": "pytest -q tests/test_calc.py", "cwd": "/work/project",
                    "output": "1 passed", "exit_code": 0, "begun": "toolu_01abc",
-                   "only_if_tracked": true, "session": "s1"})
+                   "only_if_tracked": true, "untracked_tool": "Bash", "session": "s1"})
         );
         assert_eq!(
             cmd["output"],

@@ -559,11 +559,18 @@ fn without_a_mount_or_with_garbage_the_hook_stays_out_of_the_way() {
 
 /// The outputs `commands.list` holds, by command.
 fn cached(c: &mut Client) -> Vec<String> {
+    outputs(c, false)
+}
+
+/// The commands of the outputs kept (`kept_as_results`: those kept as earlier results, as they
+/// were then, since nothing would tell when they go out of date; else those cached).
+fn outputs(c: &mut Client, kept_as_results: bool) -> Vec<String> {
     let r = c.call("commands.list", json!({})).expect("commands.list");
     r["commands"]
         .as_array()
         .map(|a| {
             a.iter()
+                .filter(|o| o["tool"].is_null() != kept_as_results)
                 .filter_map(|o| o["command"].as_str().map(str::to_owned))
                 .collect()
         })
@@ -579,6 +586,53 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
         .unwrap_or_else(|e| panic!("{program}: {e}"));
     assert!(out.status.success(), "{program} {args:?}: {out:?}");
     String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A Bash call's output that reads no file through the mount (`gh issue view`, `curl`) is
+/// not cached, since nothing would tell when it goes out of date; it is kept as an earlier
+/// result, as it was then, so that behind `worldfs proxy` the model does not lose it one call
+/// later.
+#[test]
+fn an_output_nothing_tracks_is_kept_as_it_was() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("dates.py"), "def parse(s):\n    return s\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    start_as(&cwd, "s1", "Fix issue 7");
+    let command = "gh issue view 7";
+    let call = |name: &str| {
+        json!({"hook_event_name": name, "tool_name": "Bash", "tool_use_id": "toolu_gh",
+               "tool_input": {"command": command, "description": "Read the issue"}})
+    };
+    tell_as(&cwd, "s1", call("PreToolUse"));
+    let mut done = call("PostToolUseFailure");
+    done["error"] = json!("Exit code 1\nIssue 7: parse() drops the time zone");
+    tell_as(&cwd, "s1", done);
+    let file_path = root.join("dates.py").to_string_lossy().into_owned();
+    let content = run(&root, "cat", &["dates.py"]);
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_read",
+               "tool_input": {"file_path": file_path},
+               "tool_response": {"type": "text", "file": {"filePath": file_path,
+                   "content": content, "numLines": 2, "startLine": 1, "totalLines": 2}}}),
+    );
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": "s1"}),
+        )
+        .expect("projection.get");
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains(
+            "Result of an earlier Bash call (`gh issue view 7`), exit code 1, as it was then"
+        ) && body.contains("parse() drops the time zone"),
+        "{body}"
+    );
 }
 
 #[test]
@@ -694,7 +748,8 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         "head calc.py",
         json!({"stdout": "def add(a, b):\n", "stderr": ""}),
     );
-    // Nor one that read nothing through the mount.
+    // Nor one that read nothing through the mount: nothing would tell that it is out of date.
+    // It is kept as the Bash call's earlier result instead, as it was then.
     bash("PreToolUse", "toolu_echo", "echo hi", Value::Null);
     bash(
         "PostToolUse",
@@ -706,6 +761,7 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
         cached(&mut c),
         ["cat calc.py", "grep sub calc.py", "rg add; cat calc.py"]
     );
+    assert_eq!(outputs(&mut c, true), ["echo hi"]);
     let s = c.call("stats", json!({})).expect("stats");
     assert_eq!(s["commands_begun"], 0, "every begun command was taken: {s}");
 

@@ -247,6 +247,9 @@ fn command_text(c: &CommandOutput) -> String {
     )
 }
 
+/// Characters of a command shown where it names an earlier result.
+const MAX_NAMED_COMMAND: usize = 200;
+
 /// A tool call's result that no file keeps current: said to be as it was then, and named by
 /// what its input says it was for (an `Agent` call's description, a fetch's URL, a search's
 /// query, the file a Read outside the world read), not by the whole input (a subagent's
@@ -256,22 +259,34 @@ fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
         .command
         .strip_prefix(tool)
         .and_then(|rest| serde_json::from_str::<Value>(rest.trim_start()).ok());
-    let about = input
-        .as_ref()
-        .and_then(|i| {
-            ["description", "url", "query", "file_path"]
-                .iter()
-                .find_map(|k| i.get(*k).and_then(Value::as_str))
-        })
-        .map_or_else(String::new, |a| format!(" ({a:?})"));
+    let about = match &input {
+        Some(i) => ["description", "url", "query", "file_path"]
+            .iter()
+            .find_map(|k| i.get(*k).and_then(Value::as_str))
+            .map_or_else(String::new, |a| format!(" ({a:?})")),
+        // A command its call ran (`command.record`'s `untracked_tool`): named by itself.
+        None => {
+            let shown: String = c.command.chars().take(MAX_NAMED_COMMAND).collect();
+            let cut = if shown.len() < c.command.len() {
+                "..."
+            } else {
+                ""
+            };
+            format!(" (`{shown}{cut}`)")
+        }
+    };
+    let code = match c.exit_code {
+        Some(n) if n != 0 => format!(", exit code {n}"),
+        _ => String::new(),
+    };
     let output = if c.output.trim().is_empty() {
         "(no output)"
     } else {
         c.output.as_str()
     };
     format!(
-        "Result of an earlier {tool} call{about}, as it was then: what it says of files may be \
-         out of date (the files shown here are as they are now).\n{output}"
+        "Result of an earlier {tool} call{about}{code}, as it was then: what it says of files \
+         may be out of date (the files shown here are as they are now).\n{output}"
     )
 }
 

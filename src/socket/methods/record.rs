@@ -283,6 +283,12 @@ pub(super) struct CommandRecord {
     /// file keeps current (a subagent's report, a web page), recorded with `files: []`.
     #[serde(default)]
     tool: Option<String>,
+    /// The tool whose call ran the command (`Bash`): an output that cannot be cached (it read
+    /// no file through the mount, or the tree changed while it ran) is kept instead as that
+    /// tool's earlier result, as it was then, as `tool` keeps one. A harness that replaces its
+    /// history would otherwise lose it (a `gh issue view`, a `curl` of the dev server).
+    #[serde(default)]
+    untracked_tool: Option<String>,
     /// The conversation the output belongs to: shown only in its projections.
     #[serde(default)]
     session: Option<String>,
@@ -295,12 +301,12 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
         ));
     }
     let of_session = session("command.record", &p.session)?.map(str::to_owned);
-    if let Some(t) = &p.tool
-        && !crate::projection::valid_tool_name(t)
-    {
-        return Err(RpcError::invalid_params(format!(
-            "command.record: tool {t:?} is not a tool name (^[a-zA-Z0-9_-]{{1,64}}$)"
-        )));
+    for t in p.tool.iter().chain(&p.untracked_tool) {
+        if !crate::projection::valid_tool_name(t) {
+            return Err(RpcError::invalid_params(format!(
+                "command.record: tool {t:?} is not a tool name (^[a-zA-Z0-9_-]{{1,64}}$)"
+            )));
+        }
     }
     if p.since_seq.is_some() && p.begun.is_some() {
         return Err(RpcError::invalid_params(
@@ -398,8 +404,24 @@ pub(super) fn command_record(shared: &Shared, p: CommandRecord) -> Result<Value,
     // later sweep sees only what comes after the check below.
     shared.validity.sweep(w);
     let not_cached = |why: String| {
+        let kept = p.untracked_tool.as_ref().map(|tool| {
+            let out = CommandOutput {
+                command: p.command.clone(),
+                cwd: cwd.clone(),
+                output: p.output.clone(),
+                exit_code: p.exit_code,
+                inputs: Vec::new(),
+                subtrees: Vec::new(),
+                turn: w.turn(),
+                seq: w.recent().last_seq(),
+                tool: Some(tool.clone()),
+                session: of_session.clone(),
+                session_step,
+            };
+            w.harness().record_command(out);
+        });
         json!({"command": p.command, "cwd": cwd, "cached": false, "why": why,
-               "scanned": scanned})
+               "scanned": scanned, "kept": kept.is_some()})
     };
     if let Some(since) = since
         && !subtrees.is_empty()
