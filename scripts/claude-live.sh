@@ -122,6 +122,7 @@ cat > "$WORK/script.json" << EOF
   {"text": "LIMIT is set in big.py."},
   {"tool": "Read", "input": {"file_path": "$PROJ/shot.png"}},
   {"tool": "Read", "input": {"file_path": "$WORK/lib/helper.py"}},
+  {"tool": "Bash", "input": {"command": "echo 'Issue 7: the label must be bold'", "description": "Read the issue"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "The screenshot is red."}
 ]
@@ -242,10 +243,10 @@ SSID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session
 tail -n +$((BEFORE_SEARCH_LOG + 1)) "$WORK/proxy.log" > "$WORK/proxy-search.log"
 BEFORE_IMAGE_CALLS=$(wc -l < "$WORK/api.jsonl")
 
-say "a new session that reads a screenshot, then a file"
+say "a new session that reads a screenshot, a file outside the project, an issue, then a file"
 mkdir -p "$WORK/lib"
 echo 'HELPER_LIMIT = 7  # a library outside the project' > "$WORK/lib/helper.py"
-claude_run image "Look at shot.png" --allowedTools "Read" --add-dir "$WORK/lib"
+claude_run image "Look at shot.png" --allowedTools "Read,Bash" --add-dir "$WORK/lib"
 grep -q "The screenshot is red." "$WORK/image.json" || fail "the image session did not finish: $(tail -c 500 "$WORK/image.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
@@ -354,11 +355,15 @@ check(grep_line in search_projection and grep_line in last_search,
       "the Grep's result, which the replaced history held, is kept: in the session's projection and in its last call upstream")
 
 images = [json.dumps(c["body"]["messages"]).count('"type": "image"') for c in image_calls]
-check(len(images) == 4 and images[1:] == [1, 1, 1],
+check(len(images) == 5 and images[1:] == [1, 1, 1, 1],
       f"a screenshot the Read tool returned stays in the model's view after the call that read it, once ({images})")
 helper = [json.dumps(c["body"]["messages"]).count("HELPER_LIMIT = 7") for c in image_calls]
-check(len(helper) == 4 and helper[2:] == [1, 1],
+check(len(helper) == 5 and helper[2:] == [1, 1, 1],
       f"a file read outside the project stays in the model's view after the call that read it, once ({helper})")
+last_image = json.dumps(image_calls[-1]["body"]["messages"]) if image_calls else ""
+check(last_image.count("Result of an earlier Bash call (`echo 'Issue 7: the label must be bold'`)") == 1
+      and last_image.count("Issue 7: the label must be bold") == 2,
+      "a Bash output that read no file (as `gh issue view` would) stays in the model's view after its call, once")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
