@@ -11,7 +11,10 @@
 # names a file with `@` (Claude Code attaches it as a Read of its own); a session whose
 # context the stand-in reports full, so that Claude Code compacts it on its own; and last a
 # session that reads a file another program then rewrites (an editor's save), resumed with a
-# new prompt: its history holds the old copy, the call sent upstream must hold the new one.
+# new prompt: its history holds the old copy, the call sent upstream must hold the new one; a
+# session that Greps and Reads part of a big file; one that reads a screenshot, a file outside
+# the project and an issue (a Bash output that read no file); and one that loads a skill. What
+# the history held that no file does must stay in the model's view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -124,7 +127,11 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$WORK/lib/helper.py"}},
   {"tool": "Bash", "input": {"command": "echo 'Issue 7: the label must be bold'", "description": "Read the issue"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
-  {"text": "The screenshot is red."}
+  {"text": "The screenshot is red."},
+  {"tool": "Skill", "input": {"skill": "house-style"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "Styled."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -248,10 +255,18 @@ mkdir -p "$WORK/lib"
 echo 'HELPER_LIMIT = 7  # a library outside the project' > "$WORK/lib/helper.py"
 claude_run image "Look at shot.png" --allowedTools "Read,Bash" --add-dir "$WORK/lib"
 grep -q "The screenshot is red." "$WORK/image.json" || fail "the image session did not finish: $(tail -c 500 "$WORK/image.json")"
+BEFORE_SKILL_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that loads a project skill, then reads two files"
+mkdir -p "$PROJ/.claude/skills/house-style"
+printf -- '---\nname: house-style\ndescription: How code in this project is styled\n---\n\nHOUSE RULE: every function gets a docstring.\n' \
+  > "$PROJ/.claude/skills/house-style/SKILL.md"
+claude_run skill "Style util.py" --allowedTools "Read,Skill"
+grep -q "Styled." "$WORK/skill.json" || fail "the skill session did not finish: $(tail -c 500 "$WORK/skill.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
-  "$BEFORE_IMAGE_CALLS" << 'EOF'
+  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -261,6 +276,7 @@ before_auto = int(sys.argv[10])
 before_editor = int(sys.argv[11])
 before_search = int(sys.argv[12])
 before_image = int(sys.argv[13])
+before_skill = int(sys.argv[14])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -290,7 +306,8 @@ at_calls = [c for c in every_call[before_at:before_auto] if c.get("answer", 0) >
 auto_calls = every_call[before_auto:before_editor]
 editor_calls = [c for c in every_call[before_editor:before_search] if c.get("answer", 0) > 0]
 search_calls = [c for c in every_call[before_search:before_image] if c.get("answer", 0) > 0]
-image_calls = [c for c in every_call[before_image:] if c.get("answer", 0) > 0]
+image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer", 0) > 0]
+skill_calls = [c for c in every_call[before_skill:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -364,6 +381,10 @@ last_image = json.dumps(image_calls[-1]["body"]["messages"]) if image_calls else
 check(last_image.count("Result of an earlier Bash call (`echo 'Issue 7: the label must be bold'`)") == 1
       and last_image.count("Issue 7: the label must be bold") == 2,
       "a Bash output that read no file (as `gh issue view` would) stays in the model's view after its call, once")
+
+rule = [json.dumps(c["body"]["messages"]).count("HOUSE RULE: every function gets a docstring.") for c in skill_calls]
+check(len(rule) == 4 and rule[1:] == [1, 1, 1],
+      f"a skill's instructions, loaded by a Skill call, stay in the model's view after that call, once ({rule})")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

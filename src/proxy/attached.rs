@@ -309,7 +309,7 @@ mod tests {
             opening_instructions: Vec::new(),
             instructions: vec![messages[3].clone()],
             tool_loads: Vec::new(),
-            kept_media: Vec::new(),
+            kept_blocks: Vec::new(),
             goal: String::new(),
             later_prompts: None,
             compacted: false,

@@ -120,11 +120,12 @@ pub struct Plan {
     /// The history's calls whose results load deferred tools, then those results (two
     /// messages, or none), without breakpoints.
     pub tool_loads: Vec<Value>,
-    /// Images and documents the user attached to the prompts of the history replaced, once
-    /// each, without breakpoints: the goal keeps what the user typed, and these are as much
-    /// the request (a screenshot of the bug), which nothing on disk holds. Then those its tool
-    /// calls returned ([`read_media`]), which the projection cannot show from disk.
-    pub kept_media: Vec<Value>,
+    /// What of the history replaced nothing else gives back, without breakpoints: the skills
+    /// the agent loaded ([`skill_loads`]); images and documents the user attached to its
+    /// prompts, once each (the goal keeps what the user typed, and these are as much the
+    /// request: a screenshot of the bug, which nothing on disk holds); then those its tool calls
+    /// returned ([`read_media`]), which the projection cannot show from disk.
+    pub kept_blocks: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
@@ -331,8 +332,10 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let opening_instructions = system_messages(head_len..first_answer);
     let instructions = system_messages(first_answer..tail_start);
     let tool_loads = tool_loads(&messages[head_len..tail_start]);
-    let mut kept_media = prompt_media(&messages[head_len..tail_start]);
-    kept_media.extend(read_media(&messages[head_len..tail_start]));
+    let replaced = &messages[head_len..tail_start];
+    let mut kept_blocks = skill_loads(replaced);
+    kept_blocks.extend(prompt_media(replaced));
+    kept_blocks.extend(read_media(replaced));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -364,7 +367,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         opening_instructions,
         instructions,
         tool_loads,
-        kept_media,
+        kept_blocks,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
         compacted,
@@ -392,6 +395,28 @@ fn prompt_media(history: &[Value]) -> Vec<Value> {
     let mut seen = HashSet::new();
     blocks_of(history, "user")
         .filter(|b| matches!(kind(b), Some("image" | "document")))
+        .map(without_breakpoints)
+        .filter(|b| seen.insert(b.to_string()))
+        .collect()
+}
+
+/// How Claude Code (2.1.332) opens the text block with a skill's instructions, which it puts
+/// after the `Skill` call's result ("Launching skill: NAME") in the same message.
+const SKILL_LOADED: &str = "Base directory for this skill: ";
+
+/// The instructions of the skills the agent loaded in `history`, once each, without
+/// breakpoints. They are instructions, not a result that ages: with the history they would
+/// leave the model's view one call after the `Skill` call that loaded them, while the agent
+/// still follows them. (The skill's file is under `.claude`, which the world leaves out.)
+fn skill_loads(history: &[Value]) -> Vec<Value> {
+    let mut seen = HashSet::new();
+    blocks_of(history, "user")
+        .filter(|b| {
+            kind(b) == Some("text")
+                && b.get("text")
+                    .and_then(Value::as_str)
+                    .is_some_and(|t| t.starts_with(SKILL_LOADED))
+        })
         .map(without_breakpoints)
         .filter(|b| seen.insert(b.to_string()))
         .collect()
@@ -625,9 +650,9 @@ pub fn splice(body: &Value, plan: &Plan, projection: &[Value]) -> Result<Value, 
         push_message(&mut new, m);
     }
     // Where the later prompts are said (the projection's opening), and as stable as they are.
-    if !plan.kept_media.is_empty() {
-        let media = serde_json::json!({ "role": "user", "content": plan.kept_media });
-        push_message(&mut new, media);
+    if !plan.kept_blocks.is_empty() {
+        let kept = serde_json::json!({ "role": "user", "content": plan.kept_blocks });
+        push_message(&mut new, kept);
     }
     for m in opening
         .into_iter()
@@ -817,6 +842,38 @@ mod tests {
         );
     }
 
+    /// A skill's instructions, loaded by a `Skill` call in the history replaced, stay: the
+    /// agent still follows them. Once each, however often it was loaded.
+    #[test]
+    fn skills_loaded_in_the_history_are_kept_once() {
+        let mut body = request(5);
+        let skill =
+            format!("{SKILL_LOADED}/p/.claude/skills/style\n\nEvery function gets a docstring.\n");
+        for call in [0, 2] {
+            let m = &mut body["messages"];
+            m[1 + 2 * call]["content"][1] = json!({"type": "tool_use", "id": format!("toolu_{call}"),
+                "name": "Skill", "input": {"skill": "style"}});
+            m[2 + 2 * call]["content"][0]["content"] = json!("Launching skill: style");
+            m[2 + 2 * call]["content"]
+                .as_array_mut()
+                .expect("blocks")
+                .push(
+                    json!({"type": "text", "text": skill, "cache_control": {"type": "ephemeral"}}),
+                );
+        }
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(plan.kept_blocks, [json!({"type": "text", "text": skill})]);
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        assert_eq!(
+            out["messages"]
+                .to_string()
+                .matches("gets a docstring")
+                .count(),
+            1,
+            "{out}"
+        );
+    }
+
     /// An image or a PDF a Read returned is in no file the projection can show: the last copy
     /// of each file is kept, named, where the later prompts' media are.
     #[test]
@@ -837,11 +894,11 @@ mod tests {
         }
         let first = plan(&body, Some(PROMPT), false).expect("eligible");
         let labels: Vec<&str> = first
-            .kept_media
+            .kept_blocks
             .iter()
             .filter_map(|b| b["text"].as_str())
             .collect();
-        assert_eq!(labels.len(), 2, "{:?}", first.kept_media);
+        assert_eq!(labels.len(), 2, "{:?}", first.kept_blocks);
         assert!(labels[0].starts_with("/p/spec.pdf") && labels[1].starts_with("/p/shot.png"));
         let out = splice(&body, &first, &projection()).expect("valid");
         let text = out["messages"].to_string();
@@ -864,7 +921,7 @@ mod tests {
         }
         let many = plan(&body, Some(PROMPT), false).expect("eligible");
         let kept: Vec<String> = many
-            .kept_media
+            .kept_blocks
             .iter()
             .filter_map(|b| b["source"]["data"].as_str().map(str::to_owned))
             .collect();
@@ -895,7 +952,7 @@ mod tests {
             .expect("blocks")
             .push(tail_image.clone());
         let plan = plan(&body, Some(PROMPT), false).expect("eligible");
-        assert_eq!(plan.kept_media, [image.clone(), pdf.clone()]);
+        assert_eq!(plan.kept_blocks, [image.clone(), pdf.clone()]);
         let out = splice(&body, &plan, &projection()).expect("valid");
         let text = out["messages"].to_string();
         for (block, n) in [(&image, 1), (&pdf, 1), (&tail_image, 1)] {
