@@ -18,16 +18,20 @@
 //!   (any other): the mount saw everything the command read in between, so its output is cached
 //!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
 //!   Only when that can be told: an output is not cached if the command read no file through
-//!   the mount. If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
+//!   the mount (it is kept as the call's earlier result instead, as it was then:
+//!   `untracked_tool`). If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
 //!   reads are not tracked, the output is kept only until anything in the tree changes.
 //!   Without the `PreToolUse` hook, no output is cached. A call begun whose output cannot be
 //!   cached (interrupted, or a search that failed) is abandoned (`command.abandon`).
 //! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
 //!   changes below the directory searched (which files it depends on cannot be told), and
 //!   projected until then; not if something there changed while it ran.
-//! - `PostToolUse` of `Agent` (`Task` before 2.1.63), `WebFetch` or `WebSearch`: the result,
-//!   which no file holds, is kept as an output (`command.record` with `tool`) that fades with
-//!   its age like any other, instead of leaving the projection with the next call.
+//! - `PostToolUse` of `Agent` (`Task` before 2.1.63), `WebFetch`, `WebSearch`, an MCP tool,
+//!   `AskUserQuestion`, any tool but those handled otherwise ([`NOT_KEPT`]): the result, which
+//!   no file holds, is kept as an output (`command.record` with `tool`) that fades with its age
+//!   like any other, instead of leaving the projection with the next call.
+//! - `PostToolUse` of `Read` of a file no projection shows (outside the mount, or ignored):
+//!   the result is kept the same way (`step.record`'s `keep_unshown`).
 //! - `PostToolUse` of `TodoWrite`, `TaskCreate`, `TaskUpdate` or `TaskList`: the agent's task
 //!   list goes into the structured state ([`tasks`]), so a projection carries the plan that
 //!   otherwise lives only in the history. A new conversation clears it with the goal.
@@ -413,17 +417,43 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }))
 }
 
-/// Tools whose result no file holds and nothing on disk keeps current: a subagent's report (the
-/// work of many calls, in a few paragraphs), a fetched page, a web search.
-const KEPT_RESULTS: &[&str] = &["Agent", "Task", "WebFetch", "WebSearch"];
+/// Tools whose result is kept some other way, or says nothing worth keeping: the file tools
+/// (the world shows the file as it is now; a Read of a file it leaves out is kept by
+/// `keep_unshown`), Bash (its output is cached, or kept by `untracked_tool`), the searches
+/// (cached), the task tools (the structured state), ToolSearch and Skill (the proxy keeps what
+/// they load), and a background shell's kill. Every other tool's result is kept: a subagent's
+/// report (the work of many calls, in a few paragraphs), a fetched page, a web search, an MCP
+/// tool's answer (an issue, a query's rows), the user's answers to the agent's questions.
+const NOT_KEPT: &[&str] = &[
+    "Read",
+    "NotebookRead",
+    "Edit",
+    "MultiEdit",
+    "Write",
+    "NotebookEdit",
+    "Bash",
+    "Grep",
+    "Glob",
+    "LS",
+    "TodoWrite",
+    "TodoRead",
+    "TaskCreate",
+    "TaskUpdate",
+    "TaskList",
+    "TaskGet",
+    "ToolSearch",
+    "Skill",
+    "KillShell",
+    "KillBash",
+];
 
-/// `command.record` params for the result of a call of one of [`KEPT_RESULTS`]: without it,
-/// behind `worldfs proxy` the result would be gone from the model's view after one more call,
-/// with the history it was part of. Kept as the policy keeps any output (it fades with its
-/// age), named by the tool and its input as the step has them.
+/// `command.record` params for the result of a call of a tool not in [`NOT_KEPT`]: without
+/// it, behind `worldfs proxy` the result would be gone from the model's view after one more
+/// call, with the history it was part of. Kept as the policy keeps any output (it fades with
+/// its age), named by the tool and its input as the step has them.
 fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     let tool = event.get("tool_name")?.as_str()?;
-    if failed || !KEPT_RESULTS.contains(&tool) {
+    if failed || NOT_KEPT.contains(&tool) || !crate::projection::valid_tool_name(tool) {
         return None;
     }
     let cwd = agent_cwd(event)?;
@@ -584,6 +614,12 @@ fn text_of(v: &Value) -> String {
                 || fit::shorten_strings(v.clone()).to_string(),
                 str::to_owned,
             ),
+        // Content blocks (an MCP tool's answer): their texts.
+        Value::Array(blocks) if blocks.iter().any(|b| b.get("text").is_some()) => blocks
+            .iter()
+            .filter_map(|b| b.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
         _ => v.to_string(),
     }
 }

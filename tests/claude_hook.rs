@@ -425,6 +425,67 @@ fn two_sessions_each_see_their_own_files() {
     );
 }
 
+/// Whatever tool the hook does not handle otherwise keeps its result as an earlier result: an
+/// MCP server's answer, the user's answers to the agent's questions. Behind `worldfs proxy`
+/// they would leave the model's view one call later.
+#[test]
+fn an_mcp_answer_and_the_users_answers_are_kept() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("dates.py"), "def parse(s):\n    return s\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    start_as(&cwd, "s1", "Fix issue 7");
+    let post = |tool: &str, id: &str, input: Value, response: Value| {
+        tell_as(
+            &cwd,
+            "s1",
+            json!({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_use_id": id,
+                   "tool_input": input, "tool_response": response}),
+        );
+    };
+    post(
+        "mcp__tracker__get_issue",
+        "toolu_mcp",
+        json!({"id": 7}),
+        json!([{"type": "text", "text": "Issue 7: parse() drops the time zone"}]),
+    );
+    post(
+        "AskUserQuestion",
+        "toolu_ask",
+        json!({"questions": [{"question": "Keep or drop the zone?", "header": "Zone",
+               "options": [{"label": "Keep"}, {"label": "Drop"}], "multiSelect": false}]}),
+        json!({"answers": {"Keep or drop the zone?": "Keep"}}),
+    );
+    let file_path = root.join("dates.py").to_string_lossy().into_owned();
+    let content = run(&root, "cat", &["dates.py"]);
+    post(
+        "Read",
+        "toolu_read",
+        json!({"file_path": file_path}),
+        json!({"type": "text", "file": {"filePath": file_path, "content": content,
+               "numLines": 2, "startLine": 1, "totalLines": 2}}),
+    );
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": "s1"}),
+        )
+        .expect("projection.get");
+    let body = p["body"].as_str().unwrap_or_default();
+    for said in [
+        "Result of an earlier mcp__tracker__get_issue call with {\"id\":7}, as it was then",
+        "Issue 7: parse() drops the time zone",
+        "Result of an earlier AskUserQuestion call with {\"questions\"",
+        "\"Keep or drop the zone?\":\"Keep\"",
+    ] {
+        assert!(body.contains(said), "{said}: {body}");
+    }
+    // The Read is the last step, and its file is in the world: not kept as a result.
+    assert!(!body.contains("Result of an earlier Read call"), "{body}");
+}
+
 /// A Read of a file the projection will not show (outside the project; a library's source in
 /// `.venv`) is kept as an earlier result: behind `worldfs proxy` the model would otherwise lose
 /// it with the history one call later. A secret's is not.

@@ -259,21 +259,25 @@ fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
         .command
         .strip_prefix(tool)
         .and_then(|rest| serde_json::from_str::<Value>(rest.trim_start()).ok());
+    let cut = |text: &str| {
+        let shown: String = text.chars().take(MAX_NAMED_COMMAND).collect();
+        let more = if shown.len() < text.len() { "..." } else { "" };
+        format!("{shown}{more}")
+    };
     let about = match &input {
         Some(i) => ["description", "url", "query", "file_path"]
             .iter()
             .find_map(|k| i.get(*k).and_then(Value::as_str))
-            .map_or_else(String::new, |a| format!(" ({a:?})")),
+            .map(|a| format!(" ({a:?})"))
+            // Else the input itself (an MCP tool's: which issue, which query).
+            .or_else(|| {
+                i.as_object()
+                    .filter(|o| !o.is_empty())
+                    .map(|_| format!(" with {}", cut(&i.to_string())))
+            })
+            .unwrap_or_default(),
         // A command its call ran (`command.record`'s `untracked_tool`): named by itself.
-        None => {
-            let shown: String = c.command.chars().take(MAX_NAMED_COMMAND).collect();
-            let cut = if shown.len() < c.command.len() {
-                "..."
-            } else {
-                ""
-            };
-            format!(" (`{shown}{cut}`)")
-        }
+        None => format!(" (`{}`)", cut(&c.command)),
     };
     let code = match c.exit_code {
         Some(n) if n != 0 => format!(", exit code {n}"),
