@@ -13,8 +13,9 @@
 # session that reads a file another program then rewrites (an editor's save), resumed with a
 # new prompt: its history holds the old copy, the call sent upstream must hold the new one; a
 # session that Greps and Reads part of a big file; one that reads a screenshot, a file outside
-# the project and an issue (a Bash output that read no file); and one that loads a skill. What
-# the history held that no file does must stay in the model's view behind the proxy.
+# the project and an issue (a Bash output that read no file); one that loads a skill; and one
+# that asks an MCP server (a stand-in issue tracker, over stdio) for an issue. What the history
+# held that no file does must stay in the model's view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -131,7 +132,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Skill", "input": {"skill": "house-style"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
-  {"text": "Styled."}
+  {"text": "Styled."},
+  {"tool": "mcp__tracker__get_issue", "input": {"id": 7}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "Issue 7 read."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -263,10 +267,38 @@ printf -- '---\nname: house-style\ndescription: How code in this project is styl
   > "$PROJ/.claude/skills/house-style/SKILL.md"
 claude_run skill "Style util.py" --allowedTools "Read,Skill"
 grep -q "Styled." "$WORK/skill.json" || fail "the skill session did not finish: $(tail -c 500 "$WORK/skill.json")"
+BEFORE_MCP_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that asks an MCP server (an issue tracker) for an issue, then reads a file"
+# A stdio MCP server with one tool (newline-delimited JSON-RPC 2.0).
+cat > "$WORK/tracker.py" << 'PY'
+import json, sys
+for line in sys.stdin:
+    msg = json.loads(line)
+    if "id" not in msg:
+        continue
+    method, result = msg.get("method"), {}
+    if method == "initialize":
+        result = {"protocolVersion": msg["params"].get("protocolVersion", "2025-06-18"),
+                  "capabilities": {"tools": {}}, "serverInfo": {"name": "tracker", "version": "1"}}
+    elif method == "tools/list":
+        result = {"tools": [{"name": "get_issue", "description": "An issue of the tracker",
+                             "inputSchema": {"type": "object", "properties": {"id": {"type": "integer"}}}}]}
+    elif method == "tools/call":
+        n = msg["params"]["arguments"].get("id")
+        result = {"content": [{"type": "text", "text": f"Issue {n}: show() must print the label in bold"}]}
+    print(json.dumps({"jsonrpc": "2.0", "id": msg["id"], "result": result}), flush=True)
+PY
+cat > "$WORK/tracker-mcp.json" << EOF
+{"mcpServers": {"tracker": {"command": "python3", "args": ["$WORK/tracker.py"]}}}
+EOF
+claude_run mcp "What does issue 7 say?" --allowedTools "Read,mcp__tracker__get_issue" \
+  --mcp-config "$WORK/tracker-mcp.json"
+grep -q "Issue 7 read." "$WORK/mcp.json" || fail "the MCP session did not finish: $(tail -c 500 "$WORK/mcp.json")"
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
-  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" << 'EOF'
+  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -277,6 +309,7 @@ before_editor = int(sys.argv[11])
 before_search = int(sys.argv[12])
 before_image = int(sys.argv[13])
 before_skill = int(sys.argv[14])
+before_mcp = int(sys.argv[15])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -307,7 +340,8 @@ auto_calls = every_call[before_auto:before_editor]
 editor_calls = [c for c in every_call[before_editor:before_search] if c.get("answer", 0) > 0]
 search_calls = [c for c in every_call[before_search:before_image] if c.get("answer", 0) > 0]
 image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer", 0) > 0]
-skill_calls = [c for c in every_call[before_skill:] if c.get("answer", 0) > 0]
+skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer", 0) > 0]
+mcp_calls = [c for c in every_call[before_mcp:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -385,6 +419,9 @@ check(last_image.count("Result of an earlier Bash call (`echo 'Issue 7: the labe
 rule = [json.dumps(c["body"]["messages"]).count("HOUSE RULE: every function gets a docstring.") for c in skill_calls]
 check(len(rule) == 4 and rule[1:] == [1, 1, 1],
       f"a skill's instructions, loaded by a Skill call, stay in the model's view after that call, once ({rule})")
+issue7 = [json.dumps(c["body"]["messages"]).count("Issue 7: show() must print the label in bold") for c in mcp_calls]
+check(len(issue7) == 3 and issue7[1:] == [1, 1],
+      f"an MCP tool's answer stays in the model's view after its call, once ({issue7})")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
