@@ -426,10 +426,18 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         Some(n) if n > 0 => format!("; {n} begun and not recorded yet"),
         _ => String::new(),
     };
+    // Results no file keeps current (a subagent's report, an output nothing tracks), as they were.
+    let kept = match s
+        .pointer("/commands_kept_as_results")
+        .and_then(Value::as_u64)
+    {
+        Some(n) if n > 0 => format!(" ({n} of them earlier results, kept as they were)"),
+        _ => String::new(),
+    };
     outln!(
         out,
-        "commands: {} outputs cached; {} dropped as what they depend on changed, {} oldest dropped \
-         for room{begun}",
+        "commands: {} outputs cached{kept}; {} dropped as what they depend on changed, {} oldest \
+         dropped for room{begun}",
         num(&s, "/commands_cached"),
         num(&s, "/drops/commands_invalidated"),
         num(&s, "/drops/commands_for_room"),

@@ -78,6 +78,13 @@ pub(super) fn stats(shared: &Shared) -> Value {
             "ring_capacity": w.recent().capacity(),
         },
         "commands_cached": w.harness().commands.read().len(),
+        "commands_kept_as_results": w
+            .harness()
+            .commands
+            .read()
+            .iter()
+            .filter(|c| c.tool.is_some())
+            .count(),
         "commands_begun": shared.begun.len(),
         "renders": {
             "enabled": shared.sees_changes_behind(),
