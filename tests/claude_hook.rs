@@ -484,6 +484,12 @@ fn an_mcp_answer_and_the_users_answers_are_kept() {
     }
     // The Read is the last step, and its file is in the world: not kept as a result.
     assert!(!body.contains("Result of an earlier Read call"), "{body}");
+    let status = m.status();
+    assert!(
+        status
+            .contains("commands: 2 outputs cached (2 of them earlier results, kept as they were)"),
+        "{status}"
+    );
 }
 
 /// A Read of a file the projection will not show (outside the project; a library's source in
