@@ -52,10 +52,6 @@ use std::collections::HashMap;
 use parking_lot::{Mutex, RwLock};
 
 pub use attribution::Class;
-
-/// [`World::input_fingerprint`] of an input that does not exist (or cannot be opened): it
-/// "changes" when it appears.
-pub const INPUT_ABSENT: &str = "absent";
 pub use cache::StateCounts;
 pub use config::{Config, ConfigError};
 pub use entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
@@ -64,6 +60,10 @@ pub use procinfo::{ProcFs, ProcInfo, ProcessSource, StaticProcesses};
 pub use ranges::{ByteRange, RangeSet};
 pub use source::{SourceError, SourceRoot};
 pub use stats::Stats;
+
+/// [`World::input_fingerprint`] of an input that does not exist (or cannot be opened): it
+/// "changes" when it appears.
+pub const INPUT_ABSENT: &str = "absent";
 
 use crate::observation::Observation;
 use attribution::Attributor;
