@@ -591,6 +591,22 @@ fn result_text(tool: &str, response: &Value) -> String {
         }
         return out;
     }
+    // AskUserQuestion: the input comes back with the user's answers, by question.
+    if let Some(answers) = response.get("answers").and_then(Value::as_object)
+        && !answers.is_empty()
+        && answers.values().all(Value::is_string)
+    {
+        let lines: Vec<String> = answers
+            .iter()
+            .map(|(q, a)| {
+                format!(
+                    "{q:?} = {}",
+                    a.as_str().map_or_else(String::new, |a| format!("{a:?}"))
+                )
+            })
+            .collect();
+        return format!("The user answered: {}", lines.join(", "));
+    }
     // Grep (files mode) and Glob: the paths, one per line.
     if response.get("content").is_none()
         && let Some(names) = response.get("filenames").and_then(Value::as_array)

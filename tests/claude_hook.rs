@@ -451,13 +451,14 @@ fn an_mcp_answer_and_the_users_answers_are_kept() {
         json!({"id": 7}),
         json!([{"type": "text", "text": "Issue 7: parse() drops the time zone"}]),
     );
-    post(
-        "AskUserQuestion",
-        "toolu_ask",
-        json!({"questions": [{"question": "Keep or drop the zone?", "header": "Zone",
-               "options": [{"label": "Keep"}, {"label": "Drop"}], "multiSelect": false}]}),
-        json!({"answers": {"Keep or drop the zone?": "Keep"}}),
-    );
+    // As 2.1.332 sends it (seen in tmux): the input comes back with the answers, as the
+    // response.
+    let asked = json!({"annotations": {}, "answers": {"Keep or drop the zone?": "Keep"},
+        "questions": [{"question": "Keep or drop the zone?", "header": "Zone",
+            "options": [{"label": "Keep", "description": "Parse it into an aware datetime"},
+                        {"label": "Drop", "description": "Leave parse() as it is"}],
+            "multiSelect": false}]});
+    post("AskUserQuestion", "toolu_ask", asked.clone(), asked);
     let file_path = root.join("dates.py").to_string_lossy().into_owned();
     let content = run(&root, "cat", &["dates.py"]);
     post(
@@ -477,8 +478,8 @@ fn an_mcp_answer_and_the_users_answers_are_kept() {
     for said in [
         "Result of an earlier mcp__tracker__get_issue call with {\"id\":7}, as it was then",
         "Issue 7: parse() drops the time zone",
-        "Result of an earlier AskUserQuestion call with {\"questions\"",
-        "\"Keep or drop the zone?\":\"Keep\"",
+        "Result of an earlier AskUserQuestion call, as it was then",
+        "The user answered: \"Keep or drop the zone?\" = \"Keep\"",
     ] {
         assert!(body.contains(said), "{said}: {body}");
     }

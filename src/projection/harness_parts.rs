@@ -269,11 +269,12 @@ fn tool_result_text(c: &CommandOutput, tool: &str) -> String {
             .iter()
             .find_map(|k| i.get(*k).and_then(Value::as_str))
             .map(|a| format!(" ({a:?})"))
-            // Else the input itself (an MCP tool's: which issue, which query).
+            // Else the input itself when it is short (an MCP tool's: which issue, which query).
             .or_else(|| {
-                i.as_object()
-                    .filter(|o| !o.is_empty())
-                    .map(|_| format!(" with {}", cut(&i.to_string())))
+                let text = i.to_string();
+                (i.as_object().is_some_and(|o| !o.is_empty())
+                    && text.chars().count() <= MAX_NAMED_COMMAND)
+                    .then(|| format!(" with {text}"))
             })
             .unwrap_or_default(),
         // A command its call ran (`command.record`'s `untracked_tool`): named by itself.
