@@ -335,7 +335,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let replaced = &messages[head_len..tail_start];
     let mut kept_blocks = skill_loads(replaced);
     kept_blocks.extend(prompt_media(replaced));
-    kept_blocks.extend(read_media(replaced));
+    kept_blocks.extend(read_media(replaced, &messages[tail_start..]));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
     let used = usize::from(obj.contains_key("cache_control"))
         + obj.get("system").map_or(0, count_cache_control)
@@ -431,19 +431,24 @@ const READ_MEDIA_KEPT: usize = 4;
 /// world leaves binary files out, so the projection cannot show them from disk, and with the
 /// history they would leave the model's view one call after it saw them. Only the last read
 /// of each file (by the call's `file_path`) is kept, and of the last [`READ_MEDIA_KEPT`]
-/// files: an agent reads an image again once it has changed it.
-fn read_media(history: &[Value]) -> Vec<Value> {
-    let path_of: HashMap<&str, &str> = blocks_of(history, "assistant")
-        .filter(|b| kind(b) == Some("tool_use"))
-        .filter_map(|b| {
-            let id = b.get("id")?.as_str()?;
-            let input = b.get("input")?;
-            let path = ["file_path", "notebook_path", "path", "url"]
-                .iter()
-                .find_map(|k| input.get(*k).and_then(Value::as_str))?;
-            Some((id, path))
-        })
-        .collect();
+/// files: an agent reads an image again once it has changed it. A file the last turn (`tail`,
+/// sent as it came) reads again is left to it.
+fn read_media(history: &[Value], tail: &[Value]) -> Vec<Value> {
+    fn paths(messages: &[Value]) -> HashMap<&str, &str> {
+        blocks_of(messages, "assistant")
+            .filter(|b| kind(b) == Some("tool_use"))
+            .filter_map(|b| {
+                let id = b.get("id")?.as_str()?;
+                let input = b.get("input")?;
+                let path = ["file_path", "notebook_path", "path", "url"]
+                    .iter()
+                    .find_map(|k| input.get(*k).and_then(Value::as_str))?;
+                Some((id, path))
+            })
+            .collect()
+    }
+    let path_of = paths(history);
+    let read_again: HashSet<&str> = paths(tail).into_values().collect();
     let mut files: Vec<(String, Vec<Value>)> = Vec::new();
     for result in blocks_of(history, "user").filter(|b| kind(b) == Some("tool_result")) {
         let media: Vec<Value> = result
@@ -464,13 +469,15 @@ fn read_media(history: &[Value]) -> Vec<Value> {
         files.retain(|(n, _)| *n != name);
         files.push((name, media));
     }
+    files.retain(|(name, _)| !read_again.contains(name.as_str()));
     let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
     files
         .into_iter()
         .skip(skip)
         .flat_map(|(name, media)| {
             let label = serde_json::json!({"type": "text", "text": format!(
-                "{name}, as a tool call returned it earlier (the files shown below are as they are now; this one is as it was then):"
+                "{name}, as a tool call returned it earlier (the files shown below are as they \
+                 are now; this one is as it was then):"
             )});
             std::iter::once(label).chain(media)
         })
@@ -909,6 +916,15 @@ mod tests {
             ("JVBERi0=", 1),
             ("dGFpbA==", 1),
         ] {
+            assert_eq!(text.matches(data).count(), n, "{data}: {text}");
+        }
+        // Read again in the last turn, which goes as it came: that copy alone.
+        body["messages"][9]["content"][1]["input"]["file_path"] = json!("/p/shot.png");
+        body["messages"][10]["content"][0]["content"] = json!([png("c2hvdDM=")]);
+        let again = plan(&body, Some(PROMPT), false).expect("eligible");
+        let out = splice(&body, &again, &projection()).expect("valid");
+        let text = out["messages"].to_string();
+        for (data, n) in [("c2hvdDI=", 0), ("c2hvdDM=", 1), ("JVBERi0=", 1)] {
             assert_eq!(text.matches(data).count(), n, "{data}: {text}");
         }
         // No more than READ_MEDIA_KEPT files.
