@@ -425,18 +425,46 @@ fn two_sessions_each_see_their_own_files() {
     );
 }
 
+/// The `PostToolUse` event of a Read of `path` (read through the mount now, all of it).
+fn read_event(path: &Path, id: &str) -> Value {
+    let content = std::fs::read_to_string(path).expect("read");
+    let lines = content.lines().count();
+    let file_path = path.to_string_lossy();
+    json!({"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": id,
+           "tool_input": {"file_path": file_path},
+           "tool_response": {"type": "text", "file": {"filePath": file_path, "content": content,
+               "numLines": lines, "startLine": 1, "totalLines": lines}}})
+}
+
+/// The text projection `session` is shown.
+fn shown_to(c: &mut Client, session: &str) -> String {
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": session}),
+        )
+        .expect("projection.get");
+    p["body"].as_str().unwrap_or_default().to_owned()
+}
+
+/// A mount of `dates.py` alone, on which session `s1` was asked to fix issue 7: the mount, a
+/// client, and the project's directory as Claude Code names it.
+fn issue_session() -> (Mount, Client, String) {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("dates.py"), "def parse(s):\n    return s\n").expect("write");
+    });
+    let c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let cwd = m.root.to_string_lossy().into_owned();
+    start_as(&cwd, "s1", "Fix issue 7");
+    (m, c, cwd)
+}
+
 /// Whatever tool the hook does not handle otherwise keeps its result as an earlier result: an
 /// MCP server's answer, the user's answers to the agent's questions. Behind `worldfs proxy`
 /// they would leave the model's view one call later.
 #[test]
 fn an_mcp_answer_and_the_users_answers_are_kept() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
-        std::fs::write(src.join("dates.py"), "def parse(s):\n    return s\n").expect("write");
-    });
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
-    let root = m.root.clone();
-    let cwd = root.to_string_lossy().into_owned();
-    start_as(&cwd, "s1", "Fix issue 7");
+    let (m, mut c, cwd) = issue_session();
     let post = |tool: &str, id: &str, input: Value, response: Value| {
         tell_as(
             &cwd,
@@ -459,22 +487,12 @@ fn an_mcp_answer_and_the_users_answers_are_kept() {
                         {"label": "Drop", "description": "Leave parse() as it is"}],
             "multiSelect": false}]});
     post("AskUserQuestion", "toolu_ask", asked.clone(), asked);
-    let file_path = root.join("dates.py").to_string_lossy().into_owned();
-    let content = run(&root, "cat", &["dates.py"]);
-    post(
-        "Read",
-        "toolu_read",
-        json!({"file_path": file_path}),
-        json!({"type": "text", "file": {"filePath": file_path, "content": content,
-               "numLines": 2, "startLine": 1, "totalLines": 2}}),
+    tell_as(
+        &cwd,
+        "s1",
+        read_event(&m.root.join("dates.py"), "toolu_read"),
     );
-    let p = c
-        .call(
-            "projection.get",
-            json!({"format": "text", "budget": 8000, "session": "s1"}),
-        )
-        .expect("projection.get");
-    let body = p["body"].as_str().unwrap_or_default();
+    let body = shown_to(&mut c, "s1");
     for said in [
         "Result of an earlier mcp__tracker__get_issue call with {\"id\":7}, as it was then",
         "Issue 7: parse() drops the time zone",
@@ -514,29 +532,15 @@ fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
     let root = m.root.clone();
     let cwd = root.to_string_lossy().into_owned();
     start_as(&cwd, "s1", "Why does dep() return that?");
-    let read = |path: &Path, id: &str| {
-        let content = std::fs::read_to_string(path).expect("read");
-        let file_path = path.to_string_lossy().into_owned();
-        tell_as(
-            &cwd,
-            "s1",
-            json!({"hook_event_name": "PostToolUse", "tool_name": "Read",
-                   "tool_use_id": id, "tool_input": {"file_path": file_path},
-                   "tool_response": {"type": "text", "file": {"filePath": file_path,
-                       "content": content, "numLines": 2, "startLine": 1, "totalLines": 2}}}),
-        );
-    };
-    read(&outside, "toolu_outside");
-    read(&root.join(".venv/lib/dep.py"), "toolu_dep");
-    read(&root.join(".env"), "toolu_env");
-    read(&root.join("main.py"), "toolu_main");
-    let p = c
-        .call(
-            "projection.get",
-            json!({"format": "text", "budget": 8000, "session": "s1"}),
-        )
-        .expect("projection.get");
-    let body = p["body"].as_str().unwrap_or_default();
+    for (path, id) in [
+        (outside.clone(), "toolu_outside"),
+        (root.join(".venv/lib/dep.py"), "toolu_dep"),
+        (root.join(".env"), "toolu_env"),
+        (root.join("main.py"), "toolu_main"),
+    ] {
+        tell_as(&cwd, "s1", read_event(&path, id));
+    }
+    let body = shown_to(&mut c, "s1");
     assert!(body.contains("import dep"), "{body}");
     for (file, what) in [
         (outside.to_string_lossy(), "OUTSIDE = 1"),
@@ -662,13 +666,7 @@ fn run(dir: &Path, program: &str, args: &[&str]) -> String {
 /// later.
 #[test]
 fn an_output_nothing_tracks_is_kept_as_it_was() {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
-        std::fs::write(src.join("dates.py"), "def parse(s):\n    return s\n").expect("write");
-    });
-    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
-    let root = m.root.clone();
-    let cwd = root.to_string_lossy().into_owned();
-    start_as(&cwd, "s1", "Fix issue 7");
+    let (m, mut c, cwd) = issue_session();
     let command = "gh issue view 7";
     let call = |name: &str| {
         json!({"hook_event_name": name, "tool_name": "Bash", "tool_use_id": "toolu_gh",
@@ -678,23 +676,12 @@ fn an_output_nothing_tracks_is_kept_as_it_was() {
     let mut done = call("PostToolUseFailure");
     done["error"] = json!("Exit code 1\nIssue 7: parse() drops the time zone");
     tell_as(&cwd, "s1", done);
-    let file_path = root.join("dates.py").to_string_lossy().into_owned();
-    let content = run(&root, "cat", &["dates.py"]);
     tell_as(
         &cwd,
         "s1",
-        json!({"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": "toolu_read",
-               "tool_input": {"file_path": file_path},
-               "tool_response": {"type": "text", "file": {"filePath": file_path,
-                   "content": content, "numLines": 2, "startLine": 1, "totalLines": 2}}}),
+        read_event(&m.root.join("dates.py"), "toolu_read"),
     );
-    let p = c
-        .call(
-            "projection.get",
-            json!({"format": "text", "budget": 8000, "session": "s1"}),
-        )
-        .expect("projection.get");
-    let body = p["body"].as_str().unwrap_or_default();
+    let body = shown_to(&mut c, "s1");
     assert!(
         body.contains(
             "Result of an earlier Bash call (`gh issue view 7`), exit code 1, as it was then"
