@@ -58,6 +58,7 @@ use serde_json::{Map, Value, json};
 use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket_or;
 use crate::socket::client::of_session;
+use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError, fit};
 
 pub mod install;
@@ -172,7 +173,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
                 tracing::info!("worldfs hook: the task list is not changed: {e:#}");
             }
             if let Some(params) = command {
-                match c.call("command.record", params) {
+                match record_command(&mut c, params) {
                     Ok(r) if r.get("cached") == Some(&Value::Bool(false)) => {
                         let why = r.get("why").and_then(|w| w.as_str()).unwrap_or("no reason");
                         let kept = if r.get("kept") == Some(&Value::Bool(true)) {
@@ -197,6 +198,25 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// Records a command's output. A daemon older than the hook (a mount started before worldfs
+/// was upgraded) refuses `untracked_tool`, a field it does not know; the output is then
+/// recorded without it, as that daemon always did.
+fn record_command(c: &mut Client, params: Value) -> Result<Value, ClientError> {
+    match c.call("command.record", params.clone()) {
+        Err(ClientError::Rpc(e))
+            if e.code == code::INVALID_PARAMS
+                && e.message.contains("unknown field `untracked_tool`") =>
+        {
+            let mut older = params;
+            if let Some(o) = older.as_object_mut() {
+                o.remove("untracked_tool");
+            }
+            c.call("command.record", older)
+        }
+        other => other,
+    }
 }
 
 /// Records the step; a view the daemon refuses (a file outside the mount, with a daemon older
@@ -711,6 +731,52 @@ mod tests {
         ev["hook_event_name"] = "PreToolUse".into();
         ev.as_object_mut().map(|o| o.remove("tool_response"));
         ev
+    }
+
+    /// A mount started before worldfs was upgraded knows no `untracked_tool`: the output is
+    /// recorded without it, as that daemon always did, instead of being lost.
+    #[test]
+    fn an_older_daemon_gets_the_output_without_the_field_it_does_not_know() {
+        use std::io::{BufRead, BufReader, Write};
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("old.sock");
+        let listener =
+            std::os::unix::net::UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
+        // An older daemon: it refuses the field, then records what it knows.
+        let daemon = std::thread::spawn(move || {
+            let (s, _) = listener.accept().unwrap_or_else(|e| panic!("{e}"));
+            let mut w = s.try_clone().unwrap_or_else(|e| panic!("{e}"));
+            let mut seen = Vec::new();
+            for line in BufReader::new(s).lines() {
+                let req: Value = serde_json::from_str(&line.unwrap_or_else(|e| panic!("{e}")))
+                    .unwrap_or_default();
+                let known = req["params"].get("untracked_tool").is_none();
+                let reply = if known {
+                    json!({"jsonrpc": "2.0", "id": req["id"], "result": {"cached": true}})
+                } else {
+                    json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32602,
+                        "message": "command.record: unknown field `untracked_tool`, expected one of `command`"}})
+                };
+                seen.push(req["params"].clone());
+                writeln!(w, "{reply}").unwrap_or_else(|e| panic!("{e}"));
+                if known {
+                    break;
+                }
+            }
+            seen
+        });
+        let mut c = Client::connect(&path, std::time::Duration::from_secs(5))
+            .unwrap_or_else(|e| panic!("{e}"));
+        let params = json!({"command": "ls", "output": "a.py", "begun": "toolu_1",
+                            "only_if_tracked": true, "untracked_tool": "Bash"});
+        let r = record_command(&mut c, params).unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(r["cached"], true);
+        let seen = daemon
+            .join()
+            .unwrap_or_else(|_| panic!("the daemon thread"));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[1]["untracked_tool"], Value::Null);
+        assert_eq!(seen[1]["command"], "ls");
     }
 
     #[test]
