@@ -13,19 +13,22 @@
 # session that reads a file another program then rewrites (an editor's save), resumed with a
 # new prompt: its history holds the old copy, the call sent upstream must hold the new one; a
 # session that Greps and Reads part of a big file; one that reads a screenshot, a file outside
-# the project and an issue (a Bash output that read no file); one that loads a skill; and one
-# that asks an MCP server (a stand-in issue tracker, over stdio) for an issue. What the history
-# held that no file does must stay in the model's view behind the proxy.
+# the project and an issue (a Bash output that read no file); one that loads a skill; one that
+# asks an MCP server (a stand-in issue tracker, over stdio) for an issue; and last, in tmux, an
+# interactive session whose agent asks the user a question (AskUserQuestion, answered with
+# Enter), then takes a second prompt. What the history held that no file does must stay in the
+# model's view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
 # CLAUDE_CODE_VERSION (default below) picks the npm release of @anthropic-ai/claude-code; it is
 # installed once under bench-work/claude-code/. KEEP=1 leaves the work directory for a look.
+# INTERACTIVE=0 leaves the interactive session out (it needs tmux).
 # The checks follow the default release's shapes: an older one misses those of what it lacks
 # (2.1.100, the last one run by node: no ToolSearch or TaskCreate, no subagent header, and no
 # environment message, so a conversation with one call before its last turn has nothing the
 # proxy would replace).
-# Needs root (mounting), npm, python3. Exits non-zero, saying which check failed, on any miss.
+# Needs root (mounting), npm, python3, tmux. Exits non-zero, saying which check failed, on any miss.
 set -euo pipefail
 
 WFS_ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -135,7 +138,12 @@ cat > "$WORK/script.json" << EOF
   {"text": "Styled."},
   {"tool": "mcp__tracker__get_issue", "input": {"id": 7}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
-  {"text": "Issue 7 read."}
+  {"text": "Issue 7 read."},
+  {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
+  {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "Bold it is."},
+  {"text": "Still bold."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -295,10 +303,58 @@ EOF
 claude_run mcp "What does issue 7 say?" --allowedTools "Read,mcp__tracker__get_issue" \
   --mcp-config "$WORK/tracker-mcp.json"
 grep -q "Issue 7 read." "$WORK/mcp.json" || fail "the MCP session did not finish: $(tail -c 500 "$WORK/mcp.json")"
+BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+# until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
+# never holds.
+until_ok() {
+  local secs=$1 what=$2 i
+  shift 2
+  for i in $(seq $((secs * 5))); do "$@" && return 0; sleep 0.2; done
+  fail "interactive session: $what (screen: $(tmux capture-pane -t "$TUI" -p 2> /dev/null | grep -v '^\s*$' | tail -15))"
+}
+screen_has() { tmux capture-pane -t "$TUI" -p 2> /dev/null | grep -qF -- "$1"; }
+answered() { python3 -c 'import json, sys; n = sum(1 for l in open(sys.argv[1]) if json.loads(l).get("answer", 0) > 0); sys.exit(n < int(sys.argv[2]))' "$WORK/api.jsonl" "$1"; }
+main_calls() { python3 -c 'import json, sys; print(sum(1 for l in open(sys.argv[1]) if json.loads(l).get("answer", 0) > 0))' "$WORK/api.jsonl"; }
+
+if [ "${INTERACTIVE:-1}" = 1 ]; then
+  say "an interactive session (in tmux): the agent asks the user a question, then a second prompt"
+  command -v tmux > /dev/null || fail "the interactive session needs tmux (apt-get install tmux), or INTERACTIVE=0 to leave it out"
+  # What a user's first start would ask: the theme, trusting the folder, the API key.
+  python3 - "$WORK/home/.claude.json" "$PROJ" << 'PY'
+import json, os, sys
+path, proj = sys.argv[1], sys.argv[2]
+cfg = json.load(open(path)) if os.path.exists(path) else {}
+cfg.update({"hasCompletedOnboarding": True, "theme": "dark"})
+cfg.setdefault("projects", {}).setdefault(proj, {})["hasTrustDialogAccepted"] = True
+cfg["customApiKeyResponses"] = {"approved": ["sk-stand-in"], "rejected": []}
+json.dump(cfg, open(path, "w"))
+PY
+  TUI=worldfs-live-$$
+  tmux new-session -d -s "$TUI" -x 200 -y 50 -c "$PROJ" \
+    "HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 $CLAUDE --allowedTools Read,ToolSearch,AskUserQuestion --permission-mode acceptEdits 2> $WORK/tui.err; sleep 30"
+  tui_done() { tmux kill-session -t "$TUI" 2> /dev/null || true; }
+  trap 'tui_done; cleanup' EXIT
+  until_ok 30 "Claude Code did not show its prompt" screen_has "accept edits"
+  N0=$(main_calls)
+  tmux send-keys -t "$TUI" "Make the label nicer"
+  sleep 0.5
+  tmux send-keys -t "$TUI" Enter
+  until_ok 30 "the question was not shown" screen_has "Which label style?"
+  until_ok 10 "the question's options were not shown" screen_has "Enter to select"
+  tmux send-keys -t "$TUI" Enter
+  until_ok 30 "the first prompt's turn did not finish" answered $((N0 + 4))
+  until_ok 10 "the first answer was not shown" screen_has "Bold it is."
+  tmux send-keys -t "$TUI" "Is it still bold?"
+  sleep 0.5
+  tmux send-keys -t "$TUI" Enter
+  until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 5))
+  tui_done
+fi
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
-  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" << 'EOF'
+  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -310,6 +366,7 @@ before_search = int(sys.argv[12])
 before_image = int(sys.argv[13])
 before_skill = int(sys.argv[14])
 before_mcp = int(sys.argv[15])
+before_tui, interactive = int(sys.argv[16]), sys.argv[17] == "1"
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -341,7 +398,8 @@ editor_calls = [c for c in every_call[before_editor:before_search] if c.get("ans
 search_calls = [c for c in every_call[before_search:before_image] if c.get("answer", 0) > 0]
 image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer", 0) > 0]
 skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer", 0) > 0]
-mcp_calls = [c for c in every_call[before_mcp:] if c.get("answer", 0) > 0]
+mcp_calls = [c for c in every_call[before_mcp:before_tui] if c.get("answer", 0) > 0]
+tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])
@@ -422,6 +480,14 @@ check(len(rule) == 4 and rule[1:] == [1, 1, 1],
 issue7 = [json.dumps(c["body"]["messages"]).count("Issue 7: show() must print the label in bold") for c in mcp_calls]
 check(len(issue7) == 3 and issue7[1:] == [1, 1],
       f"an MCP tool's answer stays in the model's view after its call, once ({issue7})")
+if interactive:
+    answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
+    seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
+    check(len(seen) == 5 and seen[-2:] == [1, 1],
+          f"interactive: the user's answer to the agent's question stays in the model's view, through a later prompt, once ({seen})")
+    last_tui = json.dumps(tui_calls[-1]["body"]["messages"]) if tui_calls else ""
+    check("Make the label nicer" in last_tui and "Is it still bold?" in last_tui,
+          "interactive: the second prompt's call holds both prompts")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],
