@@ -254,6 +254,7 @@ BEFORE_SEARCH_LOG=$(wc -l < "$WORK/proxy.log")
 say "a new session that searches with Grep and reads a part of a big file"
 claude_run search "Where is LIMIT set?" --allowedTools "Read,Grep"
 grep -q "LIMIT is set in big.py." "$WORK/search.json" || fail "the search session did not finish: $(tail -c 500 "$WORK/search.json")"
+# The world as the session left it (for a look with KEEP=1), and its projection (checked).
 "$BIN" ctl entries.list '{}' > "$WORK/entries-search.json"
 SSID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/search.json")
 "$BIN" ctl goal.list '{}' > "$WORK/goals-search.json"
