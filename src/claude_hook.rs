@@ -19,8 +19,8 @@
 //!   (`command.begin`, `command.record`) and projected for as long as those files are unchanged.
 //!   Only when that can be told: an output is not cached if the command read no file through
 //!   the mount (it is kept as the call's earlier result instead, as it was then:
-//!   `untracked_tool`). If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile, whose
-//!   reads are not tracked, the output is kept only until anything in the tree changes.
+//!   `untracked_tool`). If a whole-tree scanner (`rg`, `grep -r`, `git`) read files meanwhile,
+//!   whose reads are not tracked, the output is kept only until anything in the tree changes.
 //!   Without the `PreToolUse` hook, no output is cached. A call begun whose output cannot be
 //!   cached (interrupted, or a search that failed) is abandoned (`command.abandon`).
 //! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
@@ -618,12 +618,7 @@ fn result_text(tool: &str, response: &Value) -> String {
     {
         let lines: Vec<String> = answers
             .iter()
-            .map(|(q, a)| {
-                format!(
-                    "{q:?} = {}",
-                    a.as_str().map_or_else(String::new, |a| format!("{a:?}"))
-                )
-            })
+            .map(|(q, a)| format!("{q:?} = {:?}", a.as_str().unwrap_or_default()))
             .collect();
         return format!("The user answered: {}", lines.join(", "));
     }
