@@ -2,6 +2,8 @@
 //! parts, each with its cost in the requested format; command outputs only while their inputs
 //! are unchanged.
 
+use std::path::Path;
+
 use serde_json::{Map, Value};
 
 use crate::world::harness::{CommandOutput, Framing, Step, StructuredState};
@@ -305,18 +307,8 @@ pub(super) fn command_parts(
     let mut out = Vec::new();
     'cmds: for c in commands {
         for (path, recorded) in &c.inputs {
-            let reason = match world.read_current(path) {
-                Ok(cur) if ids::hash_hex(&cur.hash).eq_ignore_ascii_case(recorded) => continue,
-                Ok(_) => CommandDropReason::InputChanged,
-                // Its output may quote the secret: never shown.
-                Err(ReadError::Withheld { .. }) => CommandDropReason::InputWithheld,
-                // Not a file the projection shows (ignored: a build artifact, a `.pyc`; binary;
-                // too large), or gone: the output is still keyed by what it read.
-                Err(_) => match world.input_fingerprint(path) {
-                    now if now == *recorded => continue,
-                    now if now == INPUT_ABSENT => CommandDropReason::InputUnreadable,
-                    _ => CommandDropReason::InputChanged,
-                },
+            let Some(reason) = input_change(world, path, recorded) else {
+                continue;
             };
             report.stale_dropped_commands.push(DroppedCommand {
                 command: c.command.clone(),
@@ -349,6 +341,28 @@ pub(super) fn command_parts(
     }
     out.sort_by_key(|c| c.seq);
     Ok(out)
+}
+
+/// Why an output's input `path` no longer vouches for it, `None` while it is as `recorded`.
+fn input_change(world: &World, path: &Path, recorded: &str) -> Option<CommandDropReason> {
+    // Not a file the projection shows (ignored: a build artifact, a `.pyc`; binary; too large),
+    // or gone: the output is still keyed by what it read.
+    let by_fingerprint = || match world.input_fingerprint(path) {
+        now if now == recorded => None,
+        now if now == INPUT_ABSENT => Some(CommandDropReason::InputUnreadable),
+        _ => Some(CommandDropReason::InputChanged),
+    };
+    // An ignored file is known by its fingerprint alone: one look at it, not two.
+    if world.ignores(path, false) {
+        return by_fingerprint();
+    }
+    match world.read_current(path) {
+        Ok(cur) if ids::hash_hex(&cur.hash).eq_ignore_ascii_case(recorded) => None,
+        Ok(_) => Some(CommandDropReason::InputChanged),
+        // Its output may quote the secret: never shown.
+        Err(ReadError::Withheld { .. }) => Some(CommandDropReason::InputWithheld),
+        Err(_) => by_fingerprint(),
+    }
 }
 
 /// Whether `c` is the output of the step `s` (same text, and the step's input names the
