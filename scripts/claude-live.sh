@@ -338,17 +338,26 @@ PY
   trap 'tui_done; cleanup' EXIT
   until_ok 30 "Claude Code did not show its prompt" screen_has "accept edits"
   N0=$(main_calls)
-  tmux send-keys -t "$TUI" "Make the label nicer"
-  sleep 0.5
-  tmux send-keys -t "$TUI" Enter
+  # type PROMPT: types it, and sends it once the screen shows it typed.
+  type_prompt() {
+    tmux send-keys -t "$TUI" "$1"
+    until_ok 10 "the prompt did not show as typed" screen_has "$1"
+    sleep 0.3
+    tmux send-keys -t "$TUI" Enter
+  }
+  type_prompt "Make the label nicer"
   until_ok 30 "the question was not shown" screen_has "Which label style?"
   until_ok 10 "the question's options were not shown" screen_has "Enter to select"
-  tmux send-keys -t "$TUI" Enter
+  # The first option, with Enter. Right after it shows, the menu may not take keys yet (seen
+  # under load): Enter again while it is still there.
+  for _ in 1 2 3 4 5; do
+    sleep 1
+    screen_has "Enter to select" || break
+    tmux send-keys -t "$TUI" Enter
+  done
   until_ok 30 "the first prompt's turn did not finish" answered $((N0 + 4))
   until_ok 10 "the first answer was not shown" screen_has "Bold it is."
-  tmux send-keys -t "$TUI" "Is it still bold?"
-  sleep 0.5
-  tmux send-keys -t "$TUI" Enter
+  type_prompt "Is it still bold?"
   until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 5))
   tui_done
 fi
