@@ -307,6 +307,49 @@ fn a_process_gone_before_its_open_is_emitted_keeps_its_name() {
     assert!(entry(&list, "data.csv").is_none(), "{list:#?}");
 }
 
+/// A scanner that lists a few directories and exits within a millisecond (`find`, a shell
+/// prompt's `git status`) is named by the mount while it waits for its listing: its listings
+/// are a scan, not the agent's. Unnamed, they counted as the agent's (190 of 200 listings by
+/// 100 `find` runs, before).
+#[test]
+fn a_quick_scanners_listings_are_not_the_agents() {
+    const DIRS: usize = 20;
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        for i in 0..DIRS {
+            std::fs::create_dir_all(src.join(format!("d{i}/sub"))).expect("mkdir");
+            std::fs::write(src.join(format!("d{i}/sub/f")), "x\n").expect("write");
+        }
+    });
+    for i in 1..DIRS {
+        let st = Command::new("find")
+            .arg(format!("d{i}"))
+            .current_dir(&m.root)
+            .stdout(Stdio::null())
+            .status()
+            .expect("find");
+        assert!(st.success(), "{st}");
+    }
+    // The agent's own listing, after them: once it is in, so are theirs.
+    sh(&m.root, "ls d0/sub");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let list = until(&mut c, "the agent's listing recorded", |l| {
+        entry(l, "d0/sub").is_some()
+    });
+    assert_eq!(
+        entry(&list, "d0/sub").map(|e| &e["programs"]),
+        Some(&json!(["ls"]))
+    );
+    let scanned: Vec<&str> = list
+        .iter()
+        .filter_map(|e| e["path"].as_str())
+        .filter(|p| p.starts_with('d') && *p != "d0/sub" && *p != "d0")
+        .collect();
+    assert!(
+        scanned.is_empty(),
+        "listings by `find` taken for the agent's: {scanned:?}"
+    );
+}
+
 /// The world's counters from `stats`.
 fn world_counts(c: &mut Client) -> Value {
     let stats = c.call("stats", json!({})).expect("stats");

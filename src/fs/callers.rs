@@ -1,11 +1,12 @@
 //! Who made a request, read while the caller still exists.
 //!
 //! The world resolves pids from `/proc` after the fact, and a `cat` has usually exited by then.
-//! So for the requests that show a program reading or writing (OPEN, CREATE, daemon-mode READ
-//! and WRITE) the FUSE thread reads `/proc/PID/stat` itself (and `status`, for the program of a
-//! worker thread: [`proc_stat::program_name`]). OPEN and CREATE read it before they reply:
-//! a one-shot process may be gone soon after its open is answered (with kernel passthrough its
-//! reads never reach worldfs), and a FUSE thread preempted after replying would find nothing.
+//! So for the requests that show a program reading or writing (OPEN, CREATE, READDIR,
+//! daemon-mode READ and WRITE) the FUSE thread reads `/proc/PID/stat` itself (and `status`, for
+//! the program of a worker thread: [`proc_stat::program_name`]). OPEN, CREATE and READDIR read
+//! it before they reply: a one-shot process may be gone soon after it is answered (with kernel
+//! passthrough its reads never reach worldfs; a `find` of two directories lives a millisecond),
+//! and neither a FUSE thread preempted after replying nor the world would find it.
 //! Daemon-mode READ and WRITE, whose process opened the file before, read it after replying,
 //! so the caller does not wait. A small cache keyed by pid keeps that to one look per process
 //! and [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the

@@ -258,7 +258,11 @@ impl Passthrough {
             })
             .map_err(errno)?;
         if offset == 0 {
-            self.emit(Op::ReadDir, req.pid(), dir.nodeid);
+            // Stamped as an open is, before the reply: a `find` or a `git status` over a few
+            // directories exits within a millisecond, before the world could name it, and an
+            // unnamed lister counts as the agent.
+            let caller = self.caller(req.pid());
+            self.emit_stamped(Op::ReadDir, req.pid(), caller, dir.nodeid);
         }
         dir.list(offset as i64, &mut add).map_err(errno)
     }
