@@ -191,25 +191,22 @@ fn changed_and_above(changed: &HashSet<PathBuf>) -> HashSet<&Path> {
     changed.iter().flat_map(|p| p.ancestors()).collect()
 }
 
-/// What is stored of `path` with an output ([`World::input_fingerprint`]).
-pub fn hash_of(world: &World, path: &Path) -> String {
-    world.input_fingerprint(path)
-}
-
-/// Hashes every input now.
+/// Every input as it is now ([`World::input_fingerprint`]).
 pub fn hash_inputs(world: &World, paths: Vec<PathBuf>) -> Vec<(PathBuf, String)> {
     paths
         .into_iter()
         .map(|p| {
-            let h = hash_of(world, &p);
+            let h = world.input_fingerprint(&p);
             (p, h)
         })
         .collect()
 }
 
-/// Whether every input still has the recorded hash.
+/// Whether every input is still as recorded.
 pub fn still_valid(world: &World, out: &CommandOutput) -> bool {
-    out.inputs.iter().all(|(p, h)| hash_of(world, p) == *h)
+    out.inputs
+        .iter()
+        .all(|(p, h)| world.input_fingerprint(p) == *h)
 }
 
 /// Paths an observation may have changed the content of (a name appearing or vanishing changes
