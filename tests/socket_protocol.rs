@@ -921,6 +921,89 @@ fn an_output_that_read_ignored_files_is_kept_until_they_change() {
     assert_eq!(listed["commands"], json!([]), "{listed}");
 }
 
+/// A notebook is shown as its cells, as Claude Code's Read shows them: no JSON, no figure data,
+/// no line numbers. An output that read it goes out of date when the file changes, also where
+/// its cells read the same (a kernel's metadata saved).
+#[test]
+fn a_notebook_is_shown_as_its_cells_and_its_outputs_follow_the_file() {
+    let f = Fixture::new();
+    let notebook = |kernel: &str| {
+        json!({
+            "cells": [
+                {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": ["# Sales\n", "By month."]},
+                {"cell_type": "code", "id": "plot", "metadata": {}, "execution_count": 1,
+                 "source": "df.plot()",
+                 "outputs": [{"output_type": "display_data", "metadata": {},
+                              "data": {"image/png": "iVBORw0KGgo".repeat(4000),
+                                       "text/plain": "<Figure size 640x480>"}}]}
+            ],
+            "metadata": {"kernelspec": {"name": kernel}}, "nbformat": 4, "nbformat_minor": 5
+        })
+        .to_string()
+    };
+    must(std::fs::write(
+        f.root().join("sales.ipynb"),
+        notebook("python3"),
+    ));
+    let mut c = f.connect();
+    c.call("command.begin", json!({"key": "jq"}));
+    f.read("sales.ipynb");
+    let r = c.call(
+        "command.record",
+        json!({"command": "jq .metadata sales.ipynb", "output": "KERNEL python3", "exit_code": 0,
+               "begun": "jq"}),
+    );
+    assert_eq!(r["cached"], true, "{r}");
+
+    let p = c.call("projection.get", json!({"format": "text"}));
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(body.contains("## sales.ipynb (notebook cells)\n"), "{body}");
+    assert!(
+        body.contains("<cell id=\"intro\"><cell_type>markdown</cell_type># Sales\nBy month.</cell id=\"intro\">\n<cell id=\"plot\">df.plot()</cell id=\"plot\">"),
+        "{body}"
+    );
+    assert!(
+        body.contains("[image/png output, 32.2 KB: not shown]"),
+        "{body}"
+    );
+    assert!(
+        !body.contains("iVBOR") && !body.contains("nbformat"),
+        "{body}"
+    );
+    assert!(body.contains("KERNEL python3"), "{body}");
+
+    let p = c.call(
+        "projection.get",
+        json!({"format": "anthropic", "tool_name": "Read"}),
+    );
+    let results: Vec<String> = p["body"]["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|m| m["content"].as_array().cloned().unwrap_or_default())
+        .filter(|b| b["type"] == "tool_result")
+        .map(|b| b["content"].to_string())
+        .filter(|t| t.contains("cell id"))
+        .collect();
+    assert_eq!(results.len(), 1, "{p}");
+    assert!(
+        results[0].starts_with("\"<cell id=\\\"intro\\\">"),
+        "no line numbers: {}",
+        results[0]
+    );
+    let listed = c.call("entries.read", json!({"path": "sales.ipynb"}));
+    assert_eq!(listed["notebook"], true, "{listed}");
+
+    f.external_write("sales.ipynb", &notebook("python3.12"));
+    let p = c.call("projection.get", json!({"format": "text"}));
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(!body.contains("KERNEL python3"), "{body}");
+    assert!(
+        body.contains("<cell id=\"plot\">df.plot()</cell id=\"plot\">"),
+        "{body}"
+    );
+}
+
 #[test]
 fn command_begin_marks_where_a_command_starts_for_a_later_record() {
     let f = Fixture::new();

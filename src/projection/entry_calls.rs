@@ -219,6 +219,7 @@ pub(super) fn entry_part(
         pinned: meta.pinned,
         agent_wrote: meta.agent_wrote,
         whole: true,
+        notebook: false,
         total_lines: 0,
         calls: Vec::new(),
         segments: Vec::new(),
@@ -298,17 +299,23 @@ fn content_calls(
 ) -> Result<(), ProjectionError> {
     part.hash = Some(c.hash);
     part.kind = c.kind;
+    part.notebook = c.notebook;
     let bytes = &c.bytes;
-    if c.kind == EntryKind::Dir {
-        // A listing has no lines to number; shown as it is.
+    if c.kind == EntryKind::Dir || c.notebook {
+        // A listing has no lines to number, nor has a notebook's cells (Read numbers neither,
+        // and NotebookEdit names cells by id); each is shown whole, as it is.
         let listing = String::from_utf8_lossy(bytes).trim_end().to_owned();
         part.total_lines = listing.lines().count() as u64;
+        let empty = match c.notebook {
+            true => "(a notebook with no cells)",
+            false => "(empty directory)",
+        };
         part.calls.push(Call {
             id: ids::call_id(&part.path, &c.hash, ""),
             input: input_for(req, &part.display, None),
             lines: None,
             result: if listing.is_empty() {
-                "(empty directory)".into()
+                empty.into()
             } else {
                 listing.clone()
             },
@@ -402,11 +409,17 @@ pub(super) fn entry_cost(
     req: &ProjectionRequest,
     part: &EntryPart,
 ) -> Result<u64, ProjectionError> {
+    // A notebook's text is its cells, not the bytes its hash is of: a copy of the file under
+    // another name has the same hash and other text.
+    let (result_tag, raw_tag): (&[u8], &[u8]) = match part.notebook {
+        true => (b"notebook", b"notebook-raw"),
+        false => (b"result", b"raw"),
+    };
     let result_tokens = |call: &Call| -> Result<u64, ProjectionError> {
         Ok(match part.hash {
             Some(h) if part.shown == Shown::Content => {
                 let lines = call.lines.map(|(f, n)| (f as usize, n as usize));
-                let key = result_key(&h, lines, req.line_numbers, b"result");
+                let key = result_key(&h, lines, req.line_numbers, result_tag);
                 budget::count_keyed(&key, &call.result)?
             }
             _ => budget::count_str(&call.result)?,
@@ -442,7 +455,7 @@ pub(super) fn entry_cost(
                 Some(h) => {
                     for s in &part.segments {
                         let lines = Some((s.first_line as usize, s.line_count as usize));
-                        let key = result_key(&h, lines, LineNumbers::None, b"raw");
+                        let key = result_key(&h, lines, LineNumbers::None, raw_tag);
                         c += budget::count_keyed(&key, &s.text)? + JSON_FIELD_OVERHEAD;
                     }
                 }

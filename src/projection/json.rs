@@ -22,6 +22,10 @@ fn entry(e: &EntryPart) -> Value {
             Shown::Content => {
                 m.insert("hash".into(), json!(e.hash.as_ref().map(ids::hash_hex)));
                 m.insert("whole".into(), json!(e.whole));
+                if e.notebook {
+                    // The segments hold its cells, not its JSON: the hash is of the JSON.
+                    m.insert("notebook".into(), json!(true));
+                }
                 m.insert("total_lines".into(), json!(e.total_lines));
                 m.insert("segments".into(), json!(e.segments));
             }

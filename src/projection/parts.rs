@@ -81,6 +81,8 @@ pub struct EntryPart {
     pub agent_wrote: bool,
     /// Shown whole (not only the ranges read).
     pub whole: bool,
+    /// Shown as a notebook's cells ([`crate::world::notebook`]), not as the file's bytes.
+    pub notebook: bool,
     pub total_lines: u64,
     pub calls: Vec<Call>,
     /// Filled for the json format only.

@@ -77,6 +77,7 @@ pub fn entry_frame(part: &EntryPart, i: usize) -> (String, String) {
         (Shown::Deleted, _, _) => " (deleted)".to_owned(),
         (Shown::Withheld, _, _) => " (withheld)".to_owned(),
         (Shown::Content, _, EntryKind::Dir) => " (directory listing)".to_owned(),
+        (Shown::Content, _, _) if part.notebook => " (notebook cells)".to_owned(),
         (Shown::Content, Some((first, n)), _) => {
             format!(" (lines {first}-{} of {})", first + n - 1, part.total_lines)
         }

@@ -38,6 +38,7 @@ use super::reconcile::{future_view, names_directory, pad_to, partial_at};
 use super::sha1;
 use super::text;
 use super::trace::{Kind, Step, Touch, TouchOp, Trace};
+use crate::world::notebook;
 
 /// What the replay did, by kind of effect.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -404,7 +405,12 @@ impl Applier {
             .as_deref()
             .is_none_or(|b| std::str::from_utf8(b).is_ok());
         let cur = raw.map(|b| String::from_utf8_lossy(&b).into_owned());
-        if let Some(content) = step.content.as_ref().filter(|_| text_file) {
+        // A notebook's Read shows its cells, no line of its JSON: nothing to fit them into.
+        let cells = notebook::is_notebook(rel)
+            && cur
+                .as_deref()
+                .is_some_and(|c| notebook::render(c.as_bytes()).is_some());
+        if let Some(content) = step.content.as_ref().filter(|_| text_file && !cells) {
             let recorded = text::lines(content);
             let first = match &ranges {
                 _ if step.partial() => cur.as_deref().and_then(|c| partial_at(c, &recorded)),

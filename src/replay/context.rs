@@ -6,10 +6,12 @@
 //! ([`from_anthropic`]).
 
 use std::collections::HashMap;
+use std::path::Path;
 
 use serde_json::Value;
 
 use super::trace::{Kind, Step, Trace};
+use crate::world::notebook;
 
 /// Lines of a file as a context shows them.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,12 +250,25 @@ pub fn from_anthropic(body: &Value, trace: &Trace, counter: &mut Counter) -> Vec
                         let path = input
                             .as_object()
                             .and_then(|o| o.values().find_map(|v| v.as_str().map(str::to_string)));
-                        if let (Some(path), Some((first, lines))) = (path, parse_gutter(&text)) {
+                        if let (Some(path), Some((first, lines))) =
+                            (path.clone(), parse_gutter(&text))
+                        {
                             views.push(FileView {
                                 path,
                                 first,
                                 lines,
                                 partial: false,
+                            });
+                        } else if let Some(path) = path.filter(|p| {
+                            notebook::is_notebook(Path::new(p)) && text.starts_with("<cell id=")
+                        }) {
+                            // A notebook's cells (world::notebook) have no gutter and no line of
+                            // the file's JSON: placed nowhere, each must be a line of the cells.
+                            views.push(FileView {
+                                path,
+                                first: 1,
+                                lines: text.split('\n').map(str::to_owned).collect(),
+                                partial: true,
                             });
                         }
                     }

@@ -19,6 +19,7 @@ use super::context::{Block, FileView};
 use super::shown_lines::shown_runs;
 use super::text;
 use super::trace::{Kind, Step};
+use crate::world::notebook;
 
 /// What the next step needs to have in front of it.
 #[derive(Debug, Clone)]
@@ -181,6 +182,8 @@ pub fn needs(steps: &[&Step], applier: &Applier) -> Vec<Need> {
         };
         let n = text::lines(&cur).len() as u64;
         let lines = match s.kind {
+            // Read shows a notebook whole, as its cells: no line of its JSON is a place in them.
+            _ if notebook::is_notebook(&rel) => None,
             Kind::Read if s.partial() => None,
             Kind::Read => match s.line_ranges() {
                 Some(rs) => {
@@ -245,6 +248,7 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
         stale_detail: Vec::new(),
     };
     let mut cache: HashMap<String, Option<String>> = HashMap::new();
+    let mut cells: HashMap<String, Option<String>> = HashMap::new();
     for v in blocks.iter().flat_map(|b| &b.views) {
         // a view of a path outside the repository (`../x`, or through a link out of it) is
         // nothing the replay can hold or check: the step that made it was not replayed
@@ -256,10 +260,20 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
             .or_insert_with(|| applier.disk_text(&rel));
         let bytes = v.bytes();
         h.view_bytes += bytes;
-        let stale = match cur {
+        let mut stale = match cur {
             None => bytes,
             Some(cur) => stale_in(v, cur),
         };
+        if stale > 0 && notebook::is_notebook(&rel) {
+            // A notebook is shown as its cells: a view of those is as current as one of its JSON.
+            let cells = cells
+                .entry(v.path.clone())
+                .or_insert_with(|| cur.as_deref().and_then(|c| notebook::render(c.as_bytes())));
+            // Placed nowhere: Read sends a figure as an image, where the cells name it in a line.
+            if let Some(cells) = cells {
+                stale = stale.min(stale_anywhere(&v.lines, cells));
+            }
+        }
         h.stale_bytes += stale;
         if stale > 0 {
             *h.stale_paths.entry(v.path.clone()).or_default() += stale;
@@ -293,23 +307,27 @@ fn holdings(blocks: &[Block], applier: &Applier) -> Holdings {
 }
 
 fn stale_in(v: &FileView, cur: &str) -> u64 {
-    let c = text::lines(cur);
     if v.partial {
         // position unknown (pattern ranges, several ranges run together): each line must
         // still be a line of the file
-        let have: std::collections::HashSet<&str> = c.iter().copied().collect();
-        return v
-            .lines
-            .iter()
-            .filter(|l| !have.contains(l.as_str()))
-            .map(|l| l.len() as u64 + 1)
-            .sum();
+        return stale_anywhere(&v.lines, cur);
     }
+    let c = text::lines(cur);
     v.lines
         .iter()
         .enumerate()
         .filter(|(i, l)| !line_at(&c, v.first, *i).is_some_and(|d| text::same_line(d, l)))
         .map(|(_, l)| l.len() as u64 + 1)
+        .sum()
+}
+
+/// Bytes of `lines` that are no line of `cur`.
+fn stale_anywhere(lines: &[String], cur: &str) -> u64 {
+    let have: std::collections::HashSet<&str> = text::lines(cur).into_iter().collect();
+    lines
+        .iter()
+        .filter(|l| !have.contains(l.as_str()))
+        .map(|l| l.len() as u64 + 1)
         .sum()
 }
 

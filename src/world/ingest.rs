@@ -18,6 +18,7 @@ use super::entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
 use super::ignore_rules::{PathVerdict, content_verdict};
 use super::journal::JournalItem;
 use super::lines::LineMap;
+use super::notebook;
 use super::procinfo::ProcInfo;
 use super::ranges::ByteRange;
 use super::source::{Opened, SourceError, SourceRoot};
@@ -466,8 +467,10 @@ fn access(
     } else {
         cx.neutral()
     };
+    // A notebook's byte ranges are places in its JSON, not in the cells it is shown as.
+    let by_range = w.reads_by_range && !notebook::is_notebook(path);
     let existed = if let Some(mut e) = w.cache.get_mut(path) {
-        update(w, &mut e, class, a, stamp, cx, w.reads_by_range);
+        update(w, &mut e, class, a, stamp, cx, by_range);
         true
     } else {
         false
@@ -485,7 +488,7 @@ fn access(
     };
     let mut e = Entry::new(kind, state, stamp);
     e.last_observed = stamp;
-    update(w, &mut e, class, a, stamp, cx, w.reads_by_range);
+    update(w, &mut e, class, a, stamp, cx, by_range);
     w.cache.insert(path.to_owned(), e);
     if state == EntryState::Live {
         w.dirty.store(true, Ordering::Release);
@@ -517,13 +520,13 @@ fn update(
                     e.last_agent_turn = at.turn;
                 }
                 match range {
-                    Some(r) => {
+                    Some(r) if reads_by_range => {
                         e.extent.add_range(r);
                         e.recent.record(r);
                     }
                     // In passthrough mode an open for reading is all we see: assume all of it.
-                    None if !reads_by_range || e.kind == EntryKind::Dir => e.extent.set_whole(),
-                    None => {}
+                    None if reads_by_range && e.kind != EntryKind::Dir => {}
+                    _ => e.extent.set_whole(),
                 }
             }
             Some(Class::Weak) => {
@@ -590,24 +593,57 @@ pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, Rea
     let cap = w.rules.max_file_bytes();
     match opened {
         Opened::File { file, size } => {
-            if size > cap {
+            // A notebook is shown as its cells: the cap applies to them, not to its figures.
+            let is_notebook = notebook::is_notebook(path);
+            let read_cap = match is_notebook {
+                true => cap.max(notebook::MAX_NOTEBOOK_BYTES),
+                false => cap,
+            };
+            if size > read_cap {
                 return Ok(Loaded::Ignored {
                     reason: IgnoreReason::TooLarge,
                     size,
                 });
             }
             let mut bytes = Vec::with_capacity(size as usize);
-            file.take(cap.saturating_add(1))
+            file.take(read_cap.saturating_add(1))
                 .read_to_end(&mut bytes)
                 .map_err(|source| SourceError::Read {
                     path: path.to_owned(),
                     source,
                 })?;
             let len = bytes.len() as u64;
-            if let Some(reason) = content_verdict(&bytes, len, cap) {
+            if let Some(reason) = content_verdict(&bytes, len, read_cap) {
                 return Ok(Loaded::Ignored { reason, size: len });
             }
             let hash = tokens::hash(&bytes);
+            if let Some(cells) = is_notebook.then(|| notebook::render(&bytes)).flatten() {
+                let cells = cells.into_bytes();
+                let shown = cells.len() as u64;
+                if shown > cap {
+                    return Ok(Loaded::Ignored {
+                        reason: IgnoreReason::TooLarge,
+                        size: len,
+                    });
+                }
+                // Counted under the rendering's own hash: a copy of the JSON under another name
+                // has the file's hash and other tokens.
+                let tokens = w.tokens.count(&tokens::hash(&cells), &cells)?;
+                return Ok(Loaded::Content(CurrentContent {
+                    kind: EntryKind::File,
+                    bytes: cells,
+                    hash,
+                    tokens,
+                    size: shown,
+                    notebook: true,
+                }));
+            }
+            if len > cap {
+                return Ok(Loaded::Ignored {
+                    reason: IgnoreReason::TooLarge,
+                    size: len,
+                });
+            }
             let tokens = w.tokens.count(&hash, &bytes)?;
             Ok(Loaded::Content(CurrentContent {
                 kind: EntryKind::File,
@@ -615,6 +651,7 @@ pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, Rea
                 hash,
                 tokens,
                 size: len,
+                notebook: false,
             }))
         }
         Opened::Dir(fd) => {
@@ -633,6 +670,7 @@ pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, Rea
                 hash,
                 tokens,
                 size,
+                notebook: false,
             }))
         }
     }

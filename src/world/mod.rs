@@ -20,6 +20,7 @@ pub mod ignore_rules;
 mod ingest;
 pub mod journal;
 pub mod lines;
+pub mod notebook;
 mod path_map;
 pub mod placements;
 pub mod policy;
@@ -131,9 +132,12 @@ pub struct CurrentContent {
     /// File bytes, or for a directory its listing: sorted names, one a line, `/` after
     /// directories.
     pub bytes: Vec<u8>,
+    /// Of the file's bytes, also for a notebook: its version, whatever `bytes` show of it.
     pub hash: [u8; 32],
     pub tokens: u32,
     pub size: u64,
+    /// `bytes` are a notebook's cells as [`notebook::render`] shows them, not the file's JSON.
+    pub notebook: bool,
 }
 
 /// Builds a [`World`].
@@ -909,14 +913,17 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
     } else {
         content_tokens.saturating_add(HEADER_TOKENS)
     };
+    // A notebook is shown whole, as its cells, as Claude Code's Read shows one: no place in it
+    // was read (its reads are of JSON), and a part of it would be cells cut in two.
+    let in_part = !notice_only && !notebook::is_notebook(&path);
     let ranges = match (&e.extent, e.size) {
-        (Extent::Ranges(set), Some(size)) if !notice_only && !set.covers(size) => {
+        (Extent::Ranges(set), Some(size)) if in_part && !set.covers(size) => {
             Some(shown_part(content_tokens, size, set.as_slice()))
         }
         _ => None,
     };
     let recent = match e.size {
-        Some(size) if !notice_only && !e.recent.is_empty() && content_tokens > 0 => {
+        Some(size) if in_part && !e.recent.is_empty() && content_tokens > 0 => {
             let limit = bytes_costing(RECENT_VIEW_TOKENS, size, content_tokens);
             let set = e
                 .recent
@@ -928,7 +935,7 @@ fn candidate(path: PathBuf, e: &Entry, turn: u64) -> Option<Candidate> {
         _ => None,
     };
     let glance = match e.size {
-        Some(size) if !notice_only && content_tokens > 0 => e
+        Some(size) if in_part && content_tokens > 0 => e
             .recent
             .newest_head(bytes_costing(GLANCE_TOKENS, size, content_tokens))
             .filter(|r| r.len() < size)

@@ -1052,6 +1052,7 @@ fn a_count_read_before_a_possible_change_is_not_stored() {
         hash: tokens::hash(b"print('hello')\n"),
         tokens: 4,
         size: 15,
+        notebook: false,
     });
     write(root, "src/main.py", b"print('changed behind')\n");
     s.push(
@@ -1323,4 +1324,76 @@ fn a_rescan_stamps_what_it_finds_changed() {
     assert_eq!(stamp("src/util.py"), Some(rescan));
     assert_eq!(stamp("src/main.py"), None);
     assert_eq!(w.stats().changed_unobserved, 1);
+}
+
+/// A notebook is counted as the cells it is shown as: a figure's base64 is no token of it, and
+/// a read of a place in its JSON is no place in its cells (it is shown whole, as Read shows it).
+/// Its hash stays the file's: a change of its metadata alone changes it.
+#[test]
+fn a_notebook_is_counted_as_its_cells_and_shown_whole() {
+    let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+    let root = dir.path();
+    let figure = "iVBORw0KGgo".repeat(150_000);
+    let notebook = |meta: serde_json::Value| {
+        serde_json::to_vec_pretty(&serde_json::json!({
+            "cells": [
+                {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": "# Sales"},
+                {"cell_type": "code", "id": "plot", "metadata": {}, "execution_count": 3,
+                 "source": "df.plot()",
+                 "outputs": [{"output_type": "display_data", "metadata": {},
+                              "data": {"image/png": figure, "text/plain": "<Figure>"}}]}
+            ],
+            "metadata": meta, "nbformat": 4, "nbformat_minor": 5
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    };
+    let raw = notebook(serde_json::json!({}));
+    assert!(raw.len() as u64 > 1 << 20, "over the size cap as JSON");
+    write(root, "sales.ipynb", &raw);
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CAT, "sales.ipynb");
+    s.push(
+        CAT,
+        "sales.ipynb",
+        Op::Read {
+            offset: 0,
+            len: 4096,
+        },
+    );
+    let e = counted(&w, &mut s, "sales.ipynb");
+    assert_eq!(e.state, EntryState::Live);
+    let tokens = e.tokens.unwrap_or_else(|| panic!("not counted"));
+    assert!(tokens < 100, "{tokens} tokens");
+    assert_eq!(e.hash, Some(tokens::hash(&raw)));
+    assert!(matches!(e.extent, Extent::Whole), "{:?}", e.extent);
+    let c = w
+        .candidates()
+        .into_iter()
+        .find(|c| c.path == Path::new("sales.ipynb"))
+        .unwrap_or_else(|| panic!("no candidate"));
+    assert_eq!((c.ranges, c.recent, c.glance), (None, None, None));
+
+    let cur = w
+        .read_current(Path::new("sales.ipynb"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert!(cur.notebook);
+    let text = String::from_utf8_lossy(&cur.bytes);
+    assert!(text.starts_with("<cell id=\"intro\">"), "{text}");
+    assert!(
+        text.contains("[image/png output, 1208.5 KB: not shown]"),
+        "{text}"
+    );
+
+    // Jupyter saves a kernel's metadata: the cells read the same, the file is another version.
+    write(
+        root,
+        "sales.ipynb",
+        &notebook(serde_json::json!({"kernelspec": {"name": "python3"}})),
+    );
+    let again = w
+        .read_current(Path::new("sales.ipynb"))
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(again.bytes, cur.bytes);
+    assert_ne!(again.hash, cur.hash);
 }

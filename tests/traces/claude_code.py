@@ -4,10 +4,11 @@ worldfs-trace/1 run in the shapes of Claude Code's tools. It has what the mini-s
 in ../shared lack: parallel calls in one turn, file tools that answer an error (an Edit or a
 Write before a Read, an old_string found three times, a file too long to Read whole, text not
 in the file), absolute paths under the source's repository root, a clone before the base, a
-Write outside the repository, and Glob, Grep, Task and TodoWrite calls. The output is the
+Write outside the repository, Glob, Grep, Task and TodoWrite calls, and a notebook read as
+its cells. The output is the
 same bytes on every run (fixed mtimes, no gzip timestamp). It also has a CRLF file read
 and edited in LF form, as Claude Code's tools show and match it."""
-import hashlib, os
+import hashlib, json, os
 
 from tracegen import write_base, write_trace
 
@@ -34,6 +35,15 @@ base = {
     "tests/test_calc.py": test,
     "README.md": readme,
     "src/big.py": big,
+    "notebooks/usage.ipynb": json.dumps({
+        "cells": [
+            {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": ["# Usage\n", "Plots of add."]},
+            {"cell_type": "code", "id": "plot", "metadata": {}, "execution_count": 1, "source": ["plot(add)"],
+             "outputs": [{"output_type": "display_data", "metadata": {},
+                          "data": {"image/png": "iVBORw0KGgo" * 900, "text/plain": ["<Figure size 640x480>"]}}]},
+        ],
+        "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5,
+    }, indent=1) + "\n",
 }
 
 def sha1(s):
@@ -183,6 +193,18 @@ sub_new = sub_old + '    """a minus b"""\n'
 step("edit", "Edit", **path("src/calc.py"), old_text=sub_old, new_text=sub_new, replace_all=False,
      disk_sha1_before=sha1(calc3), input={"file_path": f"{ROOT}/src/calc.py", "old_string": sub_old, "new_string": sub_new},
      output=f"The file {ROOT}/src/calc.py has been updated.")
+# 25, 27: a notebook, read twice, the README between: Read shows its cells (the figure goes as
+# an image, which a trace's text leaves out), not its JSON
+cells_seen = ('<cell id="intro"><cell_type>markdown</cell_type># Usage\nPlots of add.</cell id="intro">\n'
+              '<cell id="plot">plot(add)</cell id="plot">\n\n<Figure size 640x480>')
+for again in (False, True):
+    if again:
+        step("read", "Read", **path("README.md"), content=readme, total_lines=readme.count("\n"),
+             input={"file_path": f"{ROOT}/README.md"}, output=gutter(readme),
+             touches=[{"path": "README.md", "op": "read", "range": None, "how": "tool"}])
+    step("read", "Read", **path("notebooks/usage.ipynb"), content=cells_seen,
+         input={"file_path": f"{ROOT}/notebooks/usage.ipynb"}, output=cells_seen,
+         touches=[{"path": "notebooks/usage.ipynb", "op": "read", "range": None, "how": "tool"}])
 step("message", None, assistant_text="Fixed add; mul's test fails on typing, left for review.", tool_use_id=None, output=None)
 
 final = calc2

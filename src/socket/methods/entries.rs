@@ -174,6 +174,7 @@ pub(super) fn entries_read(shared: &Shared, p: PathParam) -> Result<Value, RpcEr
         "path": lossy(&path),
         "kind": c.kind,
         "content": String::from_utf8_lossy(&c.bytes),
+        "notebook": c.notebook,
         "tokens": c.tokens,
         "size": c.size,
         "hash": blake3::Hash::from_bytes(c.hash).to_hex().to_string(),

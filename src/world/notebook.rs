@@ -1,0 +1,299 @@
+//! A Jupyter notebook as the agent reads it: its cells, not its JSON.
+//!
+//! An `.ipynb` file is JSON whose outputs carry every plot as base64: a notebook with one small
+//! figure is some 20,000 tokens of mostly image data, so it never fit a budget, and one with a few
+//! figures passed the size cap and was left out whole. Claude Code's Read tool does not show that
+//! JSON either: it shows each cell as `<cell id="ID">SOURCE</cell id="ID">` (with
+//! `<cell_type>markdown</cell_type>` before the source of a cell that is not code), followed by
+//! its outputs' text, and sends the figures as images (vendor-docs/claude-code.md, "Notebooks").
+//! The world counts and shows the same text, so the agent sees what it is used to, and NotebookEdit's
+//! `cell_id`s are in it. Figures are named with their size instead of shown.
+//!
+//! The rendering is a pure function of the file's bytes: the entry's hash stays the hash of those
+//! bytes (a command that read the notebook is out of date when they change, even where the
+//! rendering does not), and a file that is not a notebook's JSON (nbformat 3, a merge conflict
+//! half-way) is shown as its bytes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::{Map, Value};
+
+/// Text of a cell's outputs kept whole; past it, its head and tail are kept. Claude Code's Read
+/// drops a cell's outputs past 10,000 characters; the tail of a long log is where a failure is.
+const OUTPUT_CHARS: usize = 10_000;
+/// Characters kept at each end of outputs past [`OUTPUT_CHARS`].
+const OUTPUT_END_CHARS: usize = 2_000;
+
+/// Largest notebook file read to be rendered. Figures make notebooks big: the size cap applies to
+/// the rendering, which is what a projection shows, and this bounds the JSON parsed for it.
+pub const MAX_NOTEBOOK_BYTES: u64 = 64 << 20;
+
+/// Whether `path` names a notebook (by its extension, as Jupyter and Claude Code tell).
+pub fn is_notebook(path: &Path) -> bool {
+    path.extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("ipynb"))
+}
+
+/// The notebook in `bytes` as text, `None` when they are not a notebook's JSON (nbformat 4).
+pub fn render(bytes: &[u8]) -> Option<String> {
+    let nb: Value = serde_json::from_slice(bytes).ok()?;
+    let cells = nb.get("cells")?.as_array()?;
+    let meta = nb.get("metadata");
+    let language = meta
+        .and_then(|m| m.pointer("/language_info/name"))
+        .or_else(|| meta.and_then(|m| m.pointer("/kernelspec/language")))
+        .and_then(Value::as_str)
+        .unwrap_or("python");
+    let mut blocks: Vec<String> = Vec::new();
+    for (i, cell) in cells.iter().enumerate() {
+        let cell = cell.as_object()?;
+        let kind = cell
+            .get("cell_type")
+            .and_then(Value::as_str)
+            .unwrap_or("code");
+        let id = match cell.get("id").and_then(Value::as_str) {
+            Some(id) => id.to_owned(),
+            // What NotebookEdit takes for a cell of a notebook older than nbformat 4.5.
+            None => format!("cell-{i}"),
+        };
+        let mut head = format!("<cell id=\"{id}\">");
+        if kind != "code" {
+            let _ = write!(head, "<cell_type>{kind}</cell_type>");
+        } else if language != "python" {
+            let _ = write!(head, "<language>{language}</language>");
+        }
+        let source = joined(cell.get("source"));
+        blocks.push(format!("{head}{source}</cell id=\"{id}\">"));
+        if kind == "code" {
+            let outputs = cell.get("outputs").and_then(Value::as_array);
+            outputs_of(i, outputs.map_or(&[][..], Vec::as_slice), &mut blocks);
+        }
+    }
+    let mut text = blocks.join("\n");
+    if !text.is_empty() {
+        text.push('\n');
+    }
+    Some(text)
+}
+
+/// The blocks of cell `index`'s outputs: each one's text after a blank line, as Read shows them,
+/// and a line for each figure.
+fn outputs_of(index: usize, outputs: &[Value], blocks: &mut Vec<String>) {
+    let mut texts: Vec<String> = Vec::new();
+    for out in outputs.iter().filter_map(Value::as_object) {
+        match out.get("output_type").and_then(Value::as_str) {
+            Some("stream") => texts.push(joined(out.get("text"))),
+            Some("execute_result" | "display_data") => {
+                let Some(data) = out.get("data").and_then(Value::as_object) else {
+                    continue;
+                };
+                data_blocks(data, &mut texts);
+            }
+            Some("error") => {
+                let name = out.get("ename").and_then(Value::as_str).unwrap_or("Error");
+                let value = out.get("evalue").and_then(Value::as_str).unwrap_or("");
+                let trace: Vec<&str> = out
+                    .get("traceback")
+                    .and_then(Value::as_array)
+                    .map(|t| t.iter().filter_map(Value::as_str).collect())
+                    .unwrap_or_default();
+                let raw = format!("{name}: {value}\n{}", trace.join("\n"));
+                // IPython colors its tracebacks; the escapes are noise to a model, and tokens.
+                texts.push(strip_ansi_escapes::strip_str(&raw));
+            }
+            _ => {}
+        }
+    }
+    let total: usize = texts.iter().map(|t| t.chars().count()).sum();
+    if total > OUTPUT_CHARS {
+        let all = texts.join("\n");
+        let head: String = all.chars().take(OUTPUT_END_CHARS).collect();
+        let tail_from = total.saturating_sub(OUTPUT_END_CHARS);
+        let tail: String = all.chars().skip(tail_from).collect();
+        let left_out = total - 2 * OUTPUT_END_CHARS;
+        texts = vec![format!(
+            "{head}\n[... {left_out} characters of output left out; \
+             `jq '.cells[{index}].outputs' NOTEBOOK` shows them all ...]\n{tail}"
+        )];
+    }
+    blocks.extend(texts.into_iter().map(|t| format!("\n{t}")));
+}
+
+/// What a rich output shows: its plain text, and a line for each figure (the data a model would
+/// read as an image, which no text budget holds).
+fn data_blocks(data: &Map<String, Value>, texts: &mut Vec<String>) {
+    if data.contains_key("text/plain") {
+        texts.push(joined(data.get("text/plain")));
+    }
+    for (mime, v) in data {
+        if mime.starts_with("image/") && mime != "image/svg+xml" {
+            let encoded = joined(Some(v));
+            // Base64 without its line breaks: 3 bytes in 4 characters.
+            let len = encoded.bytes().filter(|b| !b.is_ascii_whitespace()).count() * 3 / 4;
+            texts.push(format!("[{mime} output, {}: not shown]", size_text(len)));
+        } else if !data.contains_key("text/plain") && mime != "text/plain" {
+            texts.push(format!(
+                "[{mime} output, {}: not shown]",
+                size_text(joined(Some(v)).len())
+            ));
+        }
+    }
+}
+
+/// A notebook string: one string, or an array of lines to concatenate.
+fn joined(v: Option<&Value>) -> String {
+    match v {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts.iter().filter_map(Value::as_str).collect(),
+        _ => String::new(),
+    }
+}
+
+fn size_text(bytes: usize) -> String {
+    if bytes < 1024 {
+        format!("{bytes} bytes")
+    } else {
+        format!("{:.1} KB", bytes as f64 / 1024.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn nb(cells: Value, metadata: Value) -> Vec<u8> {
+        serde_json::to_vec_pretty(&json!({
+            "cells": cells,
+            "metadata": metadata,
+            "nbformat": 4,
+            "nbformat_minor": 5
+        }))
+        .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    fn render_ok(bytes: &[u8]) -> String {
+        render(bytes).unwrap_or_else(|| panic!("not rendered: {}", String::from_utf8_lossy(bytes)))
+    }
+
+    #[test]
+    fn cells_are_shown_as_reads_show_them() {
+        let text = render_ok(&nb(
+            json!([
+                {"cell_type": "markdown", "id": "intro", "metadata": {},
+                 "source": ["# Analysis\n", "Load the data."]},
+                {"cell_type": "code", "id": "load", "metadata": {}, "execution_count": 1,
+                 "source": "import pandas as pd\ndf = pd.read_csv('x.csv')",
+                 "outputs": [{"output_type": "stream", "name": "stdout", "text": ["loaded\n"]}]},
+            ]),
+            json!({"language_info": {"name": "python"}}),
+        ));
+        assert_eq!(
+            text,
+            "<cell id=\"intro\"><cell_type>markdown</cell_type># Analysis\nLoad the data.\
+             </cell id=\"intro\">\n\
+             <cell id=\"load\">import pandas as pd\ndf = pd.read_csv('x.csv')</cell id=\"load\">\n\
+             \nloaded\n\n"
+        );
+    }
+
+    #[test]
+    fn figures_are_named_not_shown() {
+        let png = "iVBORw0KGgo".repeat(3000);
+        let text = render_ok(&nb(
+            json!([{"cell_type": "code", "id": "plot", "metadata": {}, "execution_count": 2,
+                     "source": "df.plot()",
+                     "outputs": [{"output_type": "display_data", "metadata": {},
+                                  "data": {"image/png": png, "text/plain": ["<Figure size 640x480>"]}}]}]),
+            json!({}),
+        ));
+        assert!(!text.contains("iVBOR"), "{text}");
+        assert!(text.contains("<Figure size 640x480>"), "{text}");
+        assert!(
+            text.contains("[image/png output, 24.2 KB: not shown]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn an_output_with_no_plain_text_names_its_kind() {
+        let text = render_ok(&nb(
+            json!([{"cell_type": "code", "id": "w", "metadata": {}, "source": "widget",
+                     "outputs": [{"output_type": "display_data", "metadata": {},
+                                  "data": {"text/html": "<div>x</div>"}}]}]),
+            json!({}),
+        ));
+        assert!(
+            text.contains("[text/html output, 12 bytes: not shown]"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn errors_are_shown_without_their_colors() {
+        let text = render_ok(&nb(
+            json!([{"cell_type": "code", "id": "e", "metadata": {}, "source": "1/0",
+                     "outputs": [{"output_type": "error", "ename": "ZeroDivisionError",
+                                  "evalue": "division by zero",
+                                  "traceback": ["\u{1b}[0;31m---------\u{1b}[0m",
+                                                "\u{1b}[0;31mZeroDivisionError\u{1b}[0m: division by zero"]}]}]),
+            json!({}),
+        ));
+        assert!(
+            text.contains("ZeroDivisionError: division by zero\n---------\nZeroDivisionError: division by zero"),
+            "{text}"
+        );
+        assert!(!text.contains('\u{1b}'), "{text}");
+    }
+
+    #[test]
+    fn long_outputs_keep_their_head_and_tail() {
+        let log: String = (0..2000).map(|i| format!("epoch {i}\n")).collect();
+        let text = render_ok(&nb(
+            json!([{"cell_type": "code", "id": "fit", "metadata": {}, "source": "fit()",
+                     "outputs": [{"output_type": "stream", "name": "stdout", "text": log}]}]),
+            json!({}),
+        ));
+        assert!(text.contains("epoch 0\n"), "head kept");
+        assert!(text.contains("epoch 1999\n"), "tail kept");
+        assert!(!text.contains("epoch 1000\n"), "middle left out");
+        assert!(text.contains("jq '.cells[0].outputs' NOTEBOOK"), "{text}");
+        assert!(text.chars().count() < OUTPUT_CHARS, "{}", text.len());
+    }
+
+    #[test]
+    fn cells_without_ids_are_named_as_notebook_edit_names_them() {
+        let text = render_ok(&nb(
+            json!([{"cell_type": "code", "metadata": {}, "source": "a = 1", "outputs": []},
+                   {"cell_type": "raw", "metadata": {}, "source": "raw text"}]),
+            json!({"kernelspec": {"language": "julia", "name": "julia-1.9"}}),
+        ));
+        assert_eq!(
+            text,
+            "<cell id=\"cell-0\"><language>julia</language>a = 1</cell id=\"cell-0\">\n\
+             <cell id=\"cell-1\"><cell_type>raw</cell_type>raw text</cell id=\"cell-1\">\n"
+        );
+    }
+
+    #[test]
+    fn what_is_not_a_notebooks_json_is_not_rendered() {
+        assert_eq!(render(b"{\"cells\": [ <<<<<<< HEAD"), None);
+        assert_eq!(render(b"{\"worksheets\": []}"), None, "nbformat 3");
+        assert_eq!(render(b"[1, 2]"), None);
+        assert_eq!(
+            render(b"{\"cells\": [1]}"),
+            None,
+            "a cell that is no object"
+        );
+        assert_eq!(render(b"{\"cells\": []}").as_deref(), Some(""));
+    }
+
+    #[test]
+    fn notebooks_are_known_by_their_extension() {
+        assert!(is_notebook(Path::new("a/b.ipynb")));
+        assert!(is_notebook(Path::new("B.IPYNB")));
+        assert!(!is_notebook(Path::new("ipynb")));
+        assert!(!is_notebook(Path::new("a.ipynb.bak")));
+    }
+}
