@@ -14,7 +14,8 @@
 # new prompt: its history holds the old copy, the call sent upstream must hold the new one; a
 # session that Greps and Reads part of a big file; one that reads a screenshot, a file outside
 # the project and an issue (a Bash output that read no file); one that loads a skill; one that
-# asks an MCP server (a stand-in issue tracker, over stdio) for an issue; and last, in tmux, an
+# asks an MCP server (a stand-in issue tracker, over stdio) for an issue; one that reads a Jupyter
+# notebook with a figure and edits a cell (NotebookEdit); and last, in tmux, an
 # interactive session whose agent asks the user a question (AskUserQuestion, answered with
 # Enter), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
@@ -97,6 +98,26 @@ png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 48, 8, 
        + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 open(sys.argv[1], "wb").write(png)
 PY
+# A notebook with a figure (150x100 noise: some 60 KB of base64 in its JSON).
+python3 - "$PROJ/sales.ipynb" << 'PY'
+import base64, json, random, struct, sys, zlib
+def chunk(kind, data):
+    return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+rng = random.Random(7)
+rows = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(150 * 3)) for _ in range(100))
+png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 150, 100, 8, 2, 0, 0, 0))
+       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+code = lambda id, src, outputs: {"cell_type": "code", "id": id, "metadata": {}, "execution_count": 1,
+                                 "source": src, "outputs": outputs}
+nb = {"cells": [
+    {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": ["# Sales\n", "Monthly totals."]},
+    code("load", "sales = [3, 4, 5]", []),
+    code("total", "print(sales)", [{"output_type": "stream", "name": "stdout", "text": ["[3, 4, 5]\n"]}]),
+    code("plot", "plt.plot(sales)", [{"output_type": "display_data", "metadata": {},
+         "data": {"image/png": base64.b64encode(png).decode(), "text/plain": ["<Figure size 640x480 with 1 Axes>"]}}]),
+], "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
+json.dump(nb, open(sys.argv[1], "w"), indent=1)
+PY
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -139,6 +160,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "mcp__tracker__get_issue", "input": {"id": 7}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "Issue 7 read."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/sales.ipynb"}},
+  {"tool": "NotebookEdit", "input": {"notebook_path": "$PROJ/sales.ipynb", "cell_id": "total", "new_source": "print(sum(sales))"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "The total is summed."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -304,6 +329,12 @@ EOF
 claude_run mcp "What does issue 7 say?" --allowedTools "Read,mcp__tracker__get_issue" \
   --mcp-config "$WORK/tracker-mcp.json"
 grep -q "Issue 7 read." "$WORK/mcp.json" || fail "the MCP session did not finish: $(tail -c 500 "$WORK/mcp.json")"
+BEFORE_NB_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that reads a notebook, edits one of its cells, then reads a file"
+claude_run notebook "Make the total cell print the sum" --allowedTools "Read,NotebookEdit"
+grep -q "The total is summed." "$WORK/notebook.json" || fail "the notebook session did not finish: $(tail -c 500 "$WORK/notebook.json")"
+"$BIN" ctl entries.list '{}' > "$WORK/entries-notebook.json"
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 # until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
@@ -364,7 +395,8 @@ fi
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
-  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" << 'EOF'
+  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_TUI_CALLS" \
+  "${INTERACTIVE:-1}" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -376,7 +408,8 @@ before_search = int(sys.argv[12])
 before_image = int(sys.argv[13])
 before_skill = int(sys.argv[14])
 before_mcp = int(sys.argv[15])
-before_tui, interactive = int(sys.argv[16]), sys.argv[17] == "1"
+before_nb = int(sys.argv[16])
+before_tui, interactive = int(sys.argv[17]), sys.argv[18] == "1"
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -408,7 +441,8 @@ editor_calls = [c for c in every_call[before_editor:before_search] if c.get("ans
 search_calls = [c for c in every_call[before_search:before_image] if c.get("answer", 0) > 0]
 image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer", 0) > 0]
 skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer", 0) > 0]
-mcp_calls = [c for c in every_call[before_mcp:before_tui] if c.get("answer", 0) > 0]
+mcp_calls = [c for c in every_call[before_mcp:before_nb] if c.get("answer", 0) > 0]
+nb_calls = [c for c in every_call[before_nb:before_tui] if c.get("answer", 0) > 0]
 tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
@@ -490,6 +524,17 @@ check(len(rule) == 4 and rule[1:] == [1, 1, 1],
 issue7 = [json.dumps(c["body"]["messages"]).count("Issue 7: show() must print the label in bold") for c in mcp_calls]
 check(len(issue7) == 3 and issue7[1:] == [1, 1],
       f"an MCP tool's answer stays in the model's view after its call, once ({issue7})")
+nb_raw = __import__("os").path.getsize(f"{proj}/sales.ipynb")
+nb_entry = {e["path"]: e for e in json.load(open(f"{work}/entries-notebook.json"))["entries"]}.get("sales.ipynb", {})
+check(nb_raw > 40000 and 0 < (nb_entry.get("tokens") or 0) < 400,
+      f"a notebook is counted as its cells, not its JSON ({nb_raw} bytes on disk, {nb_entry.get('tokens')} tokens)")
+last_nb = json.dumps(nb_calls[-1]["body"]["messages"]) if nb_calls else ""
+check(len(nb_calls) == 4 and 'print(sum(sales))</cell id=\\"total\\">' in last_nb
+      and "print(sales)<" not in last_nb and "nbformat" not in last_nb,
+      "behind the proxy, the notebook is shown as its cells as they are after NotebookEdit, not as JSON")
+figures = [json.dumps(c["body"]["messages"]).count('"type": "image"') for c in nb_calls]
+check(figures == [0, 1, 1, 1],
+      f"the notebook's figure, which Read sent as an image, stays in the model's view, once ({figures})")
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]

@@ -447,24 +447,31 @@ fn read_media(history: &[Value], tail: &[Value]) -> Vec<Value> {
             })
             .collect()
     }
+    /// Each tool result's id and its images and documents, for those that have some.
+    fn media(messages: &[Value]) -> impl Iterator<Item = (&str, Vec<Value>)> {
+        blocks_of(messages, "user")
+            .filter(|b| kind(b) == Some("tool_result"))
+            .filter_map(|result| {
+                let media: Vec<Value> = result
+                    .get("content")
+                    .and_then(Value::as_array)?
+                    .iter()
+                    .filter(|b| matches!(kind(b), Some("image" | "document")))
+                    .map(without_breakpoints)
+                    .collect();
+                let id = result.get("tool_use_id").and_then(Value::as_str)?;
+                (!media.is_empty()).then_some((id, media))
+            })
+    }
     let path_of = paths(history);
-    let read_again: HashSet<&str> = paths(tail).into_values().collect();
+    // Sent as the last turn has them: only a call there that returned media again (a
+    // NotebookEdit names the notebook whose figures a Read returned, and returns none).
+    let tail_paths = paths(tail);
+    let read_again: HashSet<&str> = media(tail)
+        .filter_map(|(id, _)| tail_paths.get(id).copied())
+        .collect();
     let mut files: Vec<(String, Vec<Value>)> = Vec::new();
-    for result in blocks_of(history, "user").filter(|b| kind(b) == Some("tool_result")) {
-        let media: Vec<Value> = result
-            .get("content")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter(|b| matches!(kind(b), Some("image" | "document")))
-            .map(without_breakpoints)
-            .collect();
-        let Some(id) = result.get("tool_use_id").and_then(Value::as_str) else {
-            continue;
-        };
-        if media.is_empty() {
-            continue;
-        }
+    for (id, media) in media(history) {
         let name = path_of.get(id).copied().unwrap_or(id).to_owned();
         files.retain(|(n, _)| *n != name);
         files.push((name, media));
@@ -925,6 +932,21 @@ mod tests {
         let out = splice(&body, &again, &projection()).expect("valid");
         let text = out["messages"].to_string();
         for (data, n) in [("c2hvdDI=", 0), ("c2hvdDM=", 1), ("JVBERi0=", 1)] {
+            assert_eq!(text.matches(data).count(), n, "{data}: {text}");
+        }
+        // Named in the last turn by a call that returned no media (a NotebookEdit of the
+        // notebook whose figure a Read returned): the kept copy stays.
+        body["messages"][9]["content"][1] = json!({"type": "tool_use", "id": "toolu_4",
+            "name": "NotebookEdit", "input": {"notebook_path": "/p/shot.png", "new_source": "x"}});
+        body["messages"][10]["content"][0]["content"] = json!("Updated cell");
+        body["tools"]
+            .as_array_mut()
+            .expect("tools")
+            .push(json!({"name": "NotebookEdit", "input_schema": {"type": "object"}}));
+        let edited = plan(&body, Some(PROMPT), false).expect("eligible");
+        let out = splice(&body, &edited, &projection()).expect("valid");
+        let text = out["messages"].to_string();
+        for (data, n) in [("c2hvdDI=", 1), ("c2hvdDM=", 0), ("JVBERi0=", 1)] {
             assert_eq!(text.matches(data).count(), n, "{data}: {text}");
         }
         // No more than READ_MEDIA_KEPT files.
