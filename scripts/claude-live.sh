@@ -98,23 +98,28 @@ png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 64, 48, 8, 
        + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
 open(sys.argv[1], "wb").write(png)
 PY
-# A notebook with a figure (150x100 noise: some 60 KB of base64 in its JSON).
+# A notebook with two figures of noise: a small one (2 KB of base64), which Read sends as an
+# image, and one of 60 KB, past what Read sends of a cell's outputs (10,000 characters).
 python3 - "$PROJ/sales.ipynb" << 'PY'
 import base64, json, random, struct, sys, zlib
 def chunk(kind, data):
     return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 rng = random.Random(7)
-rows = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(150 * 3)) for _ in range(100))
-png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 150, 100, 8, 2, 0, 0, 0))
-       + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+def png(w, h):
+    rows = b"".join(b"\0" + bytes(rng.randrange(256) for _ in range(w * 3)) for _ in range(h))
+    raw = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0))
+           + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b""))
+    return base64.b64encode(raw).decode()
 code = lambda id, src, outputs: {"cell_type": "code", "id": id, "metadata": {}, "execution_count": 1,
                                  "source": src, "outputs": outputs}
+figure = lambda data, text: [{"output_type": "display_data", "metadata": {},
+                              "data": {"image/png": data, "text/plain": [text]}}]
 nb = {"cells": [
     {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": ["# Sales\n", "Monthly totals."]},
     code("load", "sales = [3, 4, 5]", []),
     code("total", "print(sales)", [{"output_type": "stream", "name": "stdout", "text": ["[3, 4, 5]\n"]}]),
-    code("plot", "plt.plot(sales)", [{"output_type": "display_data", "metadata": {},
-         "data": {"image/png": base64.b64encode(png).decode(), "text/plain": ["<Figure size 640x480 with 1 Axes>"]}}]),
+    code("plot", "plt.plot(sales)", figure(png(24, 16), "<Figure size 240x160 with 1 Axes>")),
+    code("heat", "plt.imshow(grid)", figure(png(150, 100), "<Figure size 640x480 with 1 Axes>")),
 ], "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 json.dump(nb, open(sys.argv[1], "w"), indent=1)
 PY
@@ -534,7 +539,10 @@ check(len(nb_calls) == 4 and 'print(sum(sales))</cell id=\\"total\\">' in last_n
       "behind the proxy, the notebook is shown as its cells as they are after NotebookEdit, not as JSON")
 figures = [json.dumps(c["body"]["messages"]).count('"type": "image"') for c in nb_calls]
 check(figures == [0, 1, 1, 1],
-      f"the notebook's figure, which Read sent as an image, stays in the model's view, once ({figures})")
+      f"the notebook's small figure, which Read sent as an image, stays in the model's view, once ({figures})")
+check("<Figure size 640x480 with 1 Axes>" in last_nb and "[image/png output, 44.1 KB: not shown]" in last_nb
+      and "Outputs are too large to include" not in last_nb,
+      "its big figure, whose outputs Read left out whole, is named with its text")
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
