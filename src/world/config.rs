@@ -243,6 +243,8 @@ impl Default for IgnoreConfig {
                 ".terraform",
                 "coverage",
                 ".idea",
+                // Jupyter's autosaved copies of every notebook open in it.
+                ".ipynb_checkpoints",
                 // Claude Code's own: settings it reads at every start and writes when a
                 // permission is granted, hooks, commands. Its model never sees them as files.
                 ".claude",

@@ -289,6 +289,7 @@ mod tests {
             "target/debug/x",
             "web/node_modules/a.js",
             "pkg/__pycache__/m.pyc",
+            "notebooks/.ipynb_checkpoints/sales-checkpoint.ipynb",
         ] {
             assert_eq!(
                 v(&r, p),
