@@ -871,6 +871,36 @@ fn claude_md_in_the_first_message_is_not_projected_again() {
     assert!(all.contains("Use spaces."), "{all}");
 }
 
+/// The file the last turn's Read returned whole is in front of the model as it came: the
+/// projection before it does not show it a second time, while that copy is what is on disk.
+#[test]
+fn a_file_the_last_turn_read_whole_is_not_projected_again() {
+    let (m, _c) = session_that_read_calc();
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let mut body = claude_request(PROMPT, &file, 3);
+    let last = body["messages"].as_array().map_or(0, Vec::len) - 1;
+    body["messages"][last]["content"][0]["content"] =
+        json!("1\tdef add(a, b):\n2\t    return a + b\n3\t");
+    let sent = send_through(&up, &proxy, &body);
+    let all = texts(&sent["messages"]);
+    assert!(
+        sent["messages"].as_array().map_or(0, Vec::len)
+            < body["messages"].as_array().map_or(0, Vec::len),
+        "rewritten: {all}"
+    );
+    assert_eq!(all.matches("return a + b").count(), 1, "shown once: {all}");
+    assert!(proxy.says("1 file left out, the request shows it as it is"));
+    // Changed since (another program's save), the projection shows it as it is now.
+    std::fs::write(m.path("calc.py"), "def add(a, b):\n    return a - b\n").expect("write");
+    let all = texts(&send_through(&up, &proxy, &body)["messages"]);
+    assert!(
+        all.contains("return a - b") && all.contains("return a + b"),
+        "{all}"
+    );
+}
+
 #[test]
 fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let (m, mut c) = session_that_read_calc();

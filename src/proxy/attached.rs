@@ -14,9 +14,11 @@
 //! it is on disk. It reads them through the mount to do so, which puts them in the world; they
 //! are told to the mount the same way, so that they are not projected a second time.
 
+use std::collections::HashMap;
+
 use serde_json::Value;
 
-use super::rewrite::{Plan, texts};
+use super::rewrite::{Plan, READ_TOOL, texts};
 use crate::projection::shown_hash;
 use crate::socket::methods::MAX_REQUEST_SHOWS;
 
@@ -61,6 +63,7 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
     for s in read_copies(&joined)
         .into_iter()
         .chain(instruction_copies(&joined))
+        .chain(last_turn_reads(tail))
     {
         if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
             out.push(s);
@@ -100,6 +103,40 @@ fn read_copies(text: &str) -> Vec<Shown> {
         rest = after;
     }
     out
+}
+
+/// The files the last turn's Read calls returned whole. The model has that copy right in front
+/// of it, as it came, after the projection: shown there too, the file would go twice in the
+/// call, and take the budget's room from another. From the next call on, that turn is history
+/// and the projection shows the file. A Read of part of a file (`offset`, `limit`, or the
+/// first 2,000 lines of a longer one) does not hash as the file does, and leaves it projected.
+fn last_turn_reads(tail: &[Value]) -> Vec<Shown> {
+    let blocks = |role: &'static str| {
+        tail.iter()
+            .filter(move |m| m.get("role").and_then(Value::as_str) == Some(role))
+            .filter_map(|m| m.get("content").and_then(Value::as_array))
+            .flatten()
+    };
+    let reads: HashMap<&str, &str> = blocks("assistant")
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+        .filter(|b| b.get("name").and_then(Value::as_str) == Some(READ_TOOL))
+        .filter_map(|b| {
+            let id = b.get("id")?.as_str()?;
+            Some((id, b.get("input")?.get("file_path")?.as_str()?))
+        })
+        .collect();
+    blocks("user")
+        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+        .filter(|b| b.get("is_error").and_then(Value::as_bool) != Some(true))
+        .filter_map(|b| {
+            let path = reads.get(b.get("tool_use_id")?.as_str()?)?;
+            let result = texts(b.get("content")).join("\n");
+            Some(Shown {
+                path: (*path).to_owned(),
+                hash: shown_hash(ungutter(&result)?.as_bytes()),
+            })
+        })
+        .collect()
 }
 
 /// Every instruction file in `text`, as Claude Code puts them in the first message:
@@ -301,6 +338,22 @@ mod tests {
                 {"type": "text", "text": "Now explain @tail.py"}
             ]},
             {"role": "system", "content": copy("/w/tail-system.py", "1\tts")},
+            // The last turn's own Reads, at once: one whole, one of a part, one refused, one
+            // whose result is blocks.
+            {"role": "assistant", "content": [
+                {"type": "tool_use", "id": "r1", "name": "Read", "input": {"file_path": "/w/read.py"}},
+                {"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": "/w/part.py", "offset": 10}},
+                {"type": "tool_use", "id": "r3", "name": "Read", "input": {"file_path": "/w/err.py"}},
+                {"type": "tool_use", "id": "r4", "name": "Read", "input": {"file_path": "/w/blocks.py"}},
+                {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": "nl -ba x.py"}}
+            ]},
+            {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "r1", "content": "1\tr = 1\n2\t"},
+                {"type": "tool_result", "tool_use_id": "r2", "content": "10\tp = 10"},
+                {"type": "tool_result", "tool_use_id": "r3", "content": "1\tnot this", "is_error": true},
+                {"type": "tool_result", "tool_use_id": "r4", "content": [{"type": "text", "text": "1\tb = 1"}]},
+                {"type": "tool_result", "tool_use_id": "b1", "content": "1\tx = 1"}
+            ]},
         ]});
         let messages = body["messages"].as_array().cloned().unwrap_or_default();
         let plan = Plan {
@@ -326,8 +379,14 @@ mod tests {
                 "/w/head.py",
                 "/w/system.py",
                 "/w/tail.py",
-                "/w/tail-system.py"
+                "/w/tail-system.py",
+                "/w/read.py",
+                "/w/blocks.py"
             ]
         );
+        let read = in_request(&body, &plan)
+            .into_iter()
+            .find(|s| s.path == "/w/read.py");
+        assert_eq!(read.map(|s| s.hash), Some(shown_hash(b"r = 1\n")));
     }
 }

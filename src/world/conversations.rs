@@ -125,6 +125,18 @@ impl Conversations {
         r
     }
 
+    /// As [`Self::update`], but a conversation already known stays where it is: noting what a
+    /// request showed is no sign of which session the hooks heard from last.
+    pub fn note<R>(&self, session: Option<&str>, f: impl FnOnce(&mut Conversation) -> R) -> R {
+        {
+            let mut list = self.list.write();
+            if let Some(i) = find(&list, session) {
+                return f(&mut list[i].1);
+            }
+        }
+        self.update(session, f)
+    }
+
     /// As [`Self::update`], but an error leaves everything as it was: the conversation is
     /// changed on a copy, kept (and made the current one) only when `f` succeeds.
     pub fn try_update<R, E>(
@@ -227,6 +239,12 @@ mod tests {
         assert!(!c.knows("z") && c.knows("a"));
         assert_eq!(goal(&c, Some("")).as_deref(), Some("fix a, and more"));
         assert_eq!(c.len(), 3);
+        // Noting what a request showed changes a session where it is.
+        c.note(Some("b"), |c| c.compacted = true);
+        assert!(c.read(Some("b"), |c| c.compacted));
+        assert_eq!(c.current().as_deref(), Some("a"));
+        c.note(Some("d"), |c| c.set_goal(Some("new".into())));
+        assert_eq!(c.current().as_deref(), Some("d"), "one not known is made");
     }
 
     #[test]

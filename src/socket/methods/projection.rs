@@ -149,7 +149,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             .iter()
             .filter_map(|(raw, _)| rel_path(shared, raw).ok())
             .collect();
-        let news = w.harness().conversations.update(Some(id), |c| {
+        let news = w.harness().conversations.note(Some(id), |c| {
             c.touched.touch_all(shown.iter().map(|p| p.as_path()))
         });
         if news {
