@@ -617,8 +617,11 @@ pub(super) fn load(w: &World, path: &Path, opened: Opened) -> Result<Loaded, Rea
                 return Ok(Loaded::Ignored { reason, size: len });
             }
             let hash = tokens::hash(&bytes);
-            if let Some(cells) = is_notebook.then(|| notebook::render(&bytes)).flatten() {
-                let cells = cells.into_bytes();
+            if let Some(cells) = is_notebook
+                .then(|| w.notebooks.render(&hash, &bytes))
+                .flatten()
+            {
+                let cells = cells.as_bytes().to_vec();
                 let shown = cells.len() as u64;
                 if shown > cap {
                     return Ok(Loaded::Ignored {

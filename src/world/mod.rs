@@ -193,6 +193,7 @@ impl WorldBuilder {
             attributor: Mutex::new(Attributor::new(&self.config.attribution)),
             procs: self.procs.unwrap_or_else(|| Arc::new(ProcFs::new())),
             tokens: TokenCounter::new(self.config.tokens.memo_entries),
+            notebooks: notebook::Renders::default(),
             turns: TurnClock::new(&self.config.turns),
             counters: Counters::default(),
             journal: Mutex::new(journal),
@@ -279,6 +280,8 @@ pub struct World {
     attributor: Mutex<Attributor>,
     procs: Arc<dyn ProcessSource>,
     tokens: TokenCounter,
+    /// Notebooks as their cells, kept by the hash of their bytes.
+    notebooks: notebook::Renders,
     turns: TurnClock,
     counters: Counters,
     /// Taken by the ingest thread when it starts.
