@@ -901,6 +901,44 @@ fn a_file_the_last_turn_read_whole_is_not_projected_again() {
     );
 }
 
+/// So is a notebook the last turn read: Read shows its cells as the world does.
+#[test]
+fn a_notebook_the_last_turn_read_is_not_projected_again() {
+    let (m, _c) = session_that_read_calc();
+    let nb = json!({"cells": [
+        {"cell_type": "markdown", "id": "intro", "metadata": {}, "source": "# Totals"},
+        {"cell_type": "code", "id": "sum", "metadata": {}, "execution_count": 1,
+         "source": "print(sum([1, 2]))",
+         "outputs": [{"output_type": "stream", "name": "stdout", "text": "3\n"}]}
+    ], "metadata": {}, "nbformat": 4, "nbformat_minor": 5});
+    std::fs::write(m.path("totals.ipynb"), nb.to_string()).expect("write");
+    let out = Command::new("cat")
+        .arg(m.path("totals.ipynb"))
+        .output()
+        .expect("cat through the mount");
+    assert!(out.status.success());
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let file = m.path("totals.ipynb").to_string_lossy().into_owned();
+    let body = claude_request(PROMPT, &file, 3);
+    let cells = "<cell id=\"intro\"><cell_type>markdown</cell_type># Totals</cell id=\"intro\">\n\
+                 <cell id=\"sum\">print(sum([1, 2]))</cell id=\"sum\">\n\n3\n";
+    let mut read = body.clone();
+    let last = read["messages"].as_array().map_or(0, Vec::len) - 1;
+    read["messages"][last]["content"][0]["content"] = json!([{"type": "text", "text": cells}]);
+    let all = texts(&send_through(&up, &proxy, &read)["messages"]);
+    assert_eq!(
+        all.matches("print(sum([1, 2]))").count(),
+        1,
+        "shown once: {all}"
+    );
+    assert!(proxy.says("1 file left out, the request shows it as it is"));
+    // A result that is not the cells as they are: the projection shows the notebook.
+    let all = texts(&send_through(&up, &proxy, &body)["messages"]);
+    assert_eq!(all.matches("print(sum([1, 2]))").count(), 1, "{all}");
+    assert!(all.contains("<cell id=\"sum\">"), "{all}");
+}
+
 #[test]
 fn a_resumed_conversation_is_the_sessions_from_its_first_call() {
     let (m, mut c) = session_that_read_calc();

@@ -131,9 +131,15 @@ fn last_turn_reads(tail: &[Value]) -> Vec<Shown> {
         .filter_map(|b| {
             let path = reads.get(b.get("tool_use_id")?.as_str()?)?;
             let result = texts(b.get("content")).join("\n");
+            // A notebook's cells have no numbers; the world shows them as Read does.
+            let shown = match ungutter(&result) {
+                Some(lines) => lines,
+                None if result.starts_with("<cell id=") => result,
+                None => return None,
+            };
             Some(Shown {
                 path: (*path).to_owned(),
-                hash: shown_hash(ungutter(&result)?.as_bytes()),
+                hash: shown_hash(shown.as_bytes()),
             })
         })
         .collect()
@@ -345,6 +351,7 @@ mod tests {
                 {"type": "tool_use", "id": "r2", "name": "Read", "input": {"file_path": "/w/part.py", "offset": 10}},
                 {"type": "tool_use", "id": "r3", "name": "Read", "input": {"file_path": "/w/err.py"}},
                 {"type": "tool_use", "id": "r4", "name": "Read", "input": {"file_path": "/w/blocks.py"}},
+                {"type": "tool_use", "id": "r5", "name": "Read", "input": {"file_path": "/w/n.ipynb"}},
                 {"type": "tool_use", "id": "b1", "name": "Bash", "input": {"command": "nl -ba x.py"}}
             ]},
             {"role": "user", "content": [
@@ -352,6 +359,7 @@ mod tests {
                 {"type": "tool_result", "tool_use_id": "r2", "content": "10\tp = 10"},
                 {"type": "tool_result", "tool_use_id": "r3", "content": "1\tnot this", "is_error": true},
                 {"type": "tool_result", "tool_use_id": "r4", "content": [{"type": "text", "text": "1\tb = 1"}]},
+                {"type": "tool_result", "tool_use_id": "r5", "content": [{"type": "text", "text": "<cell id=\"a\">x = 1</cell id=\"a\">"}]},
                 {"type": "tool_result", "tool_use_id": "b1", "content": "1\tx = 1"}
             ]},
         ]});
@@ -381,7 +389,8 @@ mod tests {
                 "/w/tail.py",
                 "/w/tail-system.py",
                 "/w/read.py",
-                "/w/blocks.py"
+                "/w/blocks.py",
+                "/w/n.ipynb"
             ]
         );
         let read = in_request(&body, &plan)
