@@ -15,9 +15,10 @@
 # session that Greps and Reads part of a big file; one that reads a screenshot, a file outside
 # the project and an issue (a Bash output that read no file); one that loads a skill; one that
 # asks an MCP server (a stand-in issue tracker, over stdio) for an issue; one that reads a Jupyter
-# notebook with a figure and edits a cell (NotebookEdit); and last, in tmux, an
-# interactive session whose agent asks the user a question (AskUserQuestion, answered with
-# Enter), then takes a second prompt. What the history held that no file does must stay in the
+# notebook with a figure and edits a cell (NotebookEdit); one whose test run prints more than
+# Claude Code sends (it saves the output to a file, and shows where, and its head); and last,
+# in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
+# answered with Enter), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
@@ -123,6 +124,12 @@ nb = {"cells": [
 ], "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 json.dump(nb, open(sys.argv[1], "w"), indent=1)
 PY
+# A test run whose output (some 120 KB) is too large for Claude Code to send whole.
+cat > "$PROJ/run_tests.py" << 'EOF'
+for i in range(3000):
+    print(f"tests/test_calc.py::test_case_{i} PASSED")
+print("FAILED tests/test_calc.py::test_edge - AssertionError: 3 != 4")
+EOF
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -169,6 +176,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "NotebookEdit", "input": {"notebook_path": "$PROJ/sales.ipynb", "cell_id": "total", "new_source": "print(sum(sales))"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "The total is summed."},
+  {"tool": "Bash", "input": {"command": "python3 run_tests.py", "description": "Run the tests"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "One test fails."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -340,6 +351,11 @@ say "a new session that reads a notebook, edits one of its cells, then reads a f
 claude_run notebook "Make the total cell print the sum" --allowedTools "Read,NotebookEdit"
 grep -q "The total is summed." "$WORK/notebook.json" || fail "the notebook session did not finish: $(tail -c 500 "$WORK/notebook.json")"
 "$BIN" ctl entries.list '{}' > "$WORK/entries-notebook.json"
+BEFORE_BIG_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+say "a new session that runs the tests, whose output is too large to send whole, then reads two files"
+claude_run big "Run the tests" --allowedTools "Read,Bash"
+grep -q "One test fails." "$WORK/big.json" || fail "the test-run session did not finish: $(tail -c 500 "$WORK/big.json")"
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 # until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
@@ -400,8 +416,8 @@ fi
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
-  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_TUI_CALLS" \
-  "${INTERACTIVE:-1}" << 'EOF'
+  "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_BIG_CALLS" \
+  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -414,7 +430,8 @@ before_image = int(sys.argv[13])
 before_skill = int(sys.argv[14])
 before_mcp = int(sys.argv[15])
 before_nb = int(sys.argv[16])
-before_tui, interactive = int(sys.argv[17]), sys.argv[18] == "1"
+before_big = int(sys.argv[17])
+before_tui, interactive = int(sys.argv[18]), sys.argv[19] == "1"
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -447,7 +464,8 @@ search_calls = [c for c in every_call[before_search:before_image] if c.get("answ
 image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer", 0) > 0]
 skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer", 0) > 0]
 mcp_calls = [c for c in every_call[before_mcp:before_nb] if c.get("answer", 0) > 0]
-nb_calls = [c for c in every_call[before_nb:before_tui] if c.get("answer", 0) > 0]
+nb_calls = [c for c in every_call[before_nb:before_big] if c.get("answer", 0) > 0]
+big_calls = [c for c in every_call[before_big:before_tui] if c.get("answer", 0) > 0]
 tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
@@ -543,6 +561,9 @@ check(figures == [0, 1, 1, 1],
 check("<Figure size 640x480 with 1 Axes>" in last_nb and "[image/png output, 44.1 KB: not shown]" in last_nb
       and "Outputs are too large to include" not in last_nb,
       "its big figure, whose outputs Read left out whole, is named with its text")
+saved = [json.dumps(c["body"]["messages"]).count("Full output saved to: ") for c in big_calls]
+check(saved == [0, 1, 1, 1],
+      f"a test run's output too large to send stays in the model's view as Claude Code showed it: where it was saved, and its first lines, once ({saved})")
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]

@@ -467,6 +467,60 @@ const NOT_KEPT: &[&str] = &[
     "KillBash",
 ];
 
+/// How much of an output too large to send Claude Code shows the model (its "Preview (first
+/// 2KB)").
+const PERSISTED_PREVIEW_BYTES: usize = 2_000;
+
+/// What the model saw of a Bash output Claude Code found too large to send (2.1.2xx and later:
+/// the response names `persistedOutputPath`): where the whole output was saved, and its first
+/// 2 KB, with its last lines when `stdout` holds them too. The hook's `stdout` has 30,000
+/// characters of it, which shown whole would take most of a budget or, more often, not fit
+/// and leave the model's view with nothing of the run.
+fn persisted(response: &Value, stdout: &str) -> Option<String> {
+    let path = response.get("persistedOutputPath")?.as_str()?;
+    let size = match response.get("persistedOutputSize").and_then(Value::as_u64) {
+        Some(n) if n >= 1024 * 1024 => format!(" ({:.1}MB)", n as f64 / (1024.0 * 1024.0)),
+        Some(n) if n >= 1024 => format!(" ({:.1}KB)", n as f64 / 1024.0),
+        Some(n) => format!(" ({n} bytes)"),
+        None => String::new(),
+    };
+    // Whole lines: the head up to the last line end within the preview, the tail from the
+    // first line start within it.
+    let mut cut = PERSISTED_PREVIEW_BYTES.min(stdout.len());
+    while !stdout.is_char_boundary(cut) {
+        cut -= 1;
+    }
+    let head = match stdout[..cut].rfind('\n') {
+        Some(i) if cut < stdout.len() => &stdout[..i],
+        _ => &stdout[..cut],
+    };
+    let mut out = format!(
+        "<persisted-output>\nOutput too large{size}. Full output saved to: {path}\n\n\
+         Preview (first 2KB):\n{}\n",
+        head.trim_end()
+    );
+    // Its end too, when Claude Code kept it in `stdout` (a line says the middle was left out).
+    let holds_end = response
+        .get("stdoutHoldsOutputEnd")
+        .and_then(Value::as_bool)
+        == Some(true);
+    if holds_end && head.len() < stdout.len() {
+        let mut from = stdout.len().saturating_sub(PERSISTED_PREVIEW_BYTES);
+        while !stdout.is_char_boundary(from) {
+            from += 1;
+        }
+        let tail = match stdout[from..].find('\n') {
+            Some(i) if from > head.len() => &stdout[from + i + 1..],
+            _ => &stdout[head.len()..],
+        };
+        out.push_str(&format!("...\n{}\n", tail.trim_end()));
+    } else if head.len() < stdout.len() {
+        out.push_str("...\n");
+    }
+    out.push_str("</persisted-output>");
+    Some(out)
+}
+
 /// `command.record` params for the result of a call of a tool not in [`NOT_KEPT`]: without
 /// it, behind `worldfs proxy` the result would be gone from the model's view after one more
 /// call, with the history it was part of. Kept as the policy keeps any output (it fades with
@@ -561,6 +615,9 @@ fn result_text(tool: &str, response: &Value) -> String {
         return out;
     }
     if let Some(stdout) = response.get("stdout").and_then(Value::as_str) {
+        if let Some(shown) = persisted(response, stdout) {
+            return shown;
+        }
         let mut out = stdout.to_owned();
         if let Some(err) = response.get("stderr").and_then(Value::as_str)
             && !err.is_empty()
@@ -798,6 +855,52 @@ mod tests {
             step_params(&ev)["result"],
             "the step's result, as it is"
         );
+    }
+
+    /// An output Claude Code found too large to send is kept as the model saw it: where the
+    /// whole is, and its first 2 KB (and its end, when `stdout` holds it), not the 30,000
+    /// characters of `stdout`, which no budget shows.
+    #[test]
+    fn an_output_too_large_to_send_is_kept_as_the_model_saw_it() {
+        let lines: String = (0..3000).map(|i| format!("test_{i} PASSED\n")).collect();
+        let stdout = &lines[..30_000];
+        let response = json!({"stdout": stdout, "stderr": "", "interrupted": false,
+            "persistedOutputPath": "/home/u/.claude/projects/p/s/tool-results/b1.txt",
+            "persistedOutputSize": 121_940});
+        let ev = post("Bash", json!({"command": "pytest"}), response.clone());
+        let out = command_params(&ev).expect("recorded")["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            out.starts_with("<persisted-output>\nOutput too large (119.1KB). Full output saved to: /home/u/.claude/projects/p/s/tool-results/b1.txt\n\nPreview (first 2KB):\ntest_0 PASSED\n"),
+            "{out}"
+        );
+        assert!(out.ends_with(" PASSED\n...\n</persisted-output>"), "{out}");
+        assert!(out.len() < 2_300, "{}", out.len());
+        assert_eq!(step_params(&ev)["result"], out.as_str());
+        // Its end, when Claude Code kept it.
+        let mut with_end = response;
+        let end = "\n[... middle left out ...]\nFAILED test_edge\n=== 1 failed, 2999 passed ===\n";
+        with_end["stdout"] = format!("{}{end}", &lines[..20_000]).into();
+        with_end["stdoutHoldsOutputEnd"] = true.into();
+        let out = command_params(&post("Bash", json!({"command": "pytest"}), with_end))
+            .expect("recorded")["output"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        assert!(
+            out.ends_with("FAILED test_edge\n=== 1 failed, 2999 passed ===\n</persisted-output>"),
+            "{out}"
+        );
+        assert!(out.contains("test_0 PASSED") && out.len() < 4_300, "{out}");
+        // A small output, or one without the path, is as it came.
+        let ev = post(
+            "Bash",
+            json!({"command": "ls"}),
+            json!({"stdout": "a.py\n"}),
+        );
+        assert_eq!(command_params(&ev).expect("recorded")["output"], "a.py\n");
     }
 
     #[test]
