@@ -680,13 +680,28 @@ fn result_text(tool: &str, response: &Value) -> String {
         return format!("The user answered: {}", lines.join(", "));
     }
     // Grep (files mode) and Glob: the paths, one per line.
-    if response.get("content").is_none()
-        && let Some(names) = response.get("filenames").and_then(Value::as_array)
+    let mut text = match response.get("filenames").and_then(Value::as_array) {
+        Some(names) if response.get("content").is_none() => {
+            let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
+            names.join("\n")
+        }
+        _ => text_of(response),
+    };
+    // What the tool says of what it left out, as the model saw it: without it, a search cut at
+    // its limit reads as if it found nothing more.
+    let num = |k: &str| response.get(k).and_then(Value::as_u64);
+    if tool == "Grep"
+        && let Some(limit) = num("appliedLimit")
     {
-        let names: Vec<&str> = names.iter().filter_map(Value::as_str).collect();
-        return names.join("\n");
+        let offset = num("appliedOffset").map_or_else(String::new, |o| format!(", offset: {o}"));
+        text.push_str(&format!(
+            "\n\n[Showing results with pagination = limit: {limit}{offset}]"
+        ));
     }
-    text_of(response)
+    if tool == "Glob" && response.get("truncated").and_then(Value::as_bool) == Some(true) {
+        text.push_str("\n(Results are truncated. Consider using a more specific path or pattern.)");
+    }
+    text
 }
 
 /// A value as text: a string as it is, an object by its first text field, else compact JSON
@@ -901,6 +916,37 @@ mod tests {
             json!({"stdout": "a.py\n"}),
         );
         assert_eq!(command_params(&ev).expect("recorded")["output"], "a.py\n");
+    }
+
+    /// A search cut at its limit says so, as Claude Code told the model.
+    #[test]
+    fn a_search_cut_at_its_limit_says_so() {
+        let ev = post(
+            "Grep",
+            json!({"pattern": "PASSED", "output_mode": "content"}),
+            json!({"mode": "content", "numFiles": 0, "filenames": [],
+                   "content": "log.txt:1:case 0 PASSED", "numLines": 250, "totalLines": 4001,
+                   "appliedLimit": 250}),
+        );
+        assert_eq!(
+            step_params(&ev)["result"],
+            "log.txt:1:case 0 PASSED\n\n[Showing results with pagination = limit: 250]"
+        );
+        let ev = post(
+            "Glob",
+            json!({"pattern": "**/*.py"}),
+            json!({"filenames": ["a.py", "b.py"], "numFiles": 2, "truncated": true}),
+        );
+        assert_eq!(
+            step_params(&ev)["result"],
+            "a.py\nb.py\n(Results are truncated. Consider using a more specific path or pattern.)"
+        );
+        let ev = post(
+            "Glob",
+            json!({"pattern": "*.md"}),
+            json!({"filenames": ["README.md"], "numFiles": 1, "truncated": false}),
+        );
+        assert_eq!(step_params(&ev)["result"], "README.md");
     }
 
     #[test]
