@@ -60,6 +60,7 @@ use crate::cli_client::resolve_socket_or;
 use crate::socket::client::of_session;
 use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError, fit};
+use crate::world::notebook;
 
 pub mod install;
 pub(crate) mod tasks;
@@ -604,6 +605,12 @@ fn edited_file<'a>(tool: &str, input: &'a Value) -> Option<&'a str> {
 /// way Claude Code numbers them (`N<TAB>line`, 2.1.228 and later), a Bash's output and errors.
 fn result_text(tool: &str, response: &Value) -> String {
     if tool == "Read"
+        && response.get("type").and_then(Value::as_str) == Some("notebook")
+        && let Some(cells) = response.pointer("/file/cells").and_then(Value::as_array)
+    {
+        return notebook_read_text(cells);
+    }
+    if tool == "Read"
         && let Some(file) = response.get("file")
         && let Some(content) = file.get("content").and_then(Value::as_str)
     {
@@ -702,6 +709,51 @@ fn result_text(tool: &str, response: &Value) -> String {
         text.push_str("\n(Results are truncated. Consider using a more specific path or pattern.)");
     }
     text
+}
+
+/// A notebook's Read as the model saw it: each cell as Read shows it (the world's rendering
+/// too, [`notebook::cell_text`]), each output's text after a blank line, and a line for a
+/// figure it sent as an image.
+fn notebook_read_text(cells: &[Value]) -> String {
+    let s = |v: &Value, k: &str| {
+        v.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let mut blocks = Vec::new();
+    for c in cells {
+        let kind = c.get("cellType").and_then(Value::as_str).unwrap_or("code");
+        let language = c
+            .get("language")
+            .and_then(Value::as_str)
+            .unwrap_or("python");
+        blocks.push(notebook::cell_text(
+            &s(c, "cell_id"),
+            kind,
+            language,
+            &s(c, "source"),
+        ));
+        for out in c
+            .get("outputs")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let text = s(out, "text");
+            if !text.is_empty() {
+                blocks.push(format!("\n{text}"));
+            }
+            if let Some(image) = out.get("image") {
+                let mime = image
+                    .get("media_type")
+                    .and_then(Value::as_str)
+                    .unwrap_or("image");
+                blocks.push(format!("\n[{mime} output, sent as an image]"));
+            }
+        }
+    }
+    blocks.join("\n")
 }
 
 /// A value as text: a string as it is, an object by its first text field, else compact JSON
@@ -916,6 +968,27 @@ mod tests {
             json!({"stdout": "a.py\n"}),
         );
         assert_eq!(command_params(&ev).expect("recorded")["output"], "a.py\n");
+    }
+
+    /// A notebook's Read is its cells as the model saw them, not the response's JSON.
+    #[test]
+    fn a_notebook_read_is_its_cells() {
+        let ev = post(
+            "Read",
+            json!({"file_path": "/p/n.ipynb"}),
+            json!({"type": "notebook", "file": {"filePath": "/p/n.ipynb", "cells": [
+                {"cellType": "markdown", "source": "# Sum", "cell_id": "m"},
+                {"cellType": "code", "source": "print(1)", "execution_count": 1, "cell_id": "a",
+                 "language": "python", "outputs": [{"output_type": "stream", "text": "1\n"},
+                 {"output_type": "display_data", "text": "<Figure>",
+                  "image": {"image_data": "iVBOR", "media_type": "image/png"}}]}
+            ]}}),
+        );
+        assert_eq!(
+            step_params(&ev)["result"],
+            "<cell id=\"m\"><cell_type>markdown</cell_type># Sum</cell id=\"m\">\n\
+             <cell id=\"a\">print(1)</cell id=\"a\">\n\n1\n\n\n<Figure>\n\n[image/png output, sent as an image]"
+        );
     }
 
     /// A search cut at its limit says so, as Claude Code told the model.

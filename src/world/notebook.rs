@@ -94,14 +94,7 @@ pub fn render(bytes: &[u8]) -> Option<String> {
             // What NotebookEdit takes for a cell of a notebook older than nbformat 4.5.
             None => format!("cell-{i}"),
         };
-        let mut head = format!("<cell id=\"{id}\">");
-        if kind != "code" {
-            let _ = write!(head, "<cell_type>{kind}</cell_type>");
-        } else if language != "python" {
-            let _ = write!(head, "<language>{language}</language>");
-        }
-        let source = joined(cell.get("source"));
-        blocks.push(format!("{head}{source}</cell id=\"{id}\">"));
+        blocks.push(cell_text(&id, kind, language, &joined(cell.get("source"))));
         if kind == "code" {
             let outputs = cell.get("outputs").and_then(Value::as_array);
             outputs_of(i, outputs.map_or(&[][..], Vec::as_slice), &mut blocks);
@@ -112,6 +105,19 @@ pub fn render(bytes: &[u8]) -> Option<String> {
         text.push('\n');
     }
     Some(text)
+}
+
+/// A cell as Read shows it: `<cell id="ID">`, its type when it is not code (its language when
+/// it is code in another language than Python), its source, `</cell id="ID">`.
+pub fn cell_text(id: &str, kind: &str, language: &str, source: &str) -> String {
+    let mut text = format!("<cell id=\"{id}\">");
+    if kind != "code" {
+        let _ = write!(text, "<cell_type>{kind}</cell_type>");
+    } else if language != "python" {
+        let _ = write!(text, "<language>{language}</language>");
+    }
+    let _ = write!(text, "{source}</cell id=\"{id}\">");
+    text
 }
 
 /// The blocks of cell `index`'s outputs: each one's text after a blank line, as Read shows them,
