@@ -639,6 +639,21 @@ fn result_text(tool: &str, response: &Value) -> String {
         }
         return out;
     }
+    // A NotebookEdit's carries the whole notebook before and after too; the model is told
+    // which cell changed, and how.
+    if tool == "NotebookEdit" && response.get("edit_mode").is_some() {
+        let s = |k: &str| response.get(k).and_then(Value::as_str).unwrap_or_default();
+        if !s("error").is_empty() {
+            return s("error").to_owned();
+        }
+        let (cell, source) = (s("cell_id"), s("new_source"));
+        return match s("edit_mode") {
+            "insert" if cell.is_empty() => format!("Inserted a new cell with {source}"),
+            "insert" => format!("Inserted cell {cell} with {source}"),
+            "delete" => format!("Deleted cell {cell}"),
+            _ => format!("Updated cell {cell} with {source}"),
+        };
+    }
     // An Edit's or a Write's result carries the whole file before (and after) the change; the
     // model is told only that the file changed, and the world shows the file as it is now.
     if matches!(tool, "Edit" | "MultiEdit" | "Write" | "NotebookEdit")
@@ -988,6 +1003,35 @@ mod tests {
             step_params(&ev)["result"],
             "<cell id=\"m\"><cell_type>markdown</cell_type># Sum</cell id=\"m\">\n\
              <cell id=\"a\">print(1)</cell id=\"a\">\n\n1\n\n\n<Figure>\n\n[image/png output, sent as an image]"
+        );
+    }
+
+    /// A NotebookEdit's result is what the model was told, not the notebook before and after.
+    #[test]
+    fn a_notebook_edit_is_what_the_model_was_told() {
+        let response = |mode: &str, cell: &str| {
+            json!({"new_source": "print(2)", "cell_type": "code", "language": "python",
+                   "edit_mode": mode, "cell_id": cell, "error": "",
+                   "notebook_path": "/p/n.ipynb", "original_file": "{\"cells\": []}",
+                   "updated_file": "{\"cells\": [1]}"})
+        };
+        let input =
+            json!({"notebook_path": "/p/n.ipynb", "cell_id": "a", "new_source": "print(2)"});
+        for (mode, cell, told) in [
+            ("replace", "a", "Updated cell a with print(2)"),
+            ("insert", "b", "Inserted cell b with print(2)"),
+            ("insert", "", "Inserted a new cell with print(2)"),
+            ("delete", "a", "Deleted cell a"),
+        ] {
+            let ev = post("NotebookEdit", input.clone(), response(mode, cell));
+            assert_eq!(step_params(&ev)["result"], told);
+        }
+        let mut failed = response("replace", "z");
+        failed["error"] = "Cell with ID \"z\" not found in notebook.".into();
+        let ev = post("NotebookEdit", input, failed);
+        assert_eq!(
+            step_params(&ev)["result"],
+            "Cell with ID \"z\" not found in notebook."
         );
     }
 
