@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::rewrite::{Plan, READ_TOOL, texts};
+use super::rewrite::{Plan, READ_TOOL, blocks_of, kind, texts};
 use crate::projection::shown_hash;
 use crate::socket::methods::MAX_REQUEST_SHOWS;
 
@@ -111,22 +111,16 @@ fn read_copies(text: &str) -> Vec<Shown> {
 /// and the projection shows the file. A Read of part of a file (`offset`, `limit`, or the
 /// first 2,000 lines of a longer one) does not hash as the file does, and leaves it projected.
 fn last_turn_reads(tail: &[Value]) -> Vec<Shown> {
-    let blocks = |role: &'static str| {
-        tail.iter()
-            .filter(move |m| m.get("role").and_then(Value::as_str) == Some(role))
-            .filter_map(|m| m.get("content").and_then(Value::as_array))
-            .flatten()
-    };
-    let reads: HashMap<&str, &str> = blocks("assistant")
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_use"))
+    let reads: HashMap<&str, &str> = blocks_of(tail, "assistant")
+        .filter(|b| kind(b) == Some("tool_use"))
         .filter(|b| b.get("name").and_then(Value::as_str) == Some(READ_TOOL))
         .filter_map(|b| {
             let id = b.get("id")?.as_str()?;
             Some((id, b.get("input")?.get("file_path")?.as_str()?))
         })
         .collect();
-    blocks("user")
-        .filter(|b| b.get("type").and_then(Value::as_str) == Some("tool_result"))
+    blocks_of(tail, "user")
+        .filter(|b| kind(b) == Some("tool_result"))
         .filter(|b| b.get("is_error").and_then(Value::as_bool) != Some(true))
         .filter_map(|b| {
             let path = reads.get(b.get("tool_use_id")?.as_str()?)?;

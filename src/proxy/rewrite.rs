@@ -376,12 +376,12 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     })
 }
 
-fn kind(b: &Value) -> Option<&str> {
+pub(super) fn kind(b: &Value) -> Option<&str> {
     b.get("type").and_then(Value::as_str)
 }
 
 /// The blocks of `messages` with role `r`.
-fn blocks_of<'a>(messages: &'a [Value], r: &'a str) -> impl Iterator<Item = &'a Value> {
+pub(super) fn blocks_of<'a>(messages: &'a [Value], r: &'a str) -> impl Iterator<Item = &'a Value> {
     messages
         .iter()
         .filter(move |m| role(m) == Some(r))
