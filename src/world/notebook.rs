@@ -351,6 +351,105 @@ mod tests {
         );
     }
 
+    mod props {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn text() -> impl Strategy<Value = String> {
+            "[ -~\n\u{e9}\u{1b}]{0,40}"
+        }
+
+        /// Text as a notebook holds it: one string, or lines in an array.
+        fn nb_text() -> impl Strategy<Value = Value> {
+            (text(), any::<bool>()).prop_map(|(t, lines)| match lines {
+                true => json!(t.split_inclusive('\n').collect::<Vec<_>>()),
+                false => json!(t),
+            })
+        }
+
+        fn output() -> impl Strategy<Value = Value> {
+            prop_oneof![
+                nb_text()
+                    .prop_map(|t| json!({"output_type": "stream", "name": "stdout", "text": t})),
+                // Long logs, past the outputs' limit.
+                ("[a-z ]{1,60}\n", 0usize..600).prop_map(|(line, n)| json!({
+                    "output_type": "stream", "name": "stdout", "text": line.repeat(n)})),
+                (nb_text(), prop::option::of("[A-Za-z0-9+/]{0,400}")).prop_map(|(t, png)| {
+                    let mut data = json!({"text/plain": t});
+                    if let Some(png) = png {
+                        data["image/png"] = json!(png);
+                    }
+                    json!({"output_type": "display_data", "metadata": {}, "data": data})
+                }),
+                (text(), text(), prop::collection::vec(text(), 0..3)).prop_map(|(n, v, tb)| {
+                    json!({"output_type": "error", "ename": n, "evalue": v, "traceback": tb})
+                }),
+                Just(json!({"output_type": "from_the_future", "x": 1})),
+                Just(json!(42)),
+            ]
+        }
+
+        fn cell() -> impl Strategy<Value = Value> {
+            (
+                prop::sample::select(vec!["code", "markdown", "raw"]),
+                prop::option::of("[a-z0-9-]{1,12}"),
+                nb_text(),
+                prop::collection::vec(output(), 0..4),
+            )
+                .prop_map(|(kind, id, source, outputs)| {
+                    let mut c = json!({"cell_type": kind, "metadata": {}, "source": source,
+                                       "outputs": outputs});
+                    if let Some(id) = id {
+                        c["id"] = json!(id);
+                    }
+                    c
+                })
+        }
+
+        proptest! {
+            /// Any notebook of nbformat 4's shapes renders: every cell named as NotebookEdit
+            /// names it, each cell's outputs within their limit, no figure's data.
+            #[test]
+            fn any_notebook_renders_each_cell_within_bounds(
+                cells in prop::collection::vec(cell(), 0..6),
+            ) {
+                let bytes = nb(json!(cells.clone()), json!({}));
+                let text = render(&bytes).unwrap_or_else(|| panic!("not rendered"));
+                let mut rest = text.as_str();
+                for (i, c) in cells.iter().enumerate() {
+                    let id = c["id"].as_str().map_or_else(|| format!("cell-{i}"), str::to_owned);
+                    let open = format!("<cell id=\"{id}\">");
+                    let close = format!("</cell id=\"{id}\">");
+                    let at = rest.find(&open).unwrap_or_else(|| panic!("{open} in {text}"));
+                    let end = rest[at..].find(&close).unwrap_or_else(|| panic!("{close}")) + at;
+                    rest = &rest[end + close.len()..];
+                    // Up to the next cell: this one's outputs.
+                    let next = cells.get(i + 1).map(|n| n["id"].as_str()
+                        .map_or_else(|| format!("cell-{}", i + 1), str::to_owned));
+                    let outputs = match next {
+                        Some(n) => rest.find(&format!("<cell id=\"{n}\">")).map_or(rest, |j| &rest[..j]),
+                        None => rest,
+                    };
+                    prop_assert!(outputs.chars().count() <= OUTPUT_CHARS + 200, "{}", outputs.len());
+                }
+                let figures = cells.iter()
+                    .filter_map(|c| c["outputs"].as_array())
+                    .flatten()
+                    .filter_map(|o| o["data"]["image/png"].as_str())
+                    .filter(|png| png.len() >= 16);
+                for png in figures {
+                    prop_assert!(!text.contains(png), "a figure's data in {text}");
+                }
+            }
+
+            /// Bytes that are not a notebook never make it panic.
+            #[test]
+            fn any_bytes_render_or_not(bytes in prop::collection::vec(any::<u8>(), 0..200)) {
+                let _ = render(&bytes);
+            }
+        }
+    }
+
     #[test]
     fn notebooks_are_known_by_their_extension() {
         assert!(is_notebook(Path::new("a/b.ipynb")));
