@@ -1465,6 +1465,39 @@ fn entries_list_read_pin_forget() {
     );
 }
 
+/// A forget or a pin is seen by the next projection, also where nothing else changed and the
+/// last render would be reused.
+#[test]
+fn forget_and_pin_reach_the_next_projection() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    f.read("src/util.rs");
+    f.read("README.md");
+    let pinned = |c: &mut Conn| -> Vec<(String, bool)> {
+        let p = c.call("projection.get", json!({"format": "json"}));
+        p["body"]["entries"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|e| {
+                (
+                    e["path"].as_str().unwrap_or_default().to_owned(),
+                    e["pinned"] == true,
+                )
+            })
+            .collect()
+    };
+    let readme = |v: &[(String, bool)]| v.iter().find(|(p, _)| p == "README.md").map(|e| e.1);
+    assert_eq!(readme(&pinned(&mut c)), Some(false));
+    c.call("entries.pin", json!({"path": "README.md"}));
+    assert_eq!(readme(&pinned(&mut c)), Some(true));
+    assert_eq!(
+        c.call("entries.forget", json!({"path": "README.md"}))["forgotten"],
+        true
+    );
+    assert_eq!(readme(&pinned(&mut c)), None, "forgotten");
+}
+
 /// A forget applied before a read the mount had already answered would be undone by that read:
 /// the forget waits for the world, longer than the other methods do, and says so if it cannot.
 #[test]
