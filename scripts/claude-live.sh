@@ -124,6 +124,8 @@ nb = {"cells": [
 ], "metadata": {"language_info": {"name": "python"}}, "nbformat": 4, "nbformat_minor": 5}
 json.dump(nb, open(sys.argv[1], "w"), indent=1)
 PY
+# A generated module of 320 KB, over the size Claude Code's Read shows.
+python3 -c 'print("".join(f"def f{i}(x):\n    return x * {i}  # a generated line of the table\n\n" for i in range(4500)), end="")' > "$PROJ/generated.py"
 # A test run whose output (some 120 KB) is too large for Claude Code to send whole.
 cat > "$PROJ/run_tests.py" << 'EOF'
 for i in range(3000):
@@ -176,6 +178,7 @@ cat > "$WORK/script.json" << EOF
   {"tool": "NotebookEdit", "input": {"notebook_path": "$PROJ/sales.ipynb", "cell_id": "total", "new_source": "print(sum(sales))"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "The total is summed."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/generated.py"}},
   {"tool": "Bash", "input": {"command": "python3 run_tests.py", "description": "Run the tests"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
@@ -353,9 +356,10 @@ grep -q "The total is summed." "$WORK/notebook.json" || fail "the notebook sessi
 "$BIN" ctl entries.list '{}' > "$WORK/entries-notebook.json"
 BEFORE_BIG_CALLS=$(wc -l < "$WORK/api.jsonl")
 
-say "a new session that runs the tests, whose output is too large to send whole, then reads two files"
+say "a new session whose Read of a big file is refused, that runs the tests, whose output is too large to send whole, then reads two files"
 claude_run big "Run the tests" --allowedTools "Read,Bash"
 grep -q "One test fails." "$WORK/big.json" || fail "the test-run session did not finish: $(tail -c 500 "$WORK/big.json")"
+"$BIN" ctl entries.list '{}' > "$WORK/entries-big.json"
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 # until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
@@ -561,8 +565,12 @@ check(figures == [0, 1, 1, 1],
 check("<Figure size 640x480 with 1 Axes>" in last_nb and "[image/png output, 44.1 KB: not shown]" in last_nb
       and "Outputs are too large to include" not in last_nb,
       "its big figure, whose outputs Read left out whole, is named with its text")
+big_entries = {e["path"] for e in json.load(open(f"{work}/entries-big.json"))["entries"]}
+refusal = "exceeds maximum allowed size" in json.dumps(big_calls[1]["body"]["messages"]) if len(big_calls) > 1 else False
+check(refusal and "generated.py" not in big_entries and "run_tests.py" in big_entries,
+      "a file whose Read Claude Code refused (too large) is not in the world as read, though Claude Code opened it")
 saved = [json.dumps(c["body"]["messages"]).count("Full output saved to: ") for c in big_calls]
-check(saved == [0, 1, 1, 1],
+check(saved == [0, 0, 1, 1, 1],
       f"a test run's output too large to send stays in the model's view as Claude Code showed it: where it was saved, and its first lines, once ({saved})")
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'

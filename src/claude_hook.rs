@@ -101,6 +101,9 @@ pub enum Plan {
         command: Option<Value>,
         tasks: Option<Value>,
         abandon: Option<String>,
+        /// `entries.refused` with this file, after the step: a Read Claude Code refused (the
+        /// file over its size or token limit), which opened the file and showed nothing.
+        refused: Option<String>,
     },
 }
 
@@ -164,6 +167,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             command,
             tasks,
             abandon,
+            refused,
         } => {
             // The task list and the output are a bonus: the step must be recorded whatever
             // becomes of them.
@@ -196,9 +200,34 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
                 tracing::info!("worldfs hook: command.abandon: {e}");
             }
             record_step(&mut c, step)?;
+            // After the step: the step's own barrier has the refused open applied by then.
+            if let Some(path) = refused
+                && let Err(e) = c.call("entries.refused", json!({ "path": path }))
+            {
+                // A daemon older than the hook knows no such method: the file stays counted.
+                tracing::info!("worldfs hook: entries.refused: {e}");
+            }
         }
     }
     Ok(())
+}
+
+/// The file of a Read that Claude Code refused because of its size ("File content (324.4KB)
+/// exceeds maximum allowed size (256KB)", "... (31250 tokens) exceeds maximum allowed tokens
+/// (25000)"): it opened the file to tell, and the model saw none of it.
+fn refused_read(event: &Value, failed: bool) -> Option<String> {
+    if !failed || event.get("tool_name").and_then(Value::as_str) != Some("Read") {
+        return None;
+    }
+    let error = event.get("error").map(text_of).unwrap_or_default();
+    if !error.contains("exceeds maximum allowed") {
+        return None;
+    }
+    event
+        .pointer("/tool_input/file_path")
+        .and_then(Value::as_str)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
 }
 
 /// Records a command's output. A daemon older than the hook (a mount started before worldfs
@@ -294,6 +323,7 @@ pub fn plan(event: &Value) -> Plan {
                         command: command.map(|c| of_session(c, session)),
                         tasks,
                         abandon,
+                        refused: refused_read(event, failed),
                     }
                 }
                 None => Plan::Nothing,
@@ -1033,6 +1063,33 @@ mod tests {
             step_params(&ev)["result"],
             "Cell with ID \"z\" not found in notebook."
         );
+    }
+
+    /// A Read refused for the file's size asks the mount to forget the open it made; any other
+    /// failure, or a success, does not.
+    #[test]
+    fn a_read_refused_for_its_size_is_told_to_the_mount() {
+        let refused = |error: &str, tool: &str| {
+            let mut ev = post(tool, json!({"file_path": "/p/huge.py"}), Value::Null);
+            ev["hook_event_name"] = "PostToolUseFailure".into();
+            ev["error"] = error.into();
+            match plan(&ev) {
+                Plan::Step { refused, .. } => refused,
+                other => panic!("expected a step, got {other:?}"),
+            }
+        };
+        let size = "File content (324.4KB) exceeds maximum allowed size (256KB). Use offset and limit parameters to read specific portions of the file.";
+        let tokens = "File content (31250 tokens) exceeds maximum allowed tokens (25000). Please use offset and limit parameters.";
+        assert_eq!(refused(size, "Read").as_deref(), Some("/p/huge.py"));
+        assert_eq!(refused(tokens, "Read").as_deref(), Some("/p/huge.py"));
+        assert_eq!(refused("File does not exist.", "Read"), None);
+        assert_eq!(refused(size, "Edit"), None);
+        let ok = post(
+            "Read",
+            json!({"file_path": "/p/a.py"}),
+            json!({"type": "text", "file": {"filePath": "/p/a.py", "content": "x\n"}}),
+        );
+        assert!(matches!(plan(&ok), Plan::Step { refused: None, .. }));
     }
 
     /// A search cut at its limit says so, as Claude Code told the model.

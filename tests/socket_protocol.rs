@@ -1498,6 +1498,32 @@ fn forget_and_pin_reach_the_next_projection() {
     assert_eq!(readme(&pinned(&mut c)), None, "forgotten");
 }
 
+/// `entries.refused`: a file the agent's tool opened and refused to show is forgotten, unless a
+/// step showed it before (a Read the hook told of).
+#[test]
+fn a_refused_read_forgets_only_what_no_step_showed() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    f.read("src/lib.rs");
+    f.read("src/util.rs");
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "toolu_1", "tool_name": "Read", "session": "s1",
+               "input": {"file_path": "src/util.rs"}, "result": "1\tpub fn helper() -> u32 {",
+               "views": [{"path": "src/util.rs"}]}),
+    );
+    let r = c.call("entries.refused", json!({"path": "src/lib.rs"}));
+    assert_eq!(r["forgotten"], true, "{r}");
+    let r = c.call("entries.refused", json!({"path": "src/util.rs"}));
+    assert_eq!(r["forgotten"], false, "{r}");
+    let p = c.call("projection.get", json!({"format": "text"}));
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(
+        !body.contains("## src/lib.rs") && body.contains("## src/util.rs"),
+        "{body}"
+    );
+}
+
 /// A forget applied before a read the mount had already answered would be undone by that read:
 /// the forget waits for the world, longer than the other methods do, and says so if it cannot.
 #[test]

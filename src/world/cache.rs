@@ -82,6 +82,15 @@ impl Cache {
         self.take(path).map(|(_, e)| e)
     }
 
+    /// Removes the entry at `path` if `keep_not` says so, looked at and removed under one lock.
+    pub fn remove_if(&self, path: &Path, keep_not: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
+        let taken = self.map.remove_if(path, |_, e| keep_not(e));
+        if taken.is_some() {
+            self.keys.lock().remove(&Ordered(path.to_path_buf()));
+        }
+        taken.map(|(_, e)| e)
+    }
+
     fn take(&self, path: &Path) -> Option<(PathBuf, Entry)> {
         let taken = self.map.remove(path);
         if taken.is_some() {

@@ -14,6 +14,7 @@
 //! starts, or one saved by a version that kept a single goal, is that session's.
 
 use parking_lot::RwLock;
+use std::path::Path;
 
 use super::harness::{Step, StructuredState};
 use super::touched::{SessionView, Touched};
@@ -172,6 +173,15 @@ impl Conversations {
             own.unwrap_or(&Touched::default()),
             others(),
         ))
+    }
+
+    /// Whether a step of any conversation showed `path` (a Read of it, a command that printed
+    /// it) or its request did.
+    pub fn ever_shown(&self, path: &Path) -> bool {
+        self.list
+            .read()
+            .iter()
+            .any(|(_, c)| c.touched.at(path).is_some())
     }
 
     /// The current conversation's session id (`Some("")` for an unnamed one), if any.

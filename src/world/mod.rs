@@ -399,6 +399,22 @@ impl World {
         self.cache.remove(path).is_some()
     }
 
+    /// Forgets `path` if the agent's tool opened it and showed nothing of it (Claude Code's Read
+    /// of a file over its size or token limit opens the file, twice, then refuses it), and no
+    /// step ever showed it: counted as a read of the whole file, it would be projected although
+    /// the model never saw a line of it. A file a step showed (a Read, a `cat`), or the agent
+    /// wrote or pinned, is kept.
+    pub fn forget_refused(&self, path: &Path) -> bool {
+        if self.harness.conversations.ever_shown(path) {
+            return false;
+        }
+        self.cache
+            .remove_if(path, |e| {
+                e.kind == EntryKind::File && !e.agent_wrote && !e.pinned
+            })
+            .is_some()
+    }
+
     /// The blake3 hash of `path`'s current content in SOURCE (for a directory: of its listing,
     /// as [`World::read_current`] renders it), whatever the ignore rules say and whatever its
     /// size: command outputs are keyed by the exact content of the files the command read, and

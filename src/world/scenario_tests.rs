@@ -1397,3 +1397,43 @@ fn a_notebook_is_counted_as_its_cells_and_shown_whole() {
     assert_eq!(again.bytes, cur.bytes);
     assert_ne!(again.hash, cur.hash);
 }
+
+/// A file the agent's tool opened and then refused to show (Claude Code's Read of a file over
+/// its limits) is forgotten when no step ever showed it; one a step showed, written or pinned
+/// is kept.
+#[test]
+fn a_refused_read_is_forgotten_when_no_step_showed_the_file() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    // Claude Code's Read opens a file twice.
+    for p in [
+        "src/main.py",
+        "src/main.py",
+        "src/util.py",
+        "src/util.py",
+        "README.md",
+    ] {
+        s.read(CLAUDE, p);
+    }
+    w.ingest(s.take());
+    // util.py was shown by a step (a Read whose lines the hook told).
+    w.harness()
+        .conversations
+        .update(Some("s1"), |c| c.touched.touch(Path::new("src/util.py")));
+    assert!(w.set_pinned(Path::new("README.md"), true));
+    assert!(w.forget_refused(Path::new("src/main.py")));
+    assert!(w.entry(Path::new("src/main.py")).is_none());
+    assert!(
+        !w.forget_refused(Path::new("src/util.py")),
+        "shown by a step"
+    );
+    assert!(!w.forget_refused(Path::new("README.md")), "pinned");
+    assert!(!w.forget_refused(Path::new("src/old.txt")), "no entry");
+    agent_writes(root, &mut s, "src/new.py", b"x = 1\n");
+    w.ingest(s.take());
+    assert!(w.entry(Path::new("src/new.py")).is_some());
+    assert!(!w.forget_refused(Path::new("src/new.py")), "written");
+    assert!(w.entry(Path::new("src/util.py")).is_some());
+}

@@ -192,9 +192,21 @@ pub(super) fn entries_pin(shared: &Shared, p: PathParam, pinned: bool) -> Result
 }
 
 pub(super) fn entries_forget(shared: &Shared, p: PathParam) -> Result<Value, RpcError> {
-    let w = &*shared.world;
+    let path = forgettable(shared, &p)?;
+    Ok(json!({ "path": lossy(&path), "forgotten": shared.world.forget(&path) }))
+}
+
+/// `entries.refused`: the agent's tool opened `path` and showed nothing of it
+/// ([`crate::world::World::forget_refused`]).
+pub(super) fn entries_refused(shared: &Shared, p: PathParam) -> Result<Value, RpcError> {
+    let path = forgettable(shared, &p)?;
+    Ok(json!({ "path": lossy(&path), "forgotten": shared.world.forget_refused(&path) }))
+}
+
+/// `p`'s path, once the world has applied what the mount saw before this call: else what it
+/// forgets would come back with it.
+fn forgettable(shared: &Shared, p: &PathParam) -> Result<PathBuf, RpcError> {
     let path = rel_path(shared, &p.path)?;
-    // What the mount saw of it before this call is forgotten too, not applied after.
     if !caught_up(shared, FORGET_BARRIER) {
         return Err(RpcError::new(
             code::UNAVAILABLE,
@@ -206,5 +218,5 @@ pub(super) fn entries_forget(shared: &Shared, p: PathParam) -> Result<Value, Rpc
             ),
         ));
     }
-    Ok(json!({ "path": lossy(&path), "forgotten": w.forget(&path) }))
+    Ok(path)
 }

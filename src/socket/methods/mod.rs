@@ -97,6 +97,7 @@ pub const METHODS: &[&str] = &[
     "entries.pin",
     "entries.unpin",
     "entries.forget",
+    "entries.refused",
     "changes.since",
     "observations.subscribe",
     "observations.unsubscribe",
@@ -324,6 +325,7 @@ fn dispatch_value(
             entries::entries_pin(shared, parse(method, params)?, method == "entries.pin")
         }
         "entries.forget" => entries::entries_forget(shared, parse(method, params)?),
+        "entries.refused" => entries::entries_refused(shared, parse(method, params)?),
         "changes.since" => observations::changes_since(shared, parse(method, params)?),
         "observations.subscribe" => {
             observations::observations_subscribe(shared, conn, parse(method, params)?)
