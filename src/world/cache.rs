@@ -82,9 +82,10 @@ impl Cache {
         self.take(path).map(|(_, e)| e)
     }
 
-    /// Removes the entry at `path` if `keep_not` says so, looked at and removed under one lock.
-    pub fn remove_if(&self, path: &Path, keep_not: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
-        let taken = self.map.remove_if(path, |_, e| keep_not(e));
+    /// Removes the entry at `path` if it is `unwanted`, looked at and removed under one lock
+    /// (a read applied in between cannot be lost).
+    pub fn remove_if(&self, path: &Path, unwanted: impl FnOnce(&Entry) -> bool) -> Option<Entry> {
+        let taken = self.map.remove_if(path, |_, e| unwanted(e));
         if taken.is_some() {
             self.keys.lock().remove(&Ordered(path.to_path_buf()));
         }
