@@ -170,27 +170,36 @@ fn data_blocks(data: &Map<String, Value>, texts: &mut Vec<String>) {
         texts.push(joined(data.get("text/plain")));
     }
     for (mime, v) in data {
+        // Measured in place: a figure's base64 is most of a notebook, not worth a copy.
         if mime.starts_with("image/") && mime != "image/svg+xml" {
-            let encoded = joined(Some(v));
             // Base64 without its line breaks: 3 bytes in 4 characters.
-            let len = encoded.bytes().filter(|b| !b.is_ascii_whitespace()).count() * 3 / 4;
-            texts.push(format!("[{mime} output, {}: not shown]", size_text(len)));
-        } else if !data.contains_key("text/plain") && mime != "text/plain" {
+            let chars: usize = parts(Some(v))
+                .iter()
+                .map(|p| p.bytes().filter(|b| !b.is_ascii_whitespace()).count())
+                .sum();
             texts.push(format!(
                 "[{mime} output, {}: not shown]",
-                size_text(joined(Some(v)).len())
+                size_text(chars * 3 / 4)
             ));
+        } else if !data.contains_key("text/plain") && mime != "text/plain" {
+            let len = parts(Some(v)).iter().map(|p| p.len()).sum();
+            texts.push(format!("[{mime} output, {}: not shown]", size_text(len)));
         }
     }
 }
 
-/// A notebook string: one string, or an array of lines to concatenate.
-fn joined(v: Option<&Value>) -> String {
+/// A notebook string's pieces: one string, or an array of lines.
+fn parts(v: Option<&Value>) -> Vec<&str> {
     match v {
-        Some(Value::String(s)) => s.clone(),
+        Some(Value::String(s)) => vec![s.as_str()],
         Some(Value::Array(parts)) => parts.iter().filter_map(Value::as_str).collect(),
-        _ => String::new(),
+        _ => Vec::new(),
     }
+}
+
+/// A notebook string, its pieces put together.
+fn joined(v: Option<&Value>) -> String {
+    parts(v).concat()
 }
 
 fn size_text(bytes: usize) -> String {
