@@ -22,6 +22,9 @@
 #   make check-claude-code  a real Claude Code (npm, CLAUDE_CODE_VERSION) driven through a scripted
 #                       bug fix on a mount, with the hook and the proxy, against a stand-in API;
 #                       checks what the mount, the hook and the proxy made of it (needs npm)
+#   make check-codex    a real Codex CLI (npm, CODEX_VERSION) driven through a scripted fix on a
+#                       mount with its hooks, against a stand-in API; checks what the mount and
+#                       the hook made of it (needs npm)
 #   make pjdfstest      only pjdfstest (PJD_ARGS="--native" for the baseline)
 #   make fsx            only fsx (FSX_ARGS="--native -N 10000" and so on)
 #   make clean          cargo clean and remove bench-work/
@@ -29,7 +32,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -105,6 +108,9 @@ bench-replay: build
 
 check-claude-code: build
 	scripts/claude-live.sh
+
+check-codex: build
+	scripts/codex-live.sh
 
 pjdfstest:
 	scripts/pjdfstest.sh $(PJD_ARGS)

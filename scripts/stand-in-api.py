@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A stand-in for the Anthropic Messages API, for `make run` and `make bench-proxy`.
+"""A stand-in for the Anthropic Messages API (and the OpenAI Responses API, for Codex), for
+`make run`, `make bench-proxy`, `make check-claude-code` and `make check-codex`.
 
 It answers `POST /v1/messages` with a short streamed (server-sent events) or plain answer,
 `POST /v1/messages/count_tokens` with a rough count, anything else with a 404 in the API's
@@ -15,6 +16,9 @@ is given again. Other requests (titles, summaries) get the short answer.
 With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
 first message holds TEXT, the task the main conversation gave it) get that list's answers in
 turn instead.
+`POST /v1/responses` (Codex) is answered the same way, streamed as the Responses API streams:
+the requests that define an `exec_command` tool get the script's answers, a tool call being a
+`function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`).
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
@@ -69,6 +73,35 @@ def events(answer, n):
     yield "message_stop", {"type": "message_stop"}
 
 
+def response_events(answer, n):
+    """The events of an answer to `/v1/responses`, as the Responses API streams them."""
+    calls = answer.get("calls") or ([answer] if "tool" in answer else [])
+    if calls:
+        items = [{"type": "function_call", "id": "fc_standin_%02d_%d" % (n, i),
+                  "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
+                  "arguments": json.dumps(c.get("input", {})), "status": "completed"}
+                 for i, c in enumerate(calls)]
+    else:
+        items = [{"type": "message", "id": "msg_standin_%d" % n, "role": "assistant",
+                  "status": "completed", "content": [
+                      {"type": "output_text", "text": answer.get("text", "Done."),
+                       "annotations": []}]}]
+    response = {"id": "resp_standin_%d" % n, "object": "response", "model": "stand-in",
+                "status": "in_progress", "output": []}
+    yield "response.created", {"type": "response.created", "response": response}
+    for i, item in enumerate(items):
+        yield "response.output_item.added", {"type": "response.output_item.added",
+                                             "output_index": i, "item": item}
+        yield "response.output_item.done", {"type": "response.output_item.done",
+                                            "output_index": i, "item": item}
+    tokens = answer.get("input_tokens", 1)
+    done = dict(response, status="completed", output=items, usage={
+        "input_tokens": tokens, "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": 1, "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": tokens + 1})
+    yield "response.completed", {"type": "response.completed", "response": done}
+
+
 class Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     # Each event is its own small write: without this, Nagle's algorithm holds one back until
@@ -111,6 +144,17 @@ class Handler(BaseHTTPRequestHandler):
             Handler.answered += 1
         return self.script[min(n, len(self.script) - 1)], n + 1
 
+    def responses_answer_for(self, body):
+        """The answer to a `/v1/responses` request (Codex's) and its number in its script."""
+        tools = body.get("tools", []) if isinstance(body, dict) else []
+        main = any(isinstance(t, dict) and t.get("name") == "exec_command" for t in tools)
+        if not self.script or not main:
+            return DONE, 0
+        with self.lock:
+            n = Handler.answered
+            Handler.answered += 1
+        return self.script[min(n, len(self.script) - 1)], n + 1
+
     def log_message(self, *args):  # quiet: the record file is the log
         pass
 
@@ -121,6 +165,18 @@ class Handler(BaseHTTPRequestHandler):
         self.send_header("content-length", str(len(data)))
         self.end_headers()
         self.wfile.write(data)
+
+    def stream(self, named_events):
+        """Sends `named_events` as server-sent events, each as it comes."""
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.send_header("transfer-encoding", "chunked")
+        self.end_headers()
+        for name, data in named_events:
+            chunk = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
+            self.wfile.flush()
+        self.wfile.write(b"0\r\n\r\n")
 
     def do_POST(self):
         # One handler serves every request of a kept-alive connection.
@@ -133,13 +189,19 @@ class Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except ValueError:
             body = None
-        messages = body.get("messages", []) if isinstance(body, dict) else []
+        key = "input" if path == "/v1/responses" else "messages"
+        messages = body.get(key, []) if isinstance(body, dict) else []
         entry = {"path": self.path, "bytes": len(raw),
-                 "roles": [m.get("role") for m in messages if isinstance(m, dict)]}
+                 "roles": [m.get("role", m.get("type")) for m in messages if isinstance(m, dict)]}
         if self.keep_bodies:
             entry["body"] = body
             entry["headers"] = dict(self.headers)
-        answer, n = (DONE, 0) if path != "/v1/messages" else self.answer_for(body)
+        if path == "/v1/messages":
+            answer, n = self.answer_for(body)
+        elif path == "/v1/responses":
+            answer, n = self.responses_answer_for(body)
+        else:
+            answer, n = DONE, 0
         entry["answer"] = n
         if self.compaction:
             entry["compaction"] = True
@@ -150,15 +212,9 @@ class Handler(BaseHTTPRequestHandler):
         if path == "/v1/messages/count_tokens":
             self.reply(200, json.dumps({"input_tokens": len(raw) // 4}))
         elif path == "/v1/messages" and isinstance(body, dict) and body.get("stream"):
-            self.send_response(200)
-            self.send_header("content-type", "text/event-stream")
-            self.send_header("transfer-encoding", "chunked")
-            self.end_headers()
-            for name, data in events(answer, n):
-                chunk = ("event: %s\ndata: %s\n\n" % (name, json.dumps(data))).encode()
-                self.wfile.write(b"%x\r\n%s\r\n" % (len(chunk), chunk))
-                self.wfile.flush()
-            self.wfile.write(b"0\r\n\r\n")
+            self.stream(events(answer, n))
+        elif path == "/v1/responses":
+            self.stream(response_events(answer, n))
         elif path == "/v1/messages":
             content, stop = blocks(answer, n)
             self.reply(200, json.dumps({"id": "msg_standin_%d" % n, "type": "message",

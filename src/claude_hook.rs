@@ -44,6 +44,9 @@
 //!   clear the other's goal, and `worldfs proxy` picks the goal by the session id Claude Code
 //!   sends with each call.
 //!
+//! - Codex runs hooks of the same shape (`worldfs hook --install --codex`); what its events
+//!   say differently (a failed command's exit code, `apply_patch`) is read in [`codex`].
+//!
 //! A hook must never get in the agent's way. Whatever goes wrong (no mount, no socket, a daemon
 //! that does not answer, an event of a shape not known here), it exits 0 without output, so
 //! Claude Code carries on; `-v` prints why on stderr.
@@ -62,6 +65,7 @@ use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError, fit};
 use crate::world::notebook;
 
+mod codex;
 pub mod install;
 pub(crate) mod tasks;
 
@@ -302,12 +306,24 @@ pub fn plan(event: &Value) -> Plan {
             .filter(|_| tasks::shared(field("tool_name").unwrap_or_default()))
             .map_or(Plan::Nothing, Plan::Tasks),
         Some("PreToolUse" | "PostToolUseFailure") if in_subagent(event) => Plan::Nothing,
+        // Codex runs `apply_patch` itself, and no PostToolUse ever ends it.
+        Some("PreToolUse") if codex::is_apply_patch(event) => Plan::Nothing,
         Some("PreToolUse") => begun_key(event).map_or(Plan::Nothing, Plan::Begin),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
             let failed = name == "PostToolUseFailure";
+            let codex_exit = codex::bash_exit(event);
             match step(event, failed) {
-                Some(step) => {
-                    let command = command_output(event, failed, &step)
+                Some(mut step) => {
+                    // A failed Codex command has no failure event: its step says so here, as
+                    // Claude Code's failure result does.
+                    if let Some(Some(code)) = codex_exit
+                        && code != 0
+                    {
+                        let said = step["result"].as_str().unwrap_or_default();
+                        step["result"] = format!("Exit code {code}\n{said}").into();
+                        step["is_error"] = true.into();
+                    }
+                    let command = command_output(event, failed, codex_exit, &step)
                         .or_else(|| search_output(event, failed, &step))
                         .or_else(|| kept_result(event, failed, &step));
                     let tasks = if failed { None } else { tool_tasks(event) };
@@ -382,7 +398,13 @@ fn bash_call(event: &Value) -> Option<(String, String)> {
 
 /// `command.record` params for a finished Bash call (`step`: its `step.record` params), if its
 /// output can be cached: not interrupted, and begun by a `PreToolUse` event (`begun`).
-fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
+/// `codex_exit`: the exit code of a Codex call ([`codex::bash_exit`]).
+fn command_output(
+    event: &Value,
+    failed: bool,
+    codex_exit: Option<Option<i32>>,
+    step: &Value,
+) -> Option<Value> {
     let (id, command) = bash_call(event)?;
     let interrupted = if failed {
         event.get("is_interrupt").and_then(Value::as_bool) == Some(true)
@@ -397,7 +419,9 @@ fn command_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     }
     let cwd = agent_cwd(event)?;
     // Claude Code reports a failed command as "Exit code N" and what it printed.
-    let exit_code = if failed {
+    let exit_code = if let Some(code) = codex_exit {
+        code.map_or(Value::Null, Value::from)
+    } else if failed {
         step.get("result")
             .and_then(Value::as_str)
             .and_then(|r| r.strip_prefix("Exit code "))

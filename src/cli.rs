@@ -161,9 +161,11 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         misses: Option<PathBuf>,
     },
-    /// Tell the mount what a Claude Code hook event means (the goal, the last tool call).
+    /// Tell the mount what a Claude Code (or Codex) hook event means (the goal, the last tool
+    /// call).
     ///
-    /// Reads one hook event (JSON) on stdin, as Claude Code passes it, and forwards it to the
+    /// Reads one hook event (JSON) on stdin, as Claude Code passes it (Codex's are of the same
+    /// shape: `worldfs hook --install --codex`), and forwards it to the
     /// socket of the mount containing the event's `cwd`: a prompt sets the goal (later prompts
     /// are added to it), a new session (`startup`, `clear`) clears it, a compaction is noted
     /// (the conversation then opens with its summary, and `worldfs proxy` finds it by that), so
@@ -191,9 +193,14 @@ pub enum Command {
         #[arg(long)]
         uninstall: bool,
         /// The settings file for --install or --uninstall instead (`~/.claude/settings.json`:
-        /// every project of this user).
+        /// every project of this user; with --codex, `~/.codex/hooks.json`).
         #[arg(long, value_name = "FILE")]
         settings: Option<PathBuf>,
+        /// --install or --uninstall for Codex instead of Claude Code: its hooks file of the
+        /// project, DIR/.codex/hooks.json, with SessionStart, UserPromptSubmit, PreToolUse
+        /// (Bash) and PostToolUse. Codex runs them once you trust them (README, "With Codex").
+        #[arg(long)]
+        codex: bool,
     },
     /// Serve Claude Code's API calls with the projection in place of its history.
     ///

@@ -97,12 +97,18 @@ fn main() -> ExitCode {
             install,
             uninstall,
             settings,
+            codex,
         } => {
             if install || uninstall {
-                return worldfs::claude_hook::install::run(&target, settings, uninstall);
+                let agent = if codex {
+                    worldfs::claude_hook::install::Agent::Codex
+                } else {
+                    worldfs::claude_hook::install::Agent::ClaudeCode
+                };
+                return worldfs::claude_hook::install::run(&target, settings, uninstall, agent);
             }
-            if settings.is_some() {
-                eprintln!("worldfs: --settings goes with --install or --uninstall");
+            if settings.is_some() || codex {
+                eprintln!("worldfs: --settings and --codex go with --install or --uninstall");
                 return ExitCode::from(2);
             }
             worldfs::claude_hook::run(&target, std::io::stdin().lock());

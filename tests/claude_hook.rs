@@ -905,6 +905,102 @@ fn a_bash_calls_output_is_cached_while_what_it_read_is_unchanged() {
     );
 }
 
+/// Codex's hook events are Claude Code's shape, but a Bash call's result is its output alone,
+/// with no failure event: the exit code the model was told comes from the session's rollout
+/// (here one written as Codex 0.171 writes it), and is unknown, never 0, without it. Its
+/// `apply_patch`, which no PostToolUse ends, begins no output.
+#[test]
+fn codex_events_record_the_exit_code_the_model_was_told() {
+    let (m, mut c, cwd) = calc_mount();
+    let rollouts = tempfile::tempdir().expect("tempdir");
+    let rollout = rollouts.path().join("rollout.jsonl");
+    let ended = |id: &str, code: i32| {
+        json!({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": "t1",
+               "item": {"type": "CommandExecution", "id": id, "exit_code": code}}})
+        .to_string()
+            + "\n"
+    };
+    let codex = |name: &str, id: &str, command: &str, output: Option<&str>| {
+        let mut ev = json!({
+            "hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
+            "transcript_path": rollout.to_string_lossy(), "tool_name": "Bash",
+            "tool_use_id": id, "tool_input": {"command": command},
+        });
+        if let Some(out) = output {
+            ev["tool_response"] = out.into();
+        }
+        tell_as(&cwd, "s1", ev);
+    };
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "turn_id": "t1", "prompt": "Fix calc"}),
+    );
+    assert_eq!(goal(&mut c), "Fix calc");
+
+    codex("PreToolUse", "call_0", "cat calc.py", None);
+    let printed = run(&m.root, "cat", &["calc.py"]);
+    std::fs::write(&rollout, ended("call_0", 0)).expect("rollout");
+    codex("PostToolUse", "call_0", "cat calc.py", Some(&printed));
+    assert_eq!(cached(&mut c), ["cat calc.py"]);
+
+    codex(
+        "PreToolUse",
+        "call_1",
+        "apply_patch <<'PATCH'\n*** Begin Patch",
+        None,
+    );
+    let stats = c.call("stats", json!({})).expect("stats");
+    assert_eq!(stats["commands_begun"], 0, "{stats}");
+
+    // A failing run: the rollout says 3, and so does what is cached and the last step.
+    codex(
+        "PreToolUse",
+        "call_2",
+        "python3 -c 'import calc, sys; sys.exit(3)'",
+        None,
+    );
+    let _ = std::process::Command::new("python3")
+        .args(["-c", "import calc, sys; sys.exit(3)"])
+        .current_dir(&m.root)
+        .output()
+        .expect("python3");
+    let mut text = std::fs::read_to_string(&rollout).expect("rollout");
+    text.push_str(&ended("call_2", 3));
+    std::fs::write(&rollout, text).expect("rollout");
+    codex(
+        "PostToolUse",
+        "call_2",
+        "python3 -c 'import calc, sys; sys.exit(3)'",
+        Some("4\n"),
+    );
+    let r = c.call("commands.list", json!({})).expect("list");
+    let codes: Vec<&Value> = r["commands"]
+        .as_array()
+        .expect("commands")
+        .iter()
+        .map(|o| &o["exit_code"])
+        .collect();
+    assert_eq!(codes, [&json!(0), &json!(3)], "{r}");
+    let p = c
+        .call("projection.get", json!({"format": "text", "budget": 8000}))
+        .expect("projection");
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(body.contains("Exit code 3\n4"), "{body}");
+
+    // A call the rollout does not tell of: its code is unknown.
+    codex("PreToolUse", "call_3", "cat calc.py", None);
+    run(&m.root, "cat", &["calc.py"]);
+    codex("PostToolUse", "call_3", "cat calc.py", Some(&printed));
+    let r = c.call("commands.list", json!({})).expect("list");
+    let last = r["commands"].as_array().and_then(|a| a.last()).cloned();
+    assert_eq!(
+        last.map(|o| o["exit_code"].clone()),
+        Some(Value::Null),
+        "{r}"
+    );
+}
+
 #[test]
 fn what_was_read_just_before_a_bash_call_is_not_its_input() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
@@ -1024,15 +1120,20 @@ fn a_read_answered_unchanged_since_the_last_read_brings_the_file_back() {
 /// `sh -c`, as Claude Code runs hook commands, it sets the mount's goal.
 /// Claude Code reads its settings at every start, and writes them when a permission is granted:
 /// none of it is the agent's work, and its model never sees them as files.
+/// Codex's `.codex` (its config and hooks, read at every start) neither.
 #[test]
-fn claude_codes_own_directory_is_not_in_the_world() {
+fn the_agents_own_directories_are_not_in_the_world() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         std::fs::create_dir(src.join(".claude")).expect("mkdir");
         std::fs::write(src.join(".claude/settings.json"), r#"{"permissions": {}}"#).expect("write");
+        std::fs::create_dir(src.join(".codex")).expect("mkdir");
+        std::fs::write(src.join(".codex/hooks.json"), r#"{"hooks": {}}"#).expect("write");
         std::fs::write(src.join("main.py"), "print('hi')\n").expect("write");
     });
     run(&m.root, "cat", &[".claude/settings.json"]);
     run(&m.root, "ls", &[".claude"]);
+    run(&m.root, "cat", &[".codex/hooks.json"]);
+    run(&m.root, "ls", &[".codex"]);
     std::fs::write(m.path(".claude/settings.local.json"), "{}").expect("write");
     run(&m.root, "cat", &["main.py"]);
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");

@@ -1,5 +1,6 @@
 //! `worldfs hook --install` / `--uninstall`: registers `worldfs hook` in a Claude Code settings
-//! file, so a user need not paste the JSON of the README by hand.
+//! file (or, with `--codex`, a Codex `hooks.json`: the same shape), so a user need not paste
+//! the JSON of the README by hand.
 //!
 //! The file keeps everything else it holds: other hooks, permissions, any key. Our entries are
 //! the hook commands that run `worldfs hook` (by any path); installing removes them first and
@@ -13,7 +14,44 @@ use std::path::{Path, PathBuf};
 use anyhow::{Context, bail};
 use serde_json::{Map, Value, json};
 
-/// The events `worldfs hook` needs, with the tools each is for (README, "With Claude Code").
+/// The agent whose hooks are installed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Agent {
+    ClaudeCode,
+    /// Codex reads hooks of Claude Code's shape from `hooks.json` (vendor-docs/codex.md).
+    Codex,
+}
+
+impl Agent {
+    /// The events `worldfs hook` needs, with the tools each is for (README, "With Claude
+    /// Code", "With Codex").
+    pub fn events(self) -> &'static [(&'static str, Option<&'static str>)] {
+        match self {
+            Agent::ClaudeCode => &EVENTS,
+            // Codex has no failure event (a failed command's PostToolUse says it), and its
+            // only tool with a PreToolUse is its shell, `Bash`.
+            Agent::Codex => &[
+                ("SessionStart", None),
+                ("UserPromptSubmit", None),
+                ("PreToolUse", Some("Bash")),
+                ("PostToolUse", Some("*")),
+            ],
+        }
+    }
+
+    /// The file a project's hooks go in when none is named: Claude Code's per-user file of a
+    /// project (`DIR/.claude/settings.local.json`, not meant for version control), or Codex's
+    /// `DIR/.codex/hooks.json`.
+    pub fn default_settings(self, dir: &Path) -> PathBuf {
+        match self {
+            Agent::ClaudeCode => default_settings(dir),
+            Agent::Codex => dir.join(".codex").join("hooks.json"),
+        }
+    }
+}
+
+/// The events `worldfs hook` needs from Claude Code, with the tools each is for (README, "With
+/// Claude Code").
 pub const EVENTS: [(&str, Option<&str>); 5] = [
     ("SessionStart", None),
     ("UserPromptSubmit", None),
@@ -70,9 +108,10 @@ pub fn remove(settings: &mut Map<String, Value>) -> usize {
     removed
 }
 
-/// `settings` with `command` registered for every event `worldfs hook` needs (ours from before
-/// replaced). Fails when `hooks` or an event's entry is not of the shape Claude Code reads.
-pub fn add(settings: &mut Map<String, Value>, command: &str) -> anyhow::Result<()> {
+/// `settings` with `command` registered for every event `worldfs hook` needs from `agent` (ours
+/// from before replaced). Fails when `hooks` or an event's entry is not of the shape the agent
+/// reads.
+pub fn add(settings: &mut Map<String, Value>, command: &str, agent: Agent) -> anyhow::Result<()> {
     remove(settings);
     let hooks = settings
         .entry("hooks")
@@ -80,7 +119,7 @@ pub fn add(settings: &mut Map<String, Value>, command: &str) -> anyhow::Result<(
     let Value::Object(hooks) = hooks else {
         bail!("its \"hooks\" is not an object");
     };
-    for (event, matcher) in EVENTS {
+    for &(event, matcher) in agent.events() {
         let groups = hooks
             .entry(event)
             .or_insert_with(|| Value::Array(Vec::new()));
@@ -181,33 +220,51 @@ fn write(path: &Path, settings: &Map<String, Value>) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Registers `command` in the settings file at `path`. What was done, in one line.
-pub fn install(path: &Path, command: &str) -> anyhow::Result<String> {
+/// Registers `command` for `agent` in the settings file at `path`. What was done, in one line
+/// (or more: what Codex asks of the user before it runs them).
+pub fn install(path: &Path, command: &str, agent: Agent) -> anyhow::Result<String> {
     let mut settings = read(path)?;
     let before = settings.clone();
-    add(&mut settings, command).with_context(|| {
+    let name = match agent {
+        Agent::ClaudeCode => "Claude Code",
+        Agent::Codex => "Codex",
+    };
+    add(&mut settings, command, agent).with_context(|| {
         format!(
-            "{} has hooks of a shape Claude Code does not read",
+            "{} has hooks of a shape {name} does not read",
             path.display()
         )
     })?;
-    if settings == before {
-        return Ok(format!("{} already runs `{command}`", path.display()));
-    }
-    write(path, &settings)?;
-    forget_in_mount(path);
-    let events: Vec<String> = EVENTS
-        .iter()
-        .map(|(e, m)| match m {
-            Some(m) if *m != "*" => format!("{e} ({m})"),
-            _ => (*e).to_owned(),
-        })
-        .collect();
-    Ok(format!(
-        "{} now runs `{command}` on {}",
-        path.display(),
-        events.join(", ")
-    ))
+    let done = if settings == before {
+        format!("{} already runs `{command}`", path.display())
+    } else {
+        write(path, &settings)?;
+        forget_in_mount(path);
+        let events: Vec<String> = agent
+            .events()
+            .iter()
+            .map(|(e, m)| match m {
+                Some(m) if *m != "*" => format!("{e} ({m})"),
+                _ => (*e).to_owned(),
+            })
+            .collect();
+        format!(
+            "{} now runs `{command}` on {}",
+            path.display(),
+            events.join(", ")
+        )
+    };
+    Ok(match agent {
+        Agent::ClaudeCode => done,
+        // Codex runs no hook it was not told to trust, and says nothing of one it skips in
+        // `codex exec`: a user would see no goal and no steps, and not know why.
+        Agent::Codex => format!(
+            "{done}\nworldfs: Codex runs them once you trust them (and, for a project's \
+             .codex/hooks.json, the project): start `codex` there and answer its \
+             \"Hooks need review\" with \"Trust all and continue\"; `codex exec` skips hooks \
+             not trusted, without a word"
+        ),
+    })
 }
 
 /// Writing the settings inside a worldfs mount is housekeeping, not the agent's work: the
@@ -239,19 +296,21 @@ fn forget_in_mount(path: &Path) {
     }
 }
 
-/// `worldfs hook --install` or `--uninstall`: the settings file given, or the project's in `-C
-/// DIR` or the current directory. Prints what was done; an error is one line and status 1.
+/// `worldfs hook --install` or `--uninstall`: the settings file given, or the project's (of
+/// `agent`) in `-C DIR` or the current directory. Prints what was done; an error is one line
+/// and status 1.
 pub fn run(
     target: &crate::cli::SocketArg,
     settings: Option<PathBuf>,
     uninstall_them: bool,
+    agent: Agent,
 ) -> std::process::ExitCode {
     let result = (|| {
         let path = match settings {
             Some(p) => p,
             None => match &target.dir {
-                Some(d) => default_settings(d),
-                None => default_settings(
+                Some(d) => agent.default_settings(d),
+                None => agent.default_settings(
                     &std::env::current_dir().context("reading the current directory")?,
                 ),
             },
@@ -263,6 +322,7 @@ pub fn run(
             install(
                 &path,
                 &command_for(&this, std::env::var_os("PATH").as_deref())?,
+                agent,
             )
         }
     })();
@@ -330,9 +390,9 @@ mod tests {
                 "Stop": [{"hooks": [{"type": "command", "command": "notify-send done"}]}]
             }
         }));
-        add(&mut s, "worldfs hook").expect("add");
+        add(&mut s, "worldfs hook", Agent::ClaudeCode).expect("add");
         let once = s.clone();
-        add(&mut s, "worldfs hook").expect("add again");
+        add(&mut s, "worldfs hook", Agent::ClaudeCode).expect("add again");
         assert_eq!(s, once, "installing twice is installing once");
         assert_eq!(s["permissions"], json!({"allow": ["Bash(ls:*)"]}));
         assert_eq!(s["hooks"]["Stop"].as_array().map(Vec::len), Some(1));
@@ -343,7 +403,7 @@ mod tests {
         assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash|Grep|Glob");
         assert!(s["hooks"]["SessionStart"][0].get("matcher").is_none());
         // An older install by another path is replaced, not doubled.
-        add(&mut s, "/opt/worldfs/bin/worldfs hook").expect("add by path");
+        add(&mut s, "/opt/worldfs/bin/worldfs hook", Agent::ClaudeCode).expect("add by path");
         let commands: Vec<&str> = s["hooks"]
             .as_object()
             .into_iter()
@@ -370,7 +430,7 @@ mod tests {
             })
         );
         let mut only_ours = Map::new();
-        add(&mut only_ours, "worldfs hook").expect("add");
+        add(&mut only_ours, "worldfs hook", Agent::ClaudeCode).expect("add");
         remove(&mut only_ours);
         assert!(only_ours.is_empty());
     }
@@ -381,19 +441,67 @@ mod tests {
         let home = tempfile::tempdir().expect("tempdir");
         let dirs = [project.path().to_path_buf()];
         assert!(!registered(&dirs, Some(home.path())));
-        install(&home.path().join(".claude/settings.json"), "worldfs hook").expect("install");
+        install(
+            &home.path().join(".claude/settings.json"),
+            "worldfs hook",
+            Agent::ClaudeCode,
+        )
+        .expect("install");
         assert!(registered(&dirs, Some(home.path())));
         assert!(!registered(&dirs, None));
-        install(&default_settings(project.path()), "/x/worldfs hook").expect("install");
+        install(
+            &default_settings(project.path()),
+            "/x/worldfs hook",
+            Agent::ClaudeCode,
+        )
+        .expect("install");
         assert!(registered(&dirs, None));
+    }
+
+    #[test]
+    fn codex_gets_its_own_events_in_its_own_file() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let path = Agent::Codex.default_settings(project.path());
+        assert_eq!(path, project.path().join(".codex/hooks.json"));
+        let said = install(&path, "worldfs hook", Agent::Codex).expect("install");
+        assert!(said.contains("Trust all and continue"), "{said}");
+        let s = read(&path).expect("read");
+        let events: Vec<&str> = s["hooks"]
+            .as_object()
+            .expect("hooks")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        // Codex has no PostToolUseFailure: a failed command's PostToolUse says it.
+        assert_eq!(
+            events,
+            [
+                "PostToolUse",
+                "PreToolUse",
+                "SessionStart",
+                "UserPromptSubmit"
+            ]
+        );
+        assert_eq!(s["hooks"]["PreToolUse"][0]["matcher"], "Bash");
+        assert_eq!(
+            s["hooks"]["PostToolUse"][0]["hooks"][0]["command"],
+            "worldfs hook"
+        );
+        let again = install(&path, "worldfs hook", Agent::Codex).expect("again");
+        assert!(again.contains("already runs"), "{again}");
+        assert!(
+            uninstall(&path)
+                .expect("uninstall")
+                .contains("4 `worldfs hook`")
+        );
     }
 
     #[test]
     fn hooks_of_another_shape_are_refused() {
         let mut s = obj(json!({"hooks": []}));
-        assert!(add(&mut s, "worldfs hook").is_err());
+        assert!(add(&mut s, "worldfs hook", Agent::ClaudeCode).is_err());
         let mut s = obj(json!({"hooks": {"PreToolUse": {"matcher": "Bash"}}}));
-        assert!(add(&mut s, "worldfs hook").is_err());
+        assert!(add(&mut s, "worldfs hook", Agent::ClaudeCode).is_err());
     }
 
     #[test]

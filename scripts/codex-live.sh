@@ -1,0 +1,188 @@
+#!/usr/bin/env bash
+# make check-codex: a real Codex CLI (npm @openai/codex, version CODEX_VERSION, 0.171.0 by
+# default, installed once under bench-work/codex/) runs a small fix on a worldfs mount, with the
+# hooks `worldfs hook --install --codex` writes, and checks what the mount and the hook made of
+# it. No model is called: the stand-in API (scripts/stand-in-api.py, its Responses side)
+# answers Codex's model calls with the fix's tool calls: a `cat`, a `sed -n` of a range, a
+# check that fails (exit 2), an `apply_patch`, then the test run.
+#
+# Codex runs the hooks of a trusted project once its user trusted them (its "Hooks need review"
+# screen); `codex exec` skips the others without a word. This check trusts the project in its
+# own CODEX_HOME and runs `codex exec --dangerously-bypass-hook-trust`, which stands for that
+# screen.
+#
+# Needs root (mounting), npm and python3. Exits non-zero, saying which check failed, on any
+# miss. KEEP=1 keeps the work directory; WORLDFS_BIN=PATH runs another build (lib-mount.sh).
+set -euo pipefail
+WFS_PROG=codex-live
+# shellcheck source=scripts/lib-mount.sh
+. "$(dirname "$0")/lib-mount.sh"
+
+VERSION=${CODEX_VERSION:-0.171.0}
+PREFIX=$WFS_ROOT/bench-work/codex/$VERSION
+CODEX=$PREFIX/node_modules/.bin/codex
+
+say() { echo "codex-live: $*"; }
+fail() { echo "codex-live: FAILED: $*" >&2; exit 1; }
+checks=0
+pass() { checks=$((checks + 1)); say "ok: $*"; }
+
+wfs_init
+wfs_find_bin
+BIN=$WORLDFS_BIN
+command -v npm > /dev/null || fail "npm is needed to install Codex"
+if [ ! -x "$CODEX" ]; then
+  say "installing @openai/codex@$VERSION into $PREFIX"
+  mkdir -p "$PREFIX"
+  npm install --prefix "$PREFIX" --no-fund --no-audit --loglevel=error \
+    "@openai/codex@$VERSION" > /dev/null
+fi
+"$CODEX" --version > /dev/null 2>&1 || fail "$CODEX does not run"
+say "$("$CODEX" --version), $("$BIN" --version)"
+
+WORK=$(mktemp -d /tmp/worldfs-codex-live.XXXXXX)
+PROJ=$WORK/project
+if [ "${KEEP:-0}" = 1 ]; then
+  wfs_defer "say 'work directory kept: $WORK'"
+else
+  wfs_defer "rm -rf $(printf %q "$WORK")"
+fi
+mkdir -p "$PROJ" "$WORK/codex-home"
+cat > "$PROJ/calc.py" << 'EOF'
+def add(a, b):
+    return a - b
+EOF
+cat > "$PROJ/util.py" << 'EOF'
+def show(x):
+    print(f"result: {x}")
+
+
+def unused():
+    pass
+EOF
+cat > "$PROJ/check_util.py" << 'EOF'
+import sys
+
+text = open("util.py").read()
+if '"""' not in text:
+    print("util.py: show() has no docstring")
+    sys.exit(2)
+EOF
+cat > "$PROJ/test_calc.py" << 'EOF'
+from calc import add
+
+assert add(2, 3) == 5, add(2, 3)
+print("1 passed")
+EOF
+cat > "$WORK/script.json" << 'EOF'
+[
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "python3 check_util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch\nPATCH"}},
+  {"tool": "exec_command", "input": {"cmd": "python3 test_calc.py"}},
+  {"text": "Fixed: add() now adds."}
+]
+EOF
+
+wfs_mount "$PROJ" -- --no-state
+# Nothing here runs in the mount but Codex: a shell left in it would keep it busy at the end.
+"$BIN" hook --install --codex -C "$PROJ" > "$WORK/install.out"
+grep -q "Trust all and continue" "$WORK/install.out" || fail "the install did not say how to trust: $(cat "$WORK/install.out")"
+
+python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
+  --script "$WORK/script.json" > "$WORK/api.out" 2>&1 &
+wfs_defer "kill $! 2> /dev/null || true"
+for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
+API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
+[ -n "$API_PORT" ] || fail "the stand-in API did not start: $(cat "$WORK/api.out")"
+cat > "$WORK/codex-home/config.toml" << EOF
+model = "gpt-5-codex"
+model_provider = "stand-in"
+check_for_update_on_startup = false
+
+[model_providers.stand-in]
+name = "stand-in"
+base_url = "http://127.0.0.1:$API_PORT/v1"
+wire_api = "responses"
+env_key = "STAND_IN_KEY"
+
+[projects."$PROJ"]
+trust_level = "trusted"
+EOF
+
+say "running codex exec in $PROJ"
+set +e
+(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
+  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
+  "Fix add() in calc.py") > "$WORK/codex.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "codex exited $rc: $(tail -20 "$WORK/codex.out")"
+grep -q "Fixed: add() now adds." "$WORK/codex.out" || fail "codex did not finish the script: $(tail -20 "$WORK/codex.out")"
+grep -q "return a + b" "$PROJ/calc.py" || fail "the patch was not applied: $(cat "$PROJ/calc.py")"
+pass "codex ran the fix through the mount"
+
+"$BIN" ctl -C "$PROJ" goal.get '{}' > "$WORK/goal.json"
+grep -q '"Fix add() in calc.py"' "$WORK/goal.json" || fail "the goal is not the prompt: $(cat "$WORK/goal.json")"
+pass "the prompt is the goal"
+
+"$BIN" ctl -C "$PROJ" entries.list '{}' > "$WORK/entries.json"
+"$BIN" ctl -C "$PROJ" commands.list '{}' > "$WORK/commands.json"
+"$BIN" ctl -C "$PROJ" stats '{}' > "$WORK/stats.json"
+"$BIN" projection -C "$PROJ" --format text > "$WORK/projection.txt" 2> "$WORK/projection.err"
+python3 - "$WORK" << 'PY' || exit 1
+import json
+import sys
+
+work = sys.argv[1]
+load = lambda name: json.load(open(f"{work}/{name}.json"))
+entries = {e["path"]: e for e in load("entries")["entries"]}
+commands = load("commands")["commands"]
+stats = load("stats")
+projection = open(f"{work}/projection.txt").read()
+
+
+def check(ok, what, detail):
+    if not ok:
+        print(f"codex-live: FAILED: {what}: {detail}", file=sys.stderr)
+        sys.exit(1)
+    print(f"codex-live: ok: {what}")
+
+
+check(not any(p.startswith(".codex") for p in entries),
+      "Codex's own .codex (its hooks, read at start) is not in the world", sorted(entries))
+calc = entries.get("calc.py", {})
+check("cat" in calc.get("programs", []) and "codex" in calc.get("programs", []),
+      "calc.py read by the agent's cat and patched by codex", calc)
+check("sed" in entries.get("util.py", {}).get("programs", []),
+      "util.py read by the agent's sed", entries.get("util.py"))
+by_command = {c["command"]: c for c in commands}
+check(by_command.get("python3 check_util.py", {}).get("exit_code") == 2,
+      "the failing check's output is cached with the exit code Codex told the model (2)",
+      by_command.get("python3 check_util.py"))
+check(by_command.get("python3 test_calc.py", {}).get("exit_code") == 0,
+      "the test run's output is cached with exit code 0", by_command.get("python3 test_calc.py"))
+check("cat calc.py" not in by_command,
+      "the cat of calc.py, out of date since the patch, is not kept", sorted(by_command))
+check(stats.get("commands_begun") == 0,
+      "apply_patch, which no PostToolUse ends, began no output", stats.get("commands_begun"))
+check(stats["world"]["turn"] >= 4, "each finished call advanced the turn", stats["world"]["turn"])
+check("return a + b" in projection and "return a - b" not in projection,
+      "the projection shows calc.py as it is now, and no old copy", projection)
+check("Exit code 2" in projection or "exit code 2" in projection,
+      "the projection tells the check's exit code", projection)
+PY
+checks=$((checks + 10))
+
+calls=$(python3 -c '
+import json, sys
+n = 0
+for line in open(sys.argv[1]):
+    e = json.loads(line)
+    n += e["path"] == "/v1/responses" and e.get("answer", 0) > 0
+print(n)' "$WORK/api.jsonl")
+[ "$calls" = 6 ] || fail "the stand-in answered $calls of the script's 6 calls"
+pass "every call of the script went to the model"
+
+say "all $checks checks passed"

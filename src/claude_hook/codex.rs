@@ -1,0 +1,170 @@
+//! What Codex's hook events say differently from Claude Code's.
+//!
+//! Codex runs hooks of Claude Code's shape (vendor-docs/codex.md): the same event names and
+//! fields, its shell tool named `Bash` with the command in `tool_input.command`. Two things
+//! differ where the world needs them:
+//!
+//! - A Bash call's `tool_response` is the command's output alone, a string, and a failed
+//!   command has no failure event: its `PostToolUse` looks like a success. The exit code the
+//!   model was told ("Process exited with code 3") is in the session's rollout, the JSONL file
+//!   the event names as `transcript_path`: Codex writes the call's end there before it runs
+//!   the hook. It is read from the file's end; when it cannot be found the code is unknown,
+//!   never taken for 0 (a failed test run shown as passing would mislead the model).
+//! - `apply_patch`, which the model calls as a shell command, is run by Codex itself: its
+//!   `PreToolUse` comes, no `PostToolUse` ever does. The mount sees the file change (written
+//!   by `codex`, an agent program); no output is begun for it.
+
+use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
+
+use serde_json::Value;
+
+/// How much of a rollout's end is searched for a call's end: the hook runs right after it is
+/// written, and a command's record carries at most its output (Codex cuts it to about 10 KiB
+/// for the model, but the record keeps more).
+const TAIL_BYTES: u64 = 4 << 20;
+
+/// The exit code of a Codex Bash call this `PostToolUse` event is about: `None` for an event
+/// not of Codex's shape (Claude Code's `tool_response` is an object), `Some(None)` when the code
+/// cannot be told.
+pub fn bash_exit(event: &Value) -> Option<Option<i32>> {
+    if event.get("tool_name").and_then(Value::as_str) != Some("Bash")
+        || !event.get("tool_response").is_some_and(Value::is_string)
+    {
+        return None;
+    }
+    let id = event.get("tool_use_id").and_then(Value::as_str)?;
+    let code = event
+        .get("transcript_path")
+        .and_then(Value::as_str)
+        .filter(|p| p.starts_with('/') && !id.is_empty())
+        .and_then(|p| match exit_code_in(Path::new(p), id) {
+            Ok(code) => code,
+            Err(e) => {
+                tracing::info!("worldfs hook: reading Codex's rollout {p}: {e}");
+                None
+            }
+        });
+    Some(code)
+}
+
+/// Whether this `PreToolUse` is of a Codex `apply_patch` call, which no `PostToolUse` ends.
+pub fn is_apply_patch(event: &Value) -> bool {
+    // `turn_id` is Codex's alone; Claude Code has no `apply_patch` program to run.
+    event.get("turn_id").is_some()
+        && event
+            .pointer("/tool_input/command")
+            .and_then(Value::as_str)
+            .and_then(|c| c.split_whitespace().next())
+            == Some("apply_patch")
+}
+
+/// The exit code recorded for call `id` in the rollout at `path`, searched from its end.
+fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
+    let mut file = std::fs::File::open(path)?;
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(TAIL_BYTES);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::with_capacity((len - start) as usize);
+    file.read_to_end(&mut tail)?;
+    let text = String::from_utf8_lossy(&tail);
+    let quoted = format!("\"{id}\"");
+    Ok(text
+        .lines()
+        .rev()
+        .filter(|l| l.contains(&quoted))
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find_map(|record| record_exit(&record, id)))
+}
+
+/// The exit code a rollout record gives for call `id`: an `item_completed` event of the
+/// command (0.171), or an `exec_command_end` event (earlier versions).
+fn record_exit(record: &Value, id: &str) -> Option<i32> {
+    let payload = record.get("payload")?;
+    let ended = match payload.get("type")?.as_str()? {
+        "item_completed" => payload.get("item")?,
+        "exec_command_end" => payload,
+        _ => return None,
+    };
+    let named = ended.get("id").or_else(|| ended.get("call_id"))?.as_str()?;
+    if named != id {
+        return None;
+    }
+    i32::try_from(ended.get("exit_code")?.as_i64()?).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn post(response: Value, transcript: &Path) -> Value {
+        json!({
+            "hook_event_name": "PostToolUse",
+            "session_id": "s1",
+            "turn_id": "t1",
+            "transcript_path": transcript.to_string_lossy(),
+            "tool_name": "Bash",
+            "tool_input": {"command": "python3 calc.py"},
+            "tool_response": response,
+            "tool_use_id": "call_3",
+        })
+    }
+
+    #[test]
+    fn the_exit_code_is_read_from_the_rollout_or_unknown() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let rollout = dir.path().join("rollout.jsonl");
+        let lines = [
+            json!({"type": "response_item", "payload": {"type": "function_call", "call_id": "call_3"}}),
+            json!({"type": "event_msg", "payload": {"type": "item_completed",
+                "item": {"type": "CommandExecution", "id": "call_2", "exit_code": 0}}}),
+            json!({"type": "event_msg", "payload": {"type": "item_completed",
+                "item": {"type": "CommandExecution", "id": "call_3", "exit_code": 3,
+                         "aggregated_output": "4\n"}}}),
+        ];
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&rollout, text).expect("write");
+        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(3)));
+
+        let mut other = post(json!("4\n"), &rollout);
+        other["tool_use_id"] = json!("call_2");
+        assert_eq!(bash_exit(&other), Some(Some(0)));
+        // A call the rollout has not ended, and a rollout that is not there: unknown, not 0.
+        other["tool_use_id"] = json!("call_9");
+        assert_eq!(bash_exit(&other), Some(None));
+        let gone = dir.path().join("gone.jsonl");
+        assert_eq!(bash_exit(&post(json!("4\n"), &gone)), Some(None));
+        // Earlier versions' record of a command's end.
+        std::fs::write(
+            &rollout,
+            format!(
+                "{}\n",
+                json!({"type": "event_msg", "payload": {"type": "exec_command_end",
+                    "call_id": "call_3", "exit_code": 1}})
+            ),
+        )
+        .expect("write");
+        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
+        // Claude Code's response is an object: not Codex's, nothing read.
+        assert_eq!(bash_exit(&post(json!({"stdout": "4\n"}), &rollout)), None);
+    }
+
+    #[test]
+    fn only_codexs_apply_patch_is_told_apart() {
+        let pre = |cmd: &str, codex: bool| {
+            let mut ev = json!({"hook_event_name": "PreToolUse", "tool_name": "Bash",
+                                "tool_input": {"command": cmd}, "tool_use_id": "call_1"});
+            if codex {
+                ev["turn_id"] = json!("t1");
+            }
+            ev
+        };
+        assert!(is_apply_patch(&pre(
+            "apply_patch <<'PATCH'\n*** Begin Patch",
+            true
+        )));
+        assert!(!is_apply_patch(&pre("cat calc.py", true)));
+        assert!(!is_apply_patch(&pre("apply_patch x", false)));
+    }
+}
