@@ -2,9 +2,10 @@
 # make check-codex: a real Codex CLI (npm @openai/codex, version CODEX_VERSION, 0.171.0 by
 # default, installed once under bench-work/codex/) runs a small fix on a worldfs mount, with the
 # hooks `worldfs hook --install --codex` writes, and checks what the mount and the hook made of
-# it. No model is called: the stand-in API (scripts/stand-in-api.py, its Responses side)
-# answers Codex's model calls with the fix's tool calls: a `cat`, a `sed -n` of a range, a
-# check that fails (exit 2), an `apply_patch`, then the test run.
+# it, and what `worldfs proxy` sent in Codex's model calls' place. No model is called: the
+# stand-in API (scripts/stand-in-api.py, its Responses side) answers Codex's model calls with
+# the fix's tool calls: a `cat`, a `sed -n` of a range, a check that fails (exit 2), an
+# `apply_patch`, then the test run.
 #
 # Codex runs the hooks of a trusted project once its user trusted them (its "Hooks need review"
 # screen); `codex exec` skips the others without a word. This check trusts the project in its
@@ -96,6 +97,12 @@ wfs_defer "kill $! 2> /dev/null || true"
 for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
 API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
 [ -n "$API_PORT" ] || fail "the stand-in API did not start: $(cat "$WORK/api.out")"
+"$BIN" -v proxy -C "$PROJ" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$API_PORT" \
+  > "$WORK/proxy.log" 2>&1 &
+wfs_defer "kill $! 2> /dev/null || true"
+for _ in $(seq 50); do grep -q "proxy on" "$WORK/proxy.log" && break; sleep 0.1; done
+PROXY=$(sed -n 's/.*proxy on \(http:[^ ]*\).*/\1/p' "$WORK/proxy.log")
+[ -n "$PROXY" ] || fail "the proxy did not start: $(cat "$WORK/proxy.log")"
 cat > "$WORK/codex-home/config.toml" << EOF
 model = "gpt-5-codex"
 model_provider = "stand-in"
@@ -103,7 +110,7 @@ check_for_update_on_startup = false
 
 [model_providers.stand-in]
 name = "stand-in"
-base_url = "http://127.0.0.1:$API_PORT/v1"
+base_url = "$PROXY/v1"
 wire_api = "responses"
 env_key = "STAND_IN_KEY"
 
@@ -111,7 +118,7 @@ env_key = "STAND_IN_KEY"
 trust_level = "trusted"
 EOF
 
-say "running codex exec in $PROJ"
+say "running codex exec in $PROJ (model calls through $PROXY)"
 set +e
 (cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
   --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
@@ -175,14 +182,49 @@ check("Exit code 2" in projection or "exit code 2" in projection,
 PY
 checks=$((checks + 10))
 
-calls=$(python3 -c '
-import json, sys
-n = 0
-for line in open(sys.argv[1]):
-    e = json.loads(line)
-    n += e["path"] == "/v1/responses" and e.get("answer", 0) > 0
-print(n)' "$WORK/api.jsonl")
-[ "$calls" = 6 ] || fail "the stand-in answered $calls of the script's 6 calls"
-pass "every call of the script went to the model"
+python3 - "$WORK" << 'PY' || exit 1
+import json
+import sys
+
+work = sys.argv[1]
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")]
+main = [c for c in calls if c["path"] == "/v1/responses" and c.get("answer", 0) > 0]
+
+
+def check(ok, what, detail):
+    if not ok:
+        print(f"codex-live: FAILED: {what}: {detail}", file=sys.stderr)
+        sys.exit(1)
+    print(f"codex-live: ok: {what}")
+
+
+def said(item):
+    return json.dumps(item)
+
+
+check(len(main) == 6, "every call of the script went to the model", len(main))
+# The first two calls have no history to replace; from the third on, the calls between the
+# prompt and the last turn are the projection.
+projected = [c for c in main[2:] if any(
+    i.get("role") == "user" and "calc.py" in said(i) and "# Goal" not in said(i)
+    and i is not c["body"]["input"][-1] for i in c["body"]["input"])]
+check(len(projected) == 4, "the calls with a history went with the projection in its place",
+      [len(c["body"]["input"]) for c in main])
+after_patch = main[4]["body"]["input"]
+history = said(after_patch[:-2])  # the last turn, the patch and its result, as it came
+check("return a + b" in history and "return a - b" not in history,
+      "the call after the patch holds calc.py as it is now, and no old copy", history[-2000:])
+check("show() has no docstring" in history,
+      "and the failed check's output, though its call is no longer the last turn (apply_patch "
+      "is no step)", history[-2000:])
+last = main[5]["body"]["input"]
+check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
+      "the last turn went as it came", last[-2:])
+check(all(c["body"].get("prompt_cache_key") == main[0]["body"].get("prompt_cache_key")
+          for c in main), "every other field as it came (prompt_cache_key)", "")
+PY
+checks=$((checks + 6))
+grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
+pass "the proxy says what it sent instead"
 
 say "all $checks checks passed"

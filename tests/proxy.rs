@@ -1072,6 +1072,128 @@ fn two_sessions_on_one_mount_are_each_rewritten_with_their_own_goal() {
     assert!(proxy.says("sent as it came"));
 }
 
+/// A Codex request (the Responses API, vendor-docs/codex.md): its instructions and
+/// environment, the prompt, then `turns` commands with their reasoning, each a `cat calc.py`
+/// whose output is the file as it was then.
+fn codex_request(prompt: &str, turns: usize) -> Value {
+    let text = |role: &str, t: &str| json!({"type": "message", "role": role, "content": [{"type": "input_text", "text": t}]});
+    let mut input = vec![
+        text(
+            "developer",
+            "You are a coding agent running in the Codex CLI.",
+        ),
+        text(
+            "user",
+            "<environment_context>\n  <cwd>/p</cwd>\n</environment_context>",
+        ),
+        text("user", prompt),
+    ];
+    for i in 0..turns {
+        input.push(
+            json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [],
+                          "encrypted_content": format!("gAAAAB{i}")}),
+        );
+        input.push(json!({"type": "function_call", "id": format!("fc_{i}"), "name": "exec_command",
+                          "arguments": "{\"cmd\":\"cat calc.py\"}", "call_id": format!("call_{i}")}));
+        input.push(json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+                          "output": format!("Process exited with code 0\nOutput:\ndef add(a, b):\n    return a + b  # then {i}\n")}));
+    }
+    json!({
+        "model": "gpt-5-codex", "instructions": "", "stream": true, "store": false,
+        "include": ["reasoning.encrypted_content"],
+        "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}],
+        "input": input, "prompt_cache_key": "s1",
+    })
+}
+
+/// Posts `body` as Codex does (to `/v1/responses`, its session in a header) through the proxy
+/// (the API answers `{}`) and returns what reached the API.
+fn received_from_codex(up: &Upstream, proxy: &Proxy, body: &Value) -> Received {
+    up.answers
+        .send(Answer::Plain {
+            status: 200,
+            body: "{}".into(),
+        })
+        .expect("queue");
+    let _ = reqwest::blocking::Client::builder()
+        .timeout(WAIT)
+        .build()
+        .expect("client")
+        .post(proxy.url("/v1/responses"))
+        .header("session-id", "s1")
+        .header("authorization", "Bearer sk-test")
+        .header("content-type", "application/json")
+        .body(body.to_string())
+        .send()
+        .expect("the proxy answers");
+    up.next()
+}
+
+/// Codex's calls (the Responses API) go upstream with the projection in place of the history
+/// between the prompt and the last turn; its side requests and other conversations as they
+/// came.
+#[test]
+fn codexs_calls_go_upstream_as_the_present() {
+    let (m, _c) = session_that_read_calc();
+    std::fs::write(
+        m.path("calc.py"),
+        "def add(a, b):\n    return round(a + b, 2)\n",
+    )
+    .expect("edit through the mount");
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let body = codex_request(PROMPT, 3);
+    let got = received_from_codex(&up, &proxy, &body);
+    assert_eq!(got.header("session-id"), Some("s1"));
+    let sent = got.json();
+    let before = body["input"].as_array().expect("input");
+    let after = sent["input"].as_array().expect("input");
+    assert_eq!(&after[..3], &before[..3], "the head as it came");
+    let projected = texts(&after[3]);
+    assert!(projected.contains("round(a + b, 2)"), "{projected}");
+    assert!(
+        !projected.contains(PROMPT),
+        "the head says the goal: {projected}"
+    );
+    // The last turn as it came, its reasoning's encrypted content included; no stale copy
+    // before it.
+    assert_eq!(&after[4..], &before[9..]);
+    assert_eq!(after.len(), 7);
+    let stale = texts(&Value::Array(after[..4].to_vec()));
+    assert!(
+        !stale.contains("# then 0") && !stale.contains("# then 1"),
+        "{stale}"
+    );
+    for k in [
+        "model",
+        "instructions",
+        "tools",
+        "prompt_cache_key",
+        "include",
+        "store",
+    ] {
+        assert_eq!(sent[k], body[k], "{k} as it came");
+    }
+    assert!(
+        proxy.says("/v1/responses: sent 7 items"),
+        "the log says what went"
+    );
+
+    // Another conversation (a subagent's task is its prompt) and a request without the shell
+    // tool go byte for byte.
+    let other = codex_request("Find where add() is called", 3);
+    assert_eq!(
+        received_from_codex(&up, &proxy, &other).body,
+        other.to_string().into_bytes()
+    );
+    let mut side = body.clone();
+    side["tools"] = json!([]);
+    assert_eq!(
+        received_from_codex(&up, &proxy, &side).body,
+        side.to_string().into_bytes()
+    );
+}
+
 #[test]
 fn observe_mode_and_a_missing_goal_send_requests_as_they_came() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {

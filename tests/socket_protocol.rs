@@ -1750,3 +1750,43 @@ fn step_output_is_chosen_per_request() {
     );
     assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
 }
+
+/// A client whose request shows some tool calls with their results (its real last turn) names
+/// them: the last step is left out when it is one of them, and shown when it is not (Codex runs
+/// `apply_patch` itself, so the step before it is not in its last turn).
+#[test]
+fn the_last_step_is_shown_unless_the_request_shows_it() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "call_7", "tool_name": "Bash",
+               "input": {"command": "python3 check.py"}, "result": "Exit code 2\nno docstring"}),
+    );
+    let shows_step = |c: &mut Conn, extra: Value| {
+        let mut params = json!({"format": "text", "budget": 8000});
+        for (k, v) in extra.as_object().into_iter().flatten() {
+            params[k] = v.clone();
+        }
+        let p = c.call("projection.get", params);
+        p["body"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("# Last step")
+    };
+    assert!(shows_step(&mut c, json!({})));
+    assert!(!shows_step(&mut c, json!({"shown_calls": ["call_7"]})));
+    assert!(shows_step(
+        &mut c,
+        json!({"shown_calls": ["call_8", "call_9"]})
+    ));
+    assert!(!shows_step(
+        &mut c,
+        json!({"last_step": false, "shown_calls": ["call_8"]})
+    ));
+    let (code_, msg) = c.call_err(
+        "projection.get",
+        json!({"format": "text", "shown_calls": [""]}),
+    );
+    assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
+}

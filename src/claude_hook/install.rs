@@ -169,13 +169,24 @@ pub fn default_settings(dir: &Path) -> PathBuf {
 }
 
 /// Whether a settings file Claude Code reads for a project in one of `dirs` (its own two, or the
-/// user's `~/.claude/settings.json`) runs `worldfs hook`. For a warning only: a file that cannot
-/// be read counts as not registering it.
-pub fn registered(dirs: &[PathBuf], home: Option<&Path>) -> bool {
+/// user's `~/.claude/settings.json`), or a hooks file Codex reads (the project's
+/// `.codex/hooks.json`, the user's `$CODEX_HOME/hooks.json`, `~/.codex` by default), runs
+/// `worldfs hook`. For a warning only: a file that cannot be read counts as not registering it.
+pub fn registered(dirs: &[PathBuf], home: Option<&Path>, codex_home: Option<&Path>) -> bool {
+    let codex_home = codex_home
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".codex")));
     let files = dirs
         .iter()
-        .flat_map(|d| [default_settings(d), d.join(".claude").join("settings.json")])
-        .chain(home.map(|h| h.join(".claude").join("settings.json")));
+        .flat_map(|d| {
+            [
+                default_settings(d),
+                d.join(".claude").join("settings.json"),
+                Agent::Codex.default_settings(d),
+            ]
+        })
+        .chain(home.map(|h| h.join(".claude").join("settings.json")))
+        .chain(codex_home.map(|c| c.join("hooks.json")));
     files
         .filter_map(|f| read(&f).ok())
         .any(|mut s| remove(&mut s) > 0)
@@ -436,26 +447,38 @@ mod tests {
     }
 
     #[test]
-    fn registered_looks_in_the_projects_settings_and_the_users() {
+    fn registered_looks_in_the_projects_settings_and_the_users_of_either_agent() {
         let project = tempfile::tempdir().expect("tempdir");
         let home = tempfile::tempdir().expect("tempdir");
         let dirs = [project.path().to_path_buf()];
-        assert!(!registered(&dirs, Some(home.path())));
+        let claude = Agent::ClaudeCode;
+        assert!(!registered(&dirs, Some(home.path()), None));
         install(
             &home.path().join(".claude/settings.json"),
             "worldfs hook",
-            Agent::ClaudeCode,
+            claude,
         )
-        .expect("install");
-        assert!(registered(&dirs, Some(home.path())));
-        assert!(!registered(&dirs, None));
-        install(
-            &default_settings(project.path()),
-            "/x/worldfs hook",
-            Agent::ClaudeCode,
-        )
-        .expect("install");
-        assert!(registered(&dirs, None));
+        .expect("in");
+        assert!(registered(&dirs, Some(home.path()), None));
+        assert!(!registered(&dirs, None, None));
+        install(&default_settings(project.path()), "/x/worldfs hook", claude).expect("in");
+        assert!(registered(&dirs, None, None));
+        // Codex's: the project's, and the user's in CODEX_HOME (`~/.codex` without it).
+        let other = tempfile::tempdir().expect("tempdir");
+        let dirs = [other.path().to_path_buf()];
+        let codex_home = tempfile::tempdir().expect("tempdir");
+        let hooks = codex_home.path().join("hooks.json");
+        install(&hooks, "worldfs hook", Agent::Codex).expect("in");
+        assert!(registered(&dirs, None, Some(codex_home.path())));
+        let home = tempfile::tempdir().expect("tempdir");
+        assert!(!registered(&dirs, Some(home.path()), None));
+        let hooks = home.path().join(".codex/hooks.json");
+        install(&hooks, "worldfs hook", Agent::Codex).expect("in");
+        assert!(registered(&dirs, Some(home.path()), None));
+        let third = tempfile::tempdir().expect("tempdir");
+        let hooks = Agent::Codex.default_settings(third.path());
+        install(&hooks, "worldfs hook", Agent::Codex).expect("in");
+        assert!(registered(&[third.path().to_path_buf()], None, None));
     }
 
     #[test]

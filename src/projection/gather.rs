@@ -48,11 +48,10 @@ pub fn gather(
             .read(req.session.as_deref(), |c| c.last_step.clone()),
         None => h.last_step.read().clone(),
     };
-    let step = if req.last_step {
-        recorded_step.clone()
-    } else {
-        None
-    };
+    // A step the client's request shows (its real last turn) is not shown twice.
+    let step = recorded_step
+        .clone()
+        .filter(|s| req.last_step && !req.shown_calls.contains(&s.tool_use_id));
     // Another conversation's own outputs (its subagent's report) are not this one's to show.
     let own = req.session.clone().or_else(|| h.conversations.current());
     let commands: Vec<_> = h

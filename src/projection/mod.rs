@@ -41,6 +41,7 @@ pub use parts::MINIMAL_USER_TEXT;
 pub use request::{
     CacheTtl, Format, LineNumbers, MAX_BREAKPOINTS, ProjectionRequest, StepOutput, shown_hash,
 };
+pub use text::goal_piece;
 
 /// Name of the tokenizer every count uses.
 pub const TOKENIZER: &str = "o200k_base";

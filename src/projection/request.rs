@@ -201,6 +201,11 @@ pub struct ProjectionRequest {
     /// out, since the request holds it as it is (`worldfs proxy`: the files Claude Code attaches
     /// to a prompt, or again after a compaction).
     pub request_shows: Vec<(PathBuf, String)>,
+    /// Tool calls the client's own request shows with their results (its real last turn, by
+    /// the harness's call ids): the last step is not shown when it is one of them. Not in the
+    /// [`requester_key`](Self::requester_key): it changes at every call, and only the last
+    /// step, at the end, depends on it.
+    pub shown_calls: Vec<String>,
 }
 
 /// The hash (blake3, hex) by which a copy of a file is matched with the file: of its content
@@ -231,6 +236,7 @@ impl Default for ProjectionRequest {
             evicted_limit: None,
             session: None,
             request_shows: Vec::new(),
+            shown_calls: Vec::new(),
         }
     }
 }

@@ -29,8 +29,11 @@ const NOT_TEXT: &[&str] = &[
     "type",
     "id",
     "tool_use_id",
+    "call_id",
     "role",
     "signature",
+    "encrypted_content",
+    "status",
     "cache_control",
 ];
 
@@ -57,9 +60,11 @@ fn text_of(messages: Option<&Value>, out: &mut String) {
     }
 }
 
-/// Tokens (o200k_base) of the text of a body's `messages`, message by message.
+/// Tokens (o200k_base) of the text of a body's `messages` (a Responses API body's `input`),
+/// message by message.
 pub(crate) fn message_tokens(memo: &TokenCounter, body: &Value) -> u64 {
-    let Some(messages) = body.get("messages").and_then(Value::as_array) else {
+    let messages = body.get("messages").or_else(|| body.get("input"));
+    let Some(messages) = messages.and_then(Value::as_array) else {
         return 0;
     };
     let mut total = 0u64;

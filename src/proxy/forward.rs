@@ -30,9 +30,12 @@ type Body = BoxBody<Bytes, BoxError>;
 /// in memory for the rewrite.
 const MAX_REQUEST_BYTES: usize = 256 * 1024 * 1024;
 
-/// The paths whose bodies carry a conversation.
+/// The paths whose bodies carry a conversation: Claude Code's (the Messages API), and Codex's
+/// (the Responses API, under whatever base path its provider's `base_url` has).
 fn rewritable(method: &Method, path: &str) -> bool {
-    method == Method::POST && matches!(path, "/v1/messages" | "/v1/messages/count_tokens")
+    method == Method::POST
+        && (matches!(path, "/v1/messages" | "/v1/messages/count_tokens")
+            || path.ends_with("/responses"))
 }
 
 /// Headers that belong to one connection, not to the request (RFC 9110, 7.6.1), and those the
@@ -183,10 +186,12 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
     let body = if rewritable(&parts.method, &path) {
         let state2 = Arc::clone(state);
         let original = body.clone();
-        let session = parts
-            .headers
-            .get(super::session::HEADER)
-            .map(|v| v.as_bytes().to_vec());
+        let header = if path.ends_with("/responses") {
+            super::session::CODEX_HEADER
+        } else {
+            super::session::HEADER
+        };
+        let session = parts.headers.get(header).map(|v| v.as_bytes().to_vec());
         let subagent = parts.headers.contains_key(super::rewrite::AGENT_HEADER);
         let (prepared, call) = tokio::task::spawn_blocking(move || {
             prepare(&state2, &path, &original, session.as_deref(), subagent)

@@ -12,6 +12,7 @@
 //! With `--observe` nothing is ever rewritten; each call of the main conversation only prints
 //! what would have been sent in its place.
 
+pub mod responses;
 pub mod rewrite;
 
 mod account;
@@ -89,9 +90,9 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         .with_context(|| format!("asking the mount's socket {}", socket.display()))?;
     if let Some(dir) = unhooked {
         eprintln!(
-            "worldfs: warning: no Claude Code settings of {} register `worldfs hook`, so the \
-             mount will not know the session's goal and every call will go as it came; run \
-             `worldfs hook --install` there",
+            "worldfs: warning: no Claude Code settings (nor Codex hooks) of {} register \
+             `worldfs hook`, so the mount will not know the session's goal and every call will \
+             go as it came; run `worldfs hook --install` (for Codex: `--install --codex`) there",
             dir.display()
         );
     }
@@ -126,8 +127,8 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The project's directory (the current one or `-C DIR`) when no Claude Code settings of it
-/// (nor of the mount's root, nor the user's) register `worldfs hook`: without it the mount has
+/// The project's directory (the current one or `-C DIR`) when no Claude Code settings or Codex
+/// hooks of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it the mount has
 /// no goal, and every call goes upstream as it came.
 fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
     let dir = target
@@ -139,7 +140,9 @@ fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
         dirs.push(m.mount_point);
     }
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    (!crate::claude_hook::install::registered(&dirs, home.as_deref())).then_some(dir)
+    let codex_home = std::env::var_os("CODEX_HOME").map(std::path::PathBuf::from);
+    (!crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()))
+        .then_some(dir)
 }
 
 /// Outcome of preparing one request body.
@@ -169,8 +172,16 @@ fn prepare(
             None,
         );
     }
-    let session = session::of_call(session_header, &parsed);
-    match try_rewrite(state, &parsed, session) {
+    // Codex's calls (the Responses API) and Claude Code's (the Messages API).
+    let codex = path.ends_with("/responses");
+    let rewritten = if codex {
+        let session = session::of_codex_call(session_header, &parsed);
+        try_rewrite_responses(state, &parsed, session)
+    } else {
+        let session = session::of_call(session_header, &parsed);
+        try_rewrite(state, &parsed, session)
+    };
+    match rewritten {
         Ok(Ok((out, summary))) => {
             let prepared = if state.cfg.observe {
                 state.counts.untouched.fetch_add(1, Ordering::Relaxed);
@@ -201,10 +212,17 @@ fn prepare(
         Ok(Err(skip)) => {
             // A call that looks like the session's own (it can Read and start subagents) but is
             // not taken for it is the one a user needs to hear about at `-v`.
+            let main = if codex {
+                responses::looks_main(&parsed)
+            } else {
+                rewrite::looks_main(&parsed)
+            };
             let surprising = matches!(
                 skip,
-                rewrite::Skip::NoGoal | rewrite::Skip::OtherConversation
-            ) && rewrite::looks_main(&parsed);
+                rewrite::Skip::NoGoal
+                    | rewrite::Skip::OtherConversation
+                    | rewrite::Skip::UnknownItems
+            ) && main;
             (untouched(state, path, &skip, surprising), None)
         }
         Err(e) => (failed(state, path, &format!("{e:#}")), None),
@@ -230,21 +248,70 @@ fn failed(state: &State, path: &str, why: &str) -> Prepared {
 /// The rewritten body and a one-line account of it, or why it stays as it is.
 type Rewrite = Result<(Value, String), rewrite::Skip>;
 
-fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::Result<Rewrite> {
-    let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
-    let mut known = c.call("goal.get", of_session(json!({}), session.as_deref()))?;
+/// What the mount knows of the call's session (`goal.get`), and the session asked for then.
+fn known_session(
+    c: &mut Client,
+    session: Option<String>,
+) -> anyhow::Result<(Value, Option<String>)> {
+    let known = c.call("goal.get", of_session(json!({}), session.as_deref()))?;
     // A session the hook never told of (no hook registered for it, or a mount set up by hand):
     // the conversation under way is the best guess, and a wrong one costs nothing, since a call
     // is only rewritten when its conversation is the goal's.
-    let session = if session.is_some() && known.get("session").is_none_or(Value::is_null) {
-        known = c.call("goal.get", json!({}))?;
-        known
+    if session.is_some() && known.get("session").is_none_or(Value::is_null) {
+        let known = c.call("goal.get", json!({}))?;
+        let session = known
             .get("session")
             .and_then(Value::as_str)
-            .map(str::to_owned)
-    } else {
-        session
+            .map(str::to_owned);
+        return Ok((known, session));
+    }
+    Ok((known, session))
+}
+
+/// Codex's call: the history replaced by the projection's text ([`responses`]).
+fn try_rewrite_responses(
+    state: &State,
+    body: &Value,
+    session: Option<String>,
+) -> anyhow::Result<Rewrite> {
+    let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
+    let (known, session) = known_session(&mut c, session)?;
+    let session = session.as_deref();
+    let goal = known.get("goal").and_then(Value::as_str);
+    let plan = match responses::plan(body, goal) {
+        Ok(p) => p,
+        Err(skip) => return Ok(Err(skip)),
     };
+    let mut params = json!({
+        "format": "text",
+        "absolute_paths": true,
+        "last_step": true,
+        "shown_calls": plan.tail_calls,
+    });
+    if let Some(b) = state.cfg.budget {
+        params["budget"] = json!(b);
+    }
+    let p = c.call("projection.get", of_session(params, session))?;
+    let text = p
+        .get("body")
+        .and_then(Value::as_str)
+        .context("the projection has no text")?;
+    let out = responses::splice(body, &plan, text)?;
+    let count = |v: &Value| v.get("input").and_then(Value::as_array).map_or(0, Vec::len);
+    let summary = format!(
+        "{} items ({} tokens of projection, budget {}) instead of {}{}",
+        count(&out),
+        p.get("tokens").and_then(Value::as_u64).unwrap_or(0),
+        p.get("budget").and_then(Value::as_u64).unwrap_or(0),
+        count(body),
+        session.map_or_else(String::new, |s| format!(", for session {s}")),
+    );
+    Ok(Ok((out, summary)))
+}
+
+fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::Result<Rewrite> {
+    let mut c = Client::connect(&state.socket, SOCKET_TIMEOUT)?;
+    let (known, session) = known_session(&mut c, session)?;
     let session = session.as_deref();
     let flag = |k: &str| known.get(k).and_then(Value::as_bool) == Some(true);
     let goal = known.get("goal").and_then(Value::as_str).map(str::to_owned);

@@ -81,6 +81,9 @@ pub enum Skip {
     /// A subagent's call, by Claude Code's own mark: in 2.1.332 subagents can start
     /// subagents too, so their tools no longer tell.
     Subagent,
+    /// Codex: the history holds an item of a kind the projection does not stand for (a
+    /// compaction's summary, say).
+    UnknownItems,
 }
 
 impl std::fmt::Display for Skip {
@@ -96,6 +99,9 @@ impl std::fmt::Display for Skip {
             Skip::TooShort => "nothing to replace yet",
             Skip::Subagent => {
                 "a subagent's call (Claude Code marks it: `x-claude-code-agent-id`, `cc_is_subagent`)"
+            }
+            Skip::UnknownItems => {
+                "the history holds items of a kind the projection does not stand for (a compaction?)"
             }
         })
     }

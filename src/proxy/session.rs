@@ -1,4 +1,4 @@
-//! Which Claude Code session a call belongs to, so the proxy asks the mount for that session's
+//! Which Claude Code (or Codex) session a call belongs to, so the proxy asks the mount for that session's
 //! goal and projection when two sessions share one mount.
 //!
 //! Claude Code names its session in every call: since 2.1.86 in the `x-claude-code-session-id`
@@ -13,6 +13,22 @@ use crate::world::conversations::MAX_SESSION_BYTES;
 
 /// The header Claude Code names its session in.
 pub const HEADER: &str = "x-claude-code-session-id";
+
+/// The header Codex names its session (its hooks' `session_id`) in.
+pub const CODEX_HEADER: &str = "session-id";
+
+/// The session a Codex call names: the header's value, else the body's
+/// `client_metadata.session_id`, else its `prompt_cache_key` (Codex keys its cache by session).
+pub fn of_codex_call(header: Option<&[u8]>, body: &Value) -> Option<String> {
+    header
+        .and_then(|h| std::str::from_utf8(h).ok())
+        .and_then(usable)
+        .or_else(|| {
+            ["/client_metadata/session_id", "/prompt_cache_key"]
+                .iter()
+                .find_map(|p| body.pointer(p).and_then(Value::as_str).and_then(usable))
+        })
+}
 
 /// The session a call names: the header's value, else the one in `metadata.user_id`.
 pub fn of_call(header: Option<&[u8]>, body: &Value) -> Option<String> {
@@ -63,6 +79,20 @@ mod tests {
         // An empty or unusable header is no header.
         assert_eq!(of_call(Some(b" "), &body).as_deref(), Some(ID));
         assert_eq!(of_call(Some(&[0xff, 0xfe]), &body).as_deref(), Some(ID));
+    }
+
+    #[test]
+    fn a_codex_call_names_its_session_in_a_header_or_its_body() {
+        let body =
+            json!({"client_metadata": {"session_id": "from-metadata"}, "prompt_cache_key": "key"});
+        assert_eq!(
+            of_codex_call(Some(ID.as_bytes()), &body).as_deref(),
+            Some(ID)
+        );
+        assert_eq!(of_codex_call(None, &body).as_deref(), Some("from-metadata"));
+        let body = json!({"prompt_cache_key": "key"});
+        assert_eq!(of_codex_call(Some(b" "), &body).as_deref(), Some("key"));
+        assert_eq!(of_codex_call(None, &json!({})), None);
     }
 
     #[test]

@@ -58,6 +58,9 @@ pub struct ProjectionParams {
     /// Files the client's request shows whole, as it names them (absolute under the mount
     /// point, or root-relative), with the hash of what it shows.
     pub request_shows: Vec<(String, String)>,
+    /// Call ids the client's request shows with their results: the last step is not shown
+    /// when it is one of them.
+    pub shown_calls: Vec<String>,
 }
 
 /// A rendered projection and its token estimate (for stats).
@@ -124,7 +127,8 @@ impl Renderer for StandIn {
             "goal": goal,
             "framing": *h.framing.read(),
             "state": state,
-            "last_step": if p.last_step { h.last_step.read().clone() } else { None },
+            "last_step": h.last_step.read().clone()
+                .filter(|s| p.last_step && !p.shown_calls.contains(&s.tool_use_id)),
             "commands": *h.commands.read(),
             "entries": entries,
             "evicted_total": sel.evicted.len(),
@@ -171,6 +175,7 @@ impl Renderer for Projections {
         }
         req.evicted_limit = Some(p.evicted_limit);
         req.session = p.session.clone();
+        req.shown_calls = p.shown_calls.clone();
         req.request_shows = p
             .request_shows
             .iter()

@@ -43,6 +43,8 @@ pub(super) struct ProjectionGet {
     session: Option<String>,
     #[serde(default)]
     request_shows: Vec<RequestShows>,
+    #[serde(default)]
+    shown_calls: Vec<String>,
 }
 
 /// A file the client's request shows whole.
@@ -52,6 +54,9 @@ struct RequestShows {
     path: String,
     hash: String,
 }
+
+/// Calls a request's last turn shows: a turn's parallel calls, a few dozen at most.
+const MAX_SHOWN_CALLS: usize = 256;
 
 fn shows_last_step() -> bool {
     true
@@ -119,6 +124,15 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             bad.path
         )));
     }
+    if p.shown_calls.len() > MAX_SHOWN_CALLS
+        || p.shown_calls
+            .iter()
+            .any(|id| id.is_empty() || id.len() > 256)
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: shown_calls: at most {MAX_SHOWN_CALLS} call ids of 1 to 256 bytes"
+        )));
+    }
     let params = ProjectionParams {
         format: p.format.unwrap_or(Format::Anthropic),
         budget_tokens: budget,
@@ -130,6 +144,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         absolute_paths: p.absolute_paths,
         step_output: p.step_output,
         last_step: p.last_step,
+        shown_calls: p.shown_calls,
         line_numbers: p.line_numbers,
         evicted_limit: p.evicted_limit,
         session: named,

@@ -1,0 +1,426 @@
+//! What `worldfs proxy` sends instead of Codex's history: the Responses API side.
+//!
+//! Codex sends each model call as `POST .../responses` with the whole conversation in `input`
+//! (stateless: `store: false`; vendor-docs/codex.md, section 2). A call is rewritten only when
+//! it is the main conversation of the session the mount knows: it defines Codex's shell tool
+//! (`exec_command`, or `shell` in older versions), and one of its user messages is the goal's
+//! first prompt, as `worldfs hook` heard it (`UserPromptSubmit`). A subagent (its task is its
+//! prompt), a side request without that tool, or a conversation of another session goes
+//! upstream untouched, and so does one holding an item of a kind not known here (a
+//! compaction's summary, say): what it is for cannot be told, so it is not dropped.
+//!
+//! The rewritten `input` is, in order:
+//! 1. every item up to the first prompt's message, and that message, as they came: Codex's
+//!    developer messages (its instructions, the skills), its environment context, the
+//!    project's AGENTS.md. They are the same at every call, so a prompt cache keeps them;
+//! 2. the developer messages of the history replaced (Codex says there when permissions or the
+//!    model change), once each;
+//! 3. the projection, as one user message (the `text` format): the prompts after the first,
+//!    then the files and command outputs as they are now, then the agent's state, and the last
+//!    step the mount knows when the last turn does not hold it (Codex runs `apply_patch` itself,
+//!    and no hook tells of it). The model's own tools cannot be named for synthesized calls
+//!    here, so the files are shown as text;
+//! 4. the real last turn, verbatim: the model's last output items (its reasoning, whose
+//!    encrypted content the API requires back as it was sent, its message, its calls) and
+//!    everything after them (the calls' outputs, a new prompt).
+//!
+//! Every other field of the body (`instructions`, `tools`, `prompt_cache_key`, `reasoning`...)
+//! is left as it came.
+
+use std::collections::HashSet;
+
+use serde_json::{Map, Value, json};
+
+use super::rewrite::{Invalid, Skip};
+use crate::claude_hook::LATER_PROMPT;
+
+/// Codex's shell tool, by the names it has had: the projection's files are what it reads.
+const SHELL_TOOLS: [&str; 3] = ["exec_command", "shell", "shell_command"];
+
+/// Item types the model outputs. A turn's output is a run of these; what follows it (the
+/// calls' outputs, a prompt) is input.
+const OUTPUT_ITEMS: [&str; 12] = [
+    "reasoning",
+    "function_call",
+    "custom_tool_call",
+    "local_shell_call",
+    "web_search_call",
+    "file_search_call",
+    "computer_call",
+    "code_interpreter_call",
+    "image_generation_call",
+    "mcp_call",
+    "mcp_list_tools",
+    "tool_search_call",
+];
+
+/// Item types the history replaced may hold: what they said, the projection says (the files,
+/// the outputs it tracks, the results no file holds, which the hook keeps).
+const REPLACEABLE: [&str; 9] = [
+    "message",
+    "reasoning",
+    "function_call",
+    "function_call_output",
+    "custom_tool_call",
+    "custom_tool_call_output",
+    "local_shell_call",
+    "local_shell_call_output",
+    "web_search_call",
+];
+
+/// How a Codex call eligible for rewriting is cut.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Items kept as they came before the projection: up to the first prompt's message.
+    pub head_len: usize,
+    /// Index of the first item of the real last turn.
+    pub tail_start: usize,
+    /// The call ids of the last turn's calls: the mount's last step is shown unless it is one
+    /// of them (Codex's `apply_patch` is no step, so the step before it is not in the turn).
+    pub tail_calls: Vec<String>,
+    /// The developer messages of the history replaced, once each.
+    pub instructions: Vec<Value>,
+    /// The goal the projection opens with, and what of it the head does not already say.
+    pub goal: String,
+    pub later_prompts: Option<String>,
+}
+
+fn kind(item: &Value) -> &str {
+    item.get("type")
+        .and_then(Value::as_str)
+        .unwrap_or("message")
+}
+
+fn role(item: &Value) -> Option<&str> {
+    item.get("role").and_then(Value::as_str)
+}
+
+/// Whether the model produced `item` (an assistant message, a call, its reasoning).
+fn is_output(item: &Value) -> bool {
+    let k = kind(item);
+    OUTPUT_ITEMS.contains(&k) || (k == "message" && role(item) == Some("assistant"))
+}
+
+/// The texts of a message's content: a string, or its text parts.
+fn texts(item: &Value) -> Vec<&str> {
+    match item.get("content") {
+        Some(Value::String(s)) => vec![s.as_str()],
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Whether the request defines Codex's shell tool: the main conversation, or a subagent's.
+pub fn looks_main(body: &Value) -> bool {
+    body.get("tools")
+        .and_then(Value::as_array)
+        .is_some_and(|tools| {
+            tools.iter().any(|t| {
+                t.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|n| SHELL_TOOLS.contains(&n))
+            })
+        })
+}
+
+/// How `body` is cut, or why it goes as it came. `goal`: the session's, as the hook recorded
+/// it (its first prompt, then each later one after [`LATER_PROMPT`]).
+pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
+    let items = body
+        .get("input")
+        .and_then(Value::as_array)
+        .ok_or(Skip::NoMessages)?;
+    if !looks_main(body) {
+        return Err(Skip::NoReadTool);
+    }
+    let goal = goal.filter(|g| !g.trim().is_empty()).ok_or(Skip::NoGoal)?;
+    let (prompt, later) = match goal.split_once(LATER_PROMPT) {
+        Some((first, rest)) => (first, Some(rest)),
+        None => (goal, None),
+    };
+    let prompt = prompt.trim();
+    // The prompt's message is the first user message saying it; before it, only what Codex
+    // puts at the head of every conversation (no model output).
+    let prompt_at = items
+        .iter()
+        .position(|it| {
+            kind(it) == "message"
+                && role(it) == Some("user")
+                && texts(it).iter().any(|t| t.trim() == prompt)
+        })
+        .filter(|&p| !items[..p].iter().any(is_output))
+        .ok_or(Skip::OtherConversation)?;
+    let head_len = prompt_at + 1;
+    // The last turn: the run of the model's output items before the trailing inputs.
+    let last_output = items.iter().rposition(is_output).ok_or(Skip::TooShort)?;
+    let tail_start = items[..=last_output]
+        .iter()
+        .rposition(|it| !is_output(it))
+        .map_or(0, |i| i + 1);
+    if tail_start <= head_len {
+        return Err(Skip::TooShort);
+    }
+    let replaced = &items[head_len..tail_start];
+    if replaced
+        .iter()
+        .any(|it| !REPLACEABLE.contains(&kind(it)) || role(it) == Some("system"))
+    {
+        return Err(Skip::UnknownItems);
+    }
+    let mut seen = HashSet::new();
+    let instructions = replaced
+        .iter()
+        .filter(|it| kind(it) == "message" && role(it) == Some("developer"))
+        .filter(|it| seen.insert(it.to_string()))
+        .cloned()
+        .collect();
+    let tail_calls = items[tail_start..]
+        .iter()
+        .filter(|it| is_output(it))
+        .filter_map(|it| it.get("call_id").and_then(Value::as_str))
+        .map(str::to_owned)
+        .collect();
+    Ok(Plan {
+        head_len,
+        tail_start,
+        tail_calls,
+        instructions,
+        goal: goal.to_owned(),
+        later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
+    })
+}
+
+/// The projection's text without what the head already says: its goal section holds the
+/// later prompts alone, or goes.
+fn without_goal(projection: &str, plan: &Plan) -> String {
+    let section = crate::projection::goal_piece(&plan.goal);
+    let Some(at) = projection.find(&section) else {
+        return projection.to_owned();
+    };
+    let rest = projection[at + section.len()..].trim_start_matches('\n');
+    let mut out = projection[..at].to_owned();
+    if let Some(later) = &plan.later_prompts {
+        out.push_str(&crate::projection::goal_piece(later));
+        out.push_str("\n\n");
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `body` with its history replaced by `projection` (the `text` format's body), cut as `plan`
+/// says, and checked against the rules the API enforces.
+pub fn splice(body: &Value, plan: &Plan, projection: &str) -> Result<Value, Invalid> {
+    let (Some(fields), Some(items)) = (
+        body.as_object(),
+        body.get("input").and_then(Value::as_array),
+    ) else {
+        return Err(Invalid(vec!["no input".into()]));
+    };
+    let mut input: Vec<Value> =
+        Vec::with_capacity(plan.head_len + 2 + items.len() - plan.tail_start);
+    input.extend(items[..plan.head_len].iter().cloned());
+    input.extend(plan.instructions.iter().cloned());
+    let text = without_goal(projection, plan);
+    if !text.trim().is_empty() {
+        input.push(json!({
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        }));
+    }
+    input.extend(items[plan.tail_start..].iter().cloned());
+    let mut out: Map<String, Value> = fields
+        .iter()
+        .filter(|(k, _)| k.as_str() != "input")
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    out.insert("input".into(), Value::Array(input));
+    let out = Value::Object(out);
+    check(&out)?;
+    Ok(out)
+}
+
+/// The rules of the API a splice could break: every call's output follows a call of its
+/// `call_id`, and every call before the last turn's outputs has one.
+fn check(body: &Value) -> Result<(), Invalid> {
+    let Some(items) = body.get("input").and_then(Value::as_array) else {
+        return Err(Invalid(vec!["no input".into()]));
+    };
+    let mut problems = Vec::new();
+    let mut called = HashSet::new();
+    let mut answered = HashSet::new();
+    for (i, it) in items.iter().enumerate() {
+        let id = it.get("call_id").and_then(Value::as_str);
+        match kind(it) {
+            "function_call" | "custom_tool_call" | "local_shell_call" => {
+                if let Some(id) = id {
+                    called.insert(id);
+                }
+            }
+            k if k.ends_with("_call_output") => match id {
+                Some(id) if called.contains(id) => {
+                    answered.insert(id);
+                }
+                _ => problems.push(format!("/input/{i}: an output of no call before it")),
+            },
+            _ => {}
+        }
+    }
+    // A call left unanswered may only be the request's last items (the model's calls, whose
+    // outputs the client has not sent yet); Codex always sends them, so any is a cut gone
+    // wrong.
+    let open = called.difference(&answered).count();
+    if open > 0 {
+        problems.push(format!("{open} calls without their output"));
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(Invalid(problems))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PROMPT: &str = "Fix add() in calc.py";
+
+    fn developer(text: &str) -> Value {
+        json!({"type": "message", "role": "developer", "content": [{"type": "input_text", "text": text}]})
+    }
+
+    fn user(text: &str) -> Value {
+        json!({"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]})
+    }
+
+    /// A Codex request after `turns` commands, each with its reasoning.
+    fn request(turns: usize) -> Value {
+        let mut input = vec![
+            developer("You are a coding agent running in the Codex CLI."),
+            user("<environment_context>\n  <cwd>/p</cwd>\n</environment_context>"),
+            user(PROMPT),
+        ];
+        for i in 0..turns {
+            input.push(
+                json!({"type": "reasoning", "id": format!("rs_{i}"), "summary": [],
+                              "encrypted_content": format!("gAAA{i}")}),
+            );
+            input.push(json!({"type": "function_call", "id": format!("fc_{i}"), "name": "exec_command",
+                              "arguments": "{\"cmd\": \"cat calc.py\"}", "call_id": format!("call_{i}")}));
+            input.push(
+                json!({"type": "function_call_output", "call_id": format!("call_{i}"),
+                              "output": "Process exited with code 0\nOutput:\ndef add(a, b):\n"}),
+            );
+        }
+        json!({
+            "model": "gpt-5-codex", "instructions": "", "stream": true, "store": false,
+            "tools": [{"type": "function", "name": "exec_command", "parameters": {"type": "object"}}],
+            "input": input,
+            "prompt_cache_key": "s1",
+        })
+    }
+
+    const PROJECTION: &str = "# Goal\n\nFix add() in calc.py\n\n## calc.py\n```\n1\tdef add(a, b):\n2\t    return a + b\n```";
+
+    #[test]
+    fn the_history_between_the_prompt_and_the_last_turn_is_the_projection() {
+        let body = request(3);
+        let plan = plan(&body, Some(PROMPT)).expect("plan");
+        assert_eq!((plan.head_len, plan.tail_start), (3, 9));
+        assert_eq!(plan.tail_calls, ["call_2"]);
+        let out = splice(&body, &plan, PROJECTION).expect("splice");
+        let input = out["input"].as_array().expect("input");
+        assert_eq!(&input[..3], &body["input"].as_array().expect("input")[..3]);
+        let text = input[3]["content"][0]["text"].as_str().expect("text");
+        assert!(
+            text.starts_with("## calc.py"),
+            "the head says the goal: {text}"
+        );
+        assert!(text.contains("return a + b"));
+        // The last turn as it came: its reasoning (encrypted), its call, its output.
+        assert_eq!(&input[4..], &body["input"].as_array().expect("input")[9..]);
+        assert_eq!(input.len(), 7);
+        for k in [
+            "model",
+            "instructions",
+            "tools",
+            "prompt_cache_key",
+            "store",
+            "stream",
+        ] {
+            assert_eq!(out[k], body[k], "{k} as it came");
+        }
+    }
+
+    #[test]
+    fn later_prompts_and_mid_conversation_instructions_stay() {
+        let mut body = request(2);
+        let input = body["input"].as_array_mut().expect("input");
+        input.insert(6, user("now the tests too"));
+        input.insert(6, developer("Approval policy changed to never."));
+        input.insert(6, developer("Approval policy changed to never."));
+        input.extend([
+            json!({"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "gAAAx"}),
+            json!({"type": "function_call", "id": "fc_x", "name": "exec_command", "arguments": "{}", "call_id": "call_x"}),
+            json!({"type": "function_call", "id": "fc_y", "name": "exec_command", "arguments": "{}", "call_id": "call_y"}),
+            json!({"type": "function_call_output", "call_id": "call_x", "output": "a"}),
+            json!({"type": "function_call_output", "call_id": "call_y", "output": "b"}),
+        ]);
+        let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
+        let plan = plan(&body, Some(&goal)).expect("plan");
+        assert_eq!(plan.instructions.len(), 1, "once each");
+        let projection = format!("# Goal\n\n{goal}\n\n## calc.py\n```\n1\tx\n```");
+        let out = splice(&body, &plan, &projection).expect("splice");
+        let input = out["input"].as_array().expect("input");
+        assert_eq!(input[3], developer("Approval policy changed to never."));
+        let text = input[4]["content"][0]["text"].as_str().expect("text");
+        assert!(
+            text.starts_with("# Goal\n\nThen the user asked:\nnow the tests too\n\n## calc.py"),
+            "{text}"
+        );
+        // Two parallel calls and their outputs: the last turn whole.
+        assert_eq!(input.len(), 10);
+        assert_eq!(input[5]["id"], "rs_x");
+    }
+
+    #[test]
+    fn other_conversations_and_unknown_items_go_as_they_came() {
+        let body = request(3);
+        assert_eq!(plan(&body, None), Err(Skip::NoGoal));
+        assert_eq!(
+            plan(&body, Some("another task")),
+            Err(Skip::OtherConversation)
+        );
+        assert_eq!(plan(&request(1), Some(PROMPT)), Err(Skip::TooShort));
+        assert_eq!(plan(&request(0), Some(PROMPT)), Err(Skip::TooShort));
+        let mut no_shell = body.clone();
+        no_shell["tools"] = json!([]);
+        assert_eq!(plan(&no_shell, Some(PROMPT)), Err(Skip::NoReadTool));
+        let mut compacted = body.clone();
+        compacted["input"].as_array_mut().expect("input").insert(
+            4,
+            json!({"type": "compaction", "encrypted_content": "gAAA"}),
+        );
+        assert_eq!(plan(&compacted, Some(PROMPT)), Err(Skip::UnknownItems));
+        // The prompt quoted after the model answered (a subagent's task naming it) is not the
+        // conversation's opening.
+        let mut quoted = request(3);
+        let input = quoted["input"].as_array_mut().expect("input");
+        input.remove(2);
+        input.insert(4, user(PROMPT));
+        assert_eq!(plan(&quoted, Some(PROMPT)), Err(Skip::OtherConversation));
+    }
+
+    #[test]
+    fn a_cut_that_orphans_an_output_is_refused() {
+        let body = request(3);
+        let mut plan = plan(&body, Some(PROMPT)).expect("plan");
+        plan.tail_start += 2;
+        let err = splice(&body, &plan, PROJECTION).expect_err("orphaned output");
+        assert!(err.to_string().contains("an output of no call"), "{err}");
+    }
+}
