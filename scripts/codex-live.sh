@@ -75,6 +75,11 @@ from calc import add
 assert add(2, 3) == 5, add(2, 3)
 print("1 passed")
 EOF
+cat > "$PROJ/AGENTS.md" << 'EOF'
+# Project rules
+
+Run `python3 test_calc.py` after a change.
+EOF
 cat > "$WORK/script.json" << 'EOF'
 [
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
@@ -220,10 +225,13 @@ check("show() has no docstring" in history,
 last = main[5]["body"]["input"]
 check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
       "the last turn went as it came", last[-2:])
+check(not any("## " in said(i) and "AGENTS.md\\n" in said(i)
+               for c in main for i in c["body"]["input"][3:-2]),
+      "AGENTS.md, which the head shows as it is, is not projected again", "")
 check(all(c["body"].get("prompt_cache_key") == main[0]["body"].get("prompt_cache_key")
           for c in main), "every other field as it came (prompt_cache_key)", "")
 PY
-checks=$((checks + 6))
+checks=$((checks + 7))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
 

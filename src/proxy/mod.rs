@@ -288,6 +288,13 @@ fn try_rewrite_responses(
         "last_step": true,
         "shown_calls": plan.tail_calls,
     });
+    let shows = responses::instruction_files(body, &plan);
+    if !shows.is_empty() {
+        params["request_shows"] = shows
+            .iter()
+            .map(|(path, hash)| json!({ "path": path, "hash": hash }))
+            .collect();
+    }
     if let Some(b) = state.cfg.budget {
         params["budget"] = json!(b);
     }

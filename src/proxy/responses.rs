@@ -12,7 +12,8 @@
 //! The rewritten `input` is, in order:
 //! 1. every item up to the first prompt's message, and that message, as they came: Codex's
 //!    developer messages (its instructions, the skills), its environment context, the
-//!    project's AGENTS.md. They are the same at every call, so a prompt cache keeps them;
+//!    project's AGENTS.md. They are the same at every call, so a prompt cache keeps them; and
+//!    the projection leaves out the AGENTS.md they show while it is as they show it;
 //! 2. the developer messages of the history replaced (Codex says there when permissions or the
 //!    model change), once each;
 //! 3. the projection, as one user message (the `text` format): the prompts after the first,
@@ -191,6 +192,36 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
     })
+}
+
+/// How Codex heads the project's AGENTS.md in the messages that open a conversation (0.171):
+/// `# AGENTS.md instructions for DIR`, a blank line, then the file between these marks.
+const AGENTS_HEADING: &str = "# AGENTS.md instructions for ";
+const AGENTS_OPEN: &str = "\n\n<INSTRUCTIONS>\n";
+const AGENTS_CLOSE: &str = "\n</INSTRUCTIONS>";
+
+/// The instruction files the head shows whole (Codex read them through the mount at start):
+/// each as `(path, hash of what it shows)`, for the projection's `request_shows`, so that it
+/// does not show them a second time while they are as the head has them.
+pub fn instruction_files(body: &Value, plan: &Plan) -> Vec<(String, String)> {
+    let Some(items) = body.get("input").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    items[..plan.head_len.min(items.len())]
+        .iter()
+        .flat_map(texts)
+        .filter_map(|t| {
+            let rest = t.strip_prefix(AGENTS_HEADING)?;
+            let (dir, rest) = rest.split_once(AGENTS_OPEN)?;
+            let content = rest.strip_suffix(AGENTS_CLOSE)?;
+            // Several files (one per directory down to the working one) are one text: none
+            // of them is known whole.
+            (!content.contains("<INSTRUCTIONS>") && dir.starts_with('/')).then(|| {
+                let path = format!("{}/AGENTS.md", dir.trim_end_matches('/'));
+                (path, crate::projection::shown_hash(content.as_bytes()))
+            })
+        })
+        .collect()
 }
 
 /// The projection's text without what the head already says: its goal section holds the
@@ -413,6 +444,29 @@ mod tests {
         input.remove(2);
         input.insert(4, user(PROMPT));
         assert_eq!(plan(&quoted, Some(PROMPT)), Err(Skip::OtherConversation));
+    }
+
+    #[test]
+    fn the_agents_md_the_head_shows_is_named_with_its_hash() {
+        let mut body = request(3);
+        let file = "# Rules\n\nRun the tests.\n";
+        body["input"][1]["content"]
+            .as_array_mut()
+            .expect("content")
+            .insert(
+                0,
+                json!({"type": "input_text", "text": format!(
+                "{AGENTS_HEADING}/p{AGENTS_OPEN}{file}{AGENTS_CLOSE}")}),
+            );
+        let plan = plan(&body, Some(PROMPT)).expect("plan");
+        assert_eq!(
+            instruction_files(&body, &plan),
+            [(
+                "/p/AGENTS.md".to_owned(),
+                crate::projection::shown_hash(file.as_bytes())
+            )]
+        );
+        assert!(instruction_files(&request(3), &plan).is_empty());
     }
 
     #[test]
