@@ -32,7 +32,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -76,6 +76,9 @@ bench-hook: build
 
 bench-proxy: build
 	scripts/bench.sh proxy
+
+bench-proxy-codex: build
+	scripts/bench.sh proxy-codex
 
 bench-sessions: build
 	scripts/bench.sh sessions

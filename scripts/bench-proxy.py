@@ -2,7 +2,7 @@
 """The `proxy` part of scripts/bench.sh (`make bench-proxy`): what `worldfs proxy` adds to each
 model call, and what it sends instead of a growing history.
 
-    bench-proxy.py WORLDFS_BIN MOUNT PROXY_URL API_URL API_RECORD TURNS
+    bench-proxy.py WORLDFS_BIN MOUNT PROXY_URL API_URL API_RECORD TURNS [claude|codex]
 
 A session of TURNS tool calls on the mounted tree, as Claude Code makes them: each turn reads a
 file through the mount (`cat`, which the mount records), tells the mount with a PostToolUse
@@ -11,6 +11,11 @@ edits a file it read before (its copy in the history goes stale). After each tur
 request (system prompt, tools, history) is posted twice, through the proxy and straight to the
 stand-in API, in alternating order, and each answer (a short event stream) is read to its end.
 Prints markdown table rows: the time per call both ways and the bytes that reached the API.
+
+With `codex`, the session is Codex's (vendor-docs/codex.md): each turn is an `exec_command` of
+`cat FILE` told by PreToolUse and PostToolUse events of Codex's shape (the output alone, as a
+string), its reasoning and its output (Codex's header, then what `cat` printed) appended to the
+`input` of a Responses API request, posted to `/v1/responses`. No compaction follows.
 """
 import json
 import statistics
@@ -20,6 +25,7 @@ import time
 import urllib.request
 
 bin_, mnt, proxy, api, record, turns = sys.argv[1:7]
+client = sys.argv[7] if len(sys.argv) > 7 else "claude"
 turns = int(turns)
 PROMPT = "Make the report module print totals per region"
 files = sorted(subprocess.run(["find", mnt, "-name", "*.py"], capture_output=True, text=True,
@@ -37,10 +43,16 @@ def numbered(text):
 
 
 def post(base, body):
-    req = urllib.request.Request(base + "/v1/messages?beta=true", data=body,
-                                 headers={"content-type": "application/json",
-                                          "x-api-key": "bench",
-                                          "anthropic-version": "2023-06-01"})
+    if client == "codex":
+        req = urllib.request.Request(base + "/v1/responses", data=body,
+                                     headers={"content-type": "application/json",
+                                              "authorization": "Bearer bench",
+                                              "session-id": "bench"})
+    else:
+        req = urllib.request.Request(base + "/v1/messages?beta=true", data=body,
+                                     headers={"content-type": "application/json",
+                                              "x-api-key": "bench",
+                                              "anthropic-version": "2023-06-01"})
     t = time.perf_counter()
     with urllib.request.urlopen(req, timeout=60) as r:
         r.read()
@@ -58,13 +70,41 @@ schema = {"type": "object", "properties": {"file_path": {"type": "string"}}}
 messages = [{"role": "user", "content": [
     {"type": "text", "text": "<system-reminder>\nCLAUDE.md: run the tests.\n</system-reminder>"},
     {"type": "text", "text": PROMPT}]}]
-via, direct, sizes = [], [], []
-for t in range(1, turns + 1):
-    path = files[(t * 7) % len(files)]
-    if t % 5 == 0:
-        edited = files[((t - 1) * 7) % len(files)]
-        with open(edited, "a") as f:
-            f.write("# edited at turn %d\n" % t)
+codex_input = [
+    {"type": "message", "role": "developer",
+     "content": [{"type": "input_text", "text": "You are a coding agent running in the Codex CLI."}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text":
+        "<environment_context>\n  <cwd>%s</cwd>\n</environment_context>" % mnt}]},
+    {"type": "message", "role": "user", "content": [{"type": "input_text", "text": PROMPT}]}]
+codex_tools = [{"type": "function", "name": "exec_command", "parameters": {
+    "type": "object", "properties": {"cmd": {"type": "string"}}}}]
+
+
+def codex_turn(t, path):
+    """A Codex turn: `cat path` begun and told by its hooks, its items added to the input."""
+    cid = "call_bench_%d" % t
+    command = "cat %s" % path
+    pre = {"hook_event_name": "PreToolUse", "turn_id": "bench", "tool_name": "Bash",
+           "tool_use_id": cid, "tool_input": {"command": command}}
+    hook(pre)
+    text = subprocess.run(["cat", path], capture_output=True, text=True, check=True).stdout
+    hook(dict(pre, hook_event_name="PostToolUse", tool_response=text))
+    codex_input.extend([
+        {"type": "reasoning", "id": "rs_bench_%d" % t, "summary": [],
+         "encrypted_content": "gAAAAB" + "x" * 400},
+        {"type": "function_call", "id": "fc_bench_%d" % t, "name": "exec_command",
+         "arguments": json.dumps({"cmd": command}), "call_id": cid},
+        {"type": "function_call_output", "call_id": cid, "output":
+            "Chunk ID: b%d\nWall time: 0.0010 seconds\nProcess exited with code 0\n"
+            "Original token count: %d\nOutput:\n%s" % (t, len(text) // 4, text)}])
+    return json.dumps({"model": "gpt-5-codex", "instructions": "", "input": codex_input,
+                       "tools": codex_tools, "tool_choice": "auto", "stream": True,
+                       "store": False, "include": ["reasoning.encrypted_content"],
+                       "prompt_cache_key": "bench"}).encode()
+
+
+def claude_turn(t, path):
+    """A Claude Code turn: a Read of `path` told by its hook, added to the messages."""
     text = subprocess.run(["cat", path], capture_output=True, text=True, check=True).stdout
     tid = "toolu_bench_%d" % t
     result = numbered(text)
@@ -82,11 +122,21 @@ for t in range(1, turns + 1):
     # Claude Code keeps one breakpoint on the newest message: the one before goes.
     if len(messages) > 3:
         messages[-3]["content"][0].pop("cache_control", None)
-    body = json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": True,
+    return json.dumps({"model": "claude-sonnet-4-5", "max_tokens": 4096, "stream": True,
                        "system": [{"type": "text", "text": "You are Claude Code.",
                                    "cache_control": {"type": "ephemeral"}}],
                        "tools": [{"name": "Read", "input_schema": schema}],
                        "messages": messages}).encode()
+
+
+via, direct, sizes = [], [], []
+for t in range(1, turns + 1):
+    path = files[(t * 7) % len(files)]
+    if t % 5 == 0:
+        edited = files[((t - 1) * 7) % len(files)]
+        with open(edited, "a") as f:
+            f.write("# edited at turn %d\n" % t)
+    body = codex_turn(t, path) if client == "codex" else claude_turn(t, path)
     order = [(proxy, via), (api, direct)]
     if t % 2:
         order.reverse()
@@ -126,6 +176,10 @@ print("REWRITTEN %d of %d requests reached the API rewritten (the first has no h
 for t, history, sent in sizes:
     if t in (10, 25, 50, 100, 200, 400) or t == turns:
         print("SIZE | %d | %d | %d | %.1f%% |" % (t, history, sent, 100.0 * sent / history))
+
+
+if client == "codex":
+    sys.exit(0)
 
 
 # After a compaction: the summary opens the conversation, with the five files read last

@@ -42,6 +42,9 @@
 #            also edits a file read before), each followed by the whole request posted through
 #            the proxy and straight to a stand-in API (scripts/stand-in-api.py), alternately
 #            (scripts/bench-proxy.py). Not in `all`.
+#   proxy-codex  the same for Codex's calls (the Responses API): PROXY_TURNS `exec_command`
+#            calls of `cat`, told by Codex-shaped hook events, posted to /v1/responses. Not in
+#            `all`.
 #   sessions two Claude Code sessions on one mount (scripts/bench-sessions.py): each reads its
 #            own SESSIONS_FILES (6) generated modules in turn, SESSIONS_STEPS (24) times; then what each session's projection shows of its
 #            own modules and of the other's, and its tokens. SESSIONS_OLD_BIN runs an earlier
@@ -101,9 +104,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart) ;;
+    fs|fs-user|latency|rss|socket|overhead|hook|proxy|proxy-codex|sessions|catchup|restart) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, sessions, catchup, restart)" ;;
+    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, proxy-codex, sessions, catchup, restart)" ;;
   esac
 done
 
@@ -692,8 +695,8 @@ for f in range(12):
   done
 }
 
-bench_proxy() {
-  local n=${PROXY_TURNS:-100} dir=$BW/proxy out api_pid proxy_pid port url sock
+bench_proxy() {  # [claude|codex]: whose model calls
+  local client=${1:-claude} n=${PROXY_TURNS:-100} dir=$BW/proxy out api_pid proxy_pid port url sock
   rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
   gen_modules "$dir/src"
   wfs_mount "$dir/src" "$dir/mnt" -- "${MOUNT_ARGS[@]}"
@@ -710,14 +713,22 @@ bench_proxy() {
     || { kill "$api_pid" "$proxy_pid"; wfs_die "worldfs proxy did not start: $(cat "$dir/proxy.err")"; }
   url=$(sed -n 's|^worldfs: proxy on \(http://[^ ]*\).*|\1|p' "$dir/proxy.err")
   out=$(python3 "$WFS_ROOT/scripts/bench-proxy.py" "$WORLDFS_BIN" "$dir/mnt" "$url" \
-    "http://127.0.0.1:$port" "$dir/api.jsonl" "$n") || { kill "$api_pid" "$proxy_pid"; wfs_die "the proxy benchmark failed"; }
+    "http://127.0.0.1:$port" "$dir/api.jsonl" "$n" "$client") || { kill "$api_pid" "$proxy_pid"; wfs_die "the proxy benchmark failed"; }
   kill "$api_pid" "$proxy_pid" 2> /dev/null || true
   wait "$api_pid" "$proxy_pid" 2> /dev/null || true
   wfs_unmount "$dir/mnt" || wfs_log "WARNING: the mount did not unmount cleanly"
   echo "$out"
-  md_header "worldfs proxy, time per model call and bytes sent"
+  if [ "$client" = codex ]; then
+    md_header "worldfs proxy for Codex, time per model call and bytes sent"
+  else
+    md_header "worldfs proxy, time per model call and bytes sent"
+  fi
   {
-    echo "- command: \`scripts/bench.sh proxy\` (\`make bench-proxy\`), PROXY_TURNS=$n; a session of $n Read calls (every fifth also an edit) on a mirror mount of 40 generated modules; after each call the whole request is posted through \`worldfs proxy\` (default budget) and straight to a stand-in API (\`scripts/stand-in-api.py\`), alternately; times are to the end of the streamed answer"
+    if [ "$client" = codex ]; then
+      echo "- command: \`scripts/bench.sh proxy-codex\` (\`make bench-proxy-codex\`), PROXY_TURNS=$n; a Codex session (the Responses API) of $n \`exec_command\` calls of \`cat\` (every fifth turn also an edit of a file read before), each told by Codex-shaped PreToolUse and PostToolUse hook events, on a mirror mount of 40 generated modules; after each call the whole request is posted to \`/v1/responses\` through \`worldfs proxy\` (default budget) and straight to a stand-in API (\`scripts/stand-in-api.py\`), alternately; times are to the end of the streamed answer"
+    else
+      echo "- command: \`scripts/bench.sh proxy\` (\`make bench-proxy\`), PROXY_TURNS=$n; a session of $n Read calls (every fifth also an edit) on a mirror mount of 40 generated modules; after each call the whole request is posted through \`worldfs proxy\` (default budget) and straight to a stand-in API (\`scripts/stand-in-api.py\`), alternately; times are to the end of the streamed answer"
+    fi
     echo
     echo "| request | calls | median ms | p90 ms | max ms |"
     echo "|---|---|---|---|---|"
@@ -734,12 +745,14 @@ bench_proxy() {
     echo "| calls reported | messages as sent by the client | messages sent upstream | ratio | last call |"
     echo "|---|---|---|---|---|"
     echo "$out" | sed -n 's/^TOKENS //p'
-    echo
-    echo "After a compaction (the summary opens the conversation, the five files read last attached whole as Claude Code puts them back), one call through the proxy; tokens (o200k_base) of the messages:"
-    echo
-    echo "| files attached | messages as sent by the client | sent upstream, copies not the files (shown again) | sent upstream, copies current (left out) | saved | bytes sent (shown again -> left out) |"
-    echo "|---|---|---|---|---|---|"
-    echo "$out" | sed -n 's/^ATTACHED //p'
+    if [ "$client" != codex ]; then
+      echo
+      echo "After a compaction (the summary opens the conversation, the five files read last attached whole as Claude Code puts them back), one call through the proxy; tokens (o200k_base) of the messages:"
+      echo
+      echo "| files attached | messages as sent by the client | sent upstream, copies not the files (shown again) | sent upstream, copies current (left out) | saved | bytes sent (shown again -> left out) |"
+      echo "|---|---|---|---|---|---|"
+      echo "$out" | sed -n 's/^ATTACHED //p'
+    fi
   } | record
 }
 
@@ -1159,6 +1172,7 @@ for p in "${PARTS[@]}"; do
     overhead) bench_overhead ;;
     hook) bench_hook ;;
     proxy) bench_proxy ;;
+    proxy-codex) bench_proxy codex ;;
     sessions) bench_sessions ;;
     catchup) bench_catchup ;;
     restart) bench_restart ;;

@@ -202,10 +202,12 @@ pub enum Command {
         #[arg(long)]
         codex: bool,
     },
-    /// Serve Claude Code's API calls with the projection in place of its history.
+    /// Serve Claude Code's (or Codex's) API calls with the projection in place of its history.
     ///
     /// Start it in the mounted project, then start Claude Code there with
-    /// `ANTHROPIC_BASE_URL=http://ADDR` (the address it prints). Each request of the session's
+    /// `ANTHROPIC_BASE_URL=http://ADDR` (the address it prints); for Codex, give it
+    /// `--upstream https://api.openai.com` and make `http://ADDR/v1` the `base_url` of Codex's
+    /// model provider (README, "With Codex"). Each request of the session's
     /// main conversation is sent upstream with its history replaced by the mount's projection:
     /// Claude Code's first message as it came (the first prompt, or after a compaction the
     /// summary the conversation opens with), the later prompts, the files and outputs as they

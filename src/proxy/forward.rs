@@ -83,7 +83,10 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
             ""
         }
     );
-    eprintln!("worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr}");
+    eprintln!(
+        "worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} (Codex: a model \
+         provider with base_url = \"http://{addr}/v1\")"
+    );
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,

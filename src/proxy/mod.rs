@@ -1,11 +1,14 @@
-//! `worldfs proxy`: Claude Code's requests sent with the projection instead of the history.
+//! `worldfs proxy`: Claude Code's (and Codex's) requests sent with the projection instead of
+//! the history.
 //!
 //! Claude Code sends every model call to `ANTHROPIC_BASE_URL`. Pointed at this proxy, each
 //! `/v1/messages` (and `/v1/messages/count_tokens`, so Claude Code's own count of its context
 //! agrees with what is sent) of the session's main conversation is rewritten (see [`rewrite`]):
 //! the history between the first message and the last turn becomes the mount's projection of
-//! the present. Everything else is forwarded byte for byte, and every answer streams back as it
-//! arrives (server-sent events unbuffered), with upstream errors unchanged.
+//! the present. Codex's calls (the Responses API: a path ending in `/responses`, from a model
+//! provider whose `base_url` is this proxy) are rewritten the same way ([`responses`]).
+//! Everything else is forwarded byte for byte, and every answer streams back as it arrives
+//! (server-sent events unbuffered), with upstream errors unchanged.
 //!
 //! The proxy never stands between the agent and the model: when the mount cannot be asked, or
 //! the rewritten request would break a rule of the API, the original request goes upstream.
@@ -128,8 +131,8 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
 }
 
 /// The project's directory (the current one or `-C DIR`) when no Claude Code settings or Codex
-/// hooks of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it the mount has
-/// no goal, and every call goes upstream as it came.
+/// hooks of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it
+/// the mount has no goal, and every call goes upstream as it came.
 fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
     let dir = target
         .dir
@@ -151,10 +154,10 @@ pub(crate) enum Prepared {
     Untouched,
 }
 
-/// Decides what goes upstream for a `/v1/messages` body; blocking (socket calls). A call of the
-/// main conversation also gives what to account for it, off the call's path. `session_header`:
-/// the value of the header Claude Code names its session in; `subagent`: the call carries the
-/// header it names a subagent in.
+/// Decides what goes upstream for a `/v1/messages` body (or Codex's `.../responses`); blocking
+/// (socket calls). A call of the main conversation also gives what to account for it, off the
+/// call's path. `session_header`: the value of the header the client names its session in;
+/// `subagent`: the call carries the header Claude Code names a subagent in.
 fn prepare(
     state: &State,
     path: &str,

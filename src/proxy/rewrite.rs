@@ -69,7 +69,8 @@ const SUBAGENT_TOOLS: [&str; 2] = ["Agent", "Task"];
 pub enum Skip {
     NotJson,
     NoMessages,
-    /// No `Read` tool: a side request (titles, summaries) or another client.
+    /// No `Read` tool (for Codex, no shell tool): a side request (titles, summaries) or
+    /// another client.
     NoReadTool,
     /// The mount has no goal: `worldfs hook` is not installed, or no prompt was given yet.
     NoGoal,
@@ -91,7 +92,9 @@ impl std::fmt::Display for Skip {
         f.write_str(match self {
             Skip::NotJson => "the body is not a JSON object",
             Skip::NoMessages => "no messages array ending with a user message",
-            Skip::NoReadTool => "no Read tool (a side request)",
+            Skip::NoReadTool => {
+                "no Read tool (Claude Code's) nor shell tool (Codex's): a side request"
+            }
             Skip::NoGoal => "the mount has no goal (is `worldfs hook` installed?)",
             Skip::OtherConversation => {
                 "its first message is neither the session's first prompt nor the summary of its compaction (a subagent or another conversation)"
