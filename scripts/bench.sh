@@ -734,7 +734,7 @@ bench_proxy() {  # [claude|codex]: whose model calls
     echo "|---|---|---|---|---|"
     echo "$out" | grep '^| '
     echo
-    echo "| after turn | request as Claude Code sent it (bytes) | what reached the API (bytes) | ratio |"
+    echo "| after turn | request as the client sent it (bytes) | what reached the API (bytes) | ratio |"
     echo "|---|---|---|---|"
     echo "$out" | sed -n 's/^SIZE //p'
     echo
