@@ -12,7 +12,10 @@
 # own CODEX_HOME and runs `codex exec --dangerously-bypass-hook-trust`, which stands for that
 # screen.
 #
-# Needs root (mounting), npm and python3. Exits non-zero, saying which check failed, on any
+# Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
+# as the README says, and its prompt becomes the goal (INTERACTIVE=0 leaves it out).
+#
+# Needs root (mounting), npm, python3 and tmux. Exits non-zero, saying which check failed, on any
 # miss. KEEP=1 keeps the work directory; WORLDFS_BIN=PATH runs another build (lib-mount.sh).
 set -euo pipefail
 WFS_PROG=codex-live
@@ -24,7 +27,13 @@ PREFIX=$WFS_ROOT/bench-work/codex/$VERSION
 CODEX=$PREFIX/node_modules/.bin/codex
 
 say() { echo "codex-live: $*"; }
-fail() { echo "codex-live: FAILED: $*" >&2; exit 1; }
+TUI=
+# The interactive Codex works in the mount: it goes first, or the unmount could only detach.
+fail() {
+  echo "codex-live: FAILED: $*" >&2
+  [ -z "$TUI" ] || tmux kill-session -t "$TUI" 2> /dev/null || true
+  exit 1
+}
 checks=0
 pass() { checks=$((checks + 1)); say "ok: $*"; }
 
@@ -234,5 +243,48 @@ PY
 checks=$((checks + 7))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
+
+# The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
+# tmux), with a CODEX_HOME that trusts the project and not yet the hooks.
+if [ "${INTERACTIVE:-1}" = 1 ]; then
+  command -v tmux > /dev/null || fail "tmux is needed for the interactive part (INTERACTIVE=0 leaves it out)"
+  mkdir -p "$WORK/codex-home-tui"
+  # As the README says: without it, Codex's app-server daemon stays in the project after the UI
+  # quits, and the mount can only be detached.
+  { cat "$WORK/codex-home/config.toml"; printf '\n[features]\ndaemon_auto_start = false\n'; } \
+    > "$WORK/codex-home-tui/config.toml"
+  TUI=worldfs-codex-live-$$
+  tmux new-session -d -s "$TUI" -x 160 -y 45 \
+    "cd '$PROJ' && CODEX_HOME='$WORK/codex-home-tui' STAND_IN_KEY=sk-stand-in '$CODEX'"
+  wfs_defer "tmux kill-session -t $TUI 2> /dev/null || true"
+  screen_has() {  # TEXT SECONDS: waits until the screen shows TEXT
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+      tmux capture-pane -p -t "$TUI" 2> /dev/null | grep -qF "$1" && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  screen_has "Hooks need review" 30 || fail "Codex did not ask to review the hooks: $(tmux capture-pane -p -t "$TUI")"
+  tmux send-keys -t "$TUI" 2
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Ask Codex" 30 || fail "Codex did not start after the hooks were trusted: $(tmux capture-pane -p -t "$TUI")"
+  grep -q "trusted_hash" "$WORK/codex-home-tui/config.toml" || fail "trusting wrote no hook trust: $(cat "$WORK/codex-home-tui/config.toml")"
+  # The input box shows before it takes keys.
+  sleep 1
+  tmux send-keys -t "$TUI" -l "What does util.py do?"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  for _ in $(seq 100); do
+    "$BIN" ctl -C "$PROJ" goal.get '{}' 2> /dev/null | grep -q "What does util.py do?" && break
+    sleep 0.2
+  done
+  "$BIN" ctl -C "$PROJ" goal.get '{}' | grep -q "What does util.py do?" \
+    || fail "the trusted hooks did not set the interactive session's goal: $("$BIN" ctl -C "$PROJ" goal.get '{}'); the screen: $(tmux capture-pane -p -t "$TUI")"
+  # Codex's working directory is in the mount: it must be gone before the unmount.
+  tmux kill-session -t "$TUI"
+  pass "after \"Trust all and continue\", an interactive Codex's hooks set its goal"
+fi
 
 say "all $checks checks passed"

@@ -7,6 +7,7 @@ pub mod claude_hook;
 pub mod cli;
 pub mod cli_client;
 pub mod fs;
+pub mod holders;
 pub mod mount;
 pub mod mountinfo;
 pub mod observation;

@@ -562,14 +562,42 @@ fn cpath(p: &Path) -> std::io::Result<CString> {
 }
 
 /// Unmounts `target`; if files are still open through it, detaches it instead (the kernel then
-/// ends the session when the last one closes, and the daemon serves them until then).
+/// ends the session when the last one closes, and the daemon serves them until then), and says
+/// which processes hold it.
 fn detach(target: &Path) -> std::io::Result<()> {
     match unmount_once(target, Unmount::Plain)? {
-        Unmounted::Busy => match unmount_once(target, Unmount::Detach)? {
-            Unmounted::Done => Ok(()),
-            Unmounted::Busy => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
-        },
+        Unmounted::Busy => {
+            // Named before the detach: after it, their paths no longer lead to the mount.
+            let held = held_by(target);
+            match unmount_once(target, Unmount::Detach)? {
+                Unmounted::Done => {
+                    eprintln!(
+                        "worldfs: {} was busy{held}; detached: it ends when they let go of it",
+                        target.display()
+                    );
+                    Ok(())
+                }
+                Unmounted::Busy => Err(std::io::Error::from_raw_os_error(libc::EBUSY)),
+            }
+        }
         Unmounted::Done => Ok(()),
+    }
+}
+
+/// ` (held by codex (pid 13601, working directory), ...)`: the processes that keep the mount at
+/// `target` busy, for a message; empty when none can be told.
+fn held_by(target: &Path) -> String {
+    let dev = mountinfo::worldfs_mounts()
+        .ok()
+        .and_then(|ms| ms.into_iter().rev().find(|m| m.mount_point == target))
+        .map(|m| m.dev);
+    let held = dev
+        .map(|d| crate::holders::of(target, d))
+        .unwrap_or_default();
+    if held.is_empty() {
+        String::new()
+    } else {
+        format!(" (held by {})", crate::holders::describe(&held))
     }
 }
 
@@ -739,11 +767,17 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
             return Ok(());
         }
     }
+    // Asked only of a live daemon: with a dead one, looking into the mount could hang.
+    let held = if crate::runtime::live_daemon(&target).is_some() {
+        held_by(&target)
+    } else {
+        String::new()
+    };
     if let Unmounted::Busy = unmount_once(&target, Unmount::Detach).with_context(context)? {
         bail!("{}: still busy after a lazy unmount", context());
     }
     eprintln!(
-        "worldfs: {} was busy; detached (it disappears when the last open file closes)",
+        "worldfs: {} was busy{held}; detached (it disappears when the last open file closes)",
         target.display()
     );
     Ok(())

@@ -462,7 +462,7 @@ fn sigterm_in_place_unmounts_and_exits_zero() {
 
 /// A shell sitting inside the mount and an open file must not keep SIGTERM from unmounting:
 /// the mount leaves mountinfo at once (a lazy detach is fine), the open file keeps working,
-/// and the daemon exits 0 once the last user lets go.
+/// and the daemon exits 0 once the last user lets go. It says who held the mount.
 #[test]
 fn sigterm_with_busy_mount() {
     let m = Mount::mirror();
@@ -478,6 +478,12 @@ fn sigterm_with_busy_mount() {
         .unwrap();
     m.signal(libc::SIGTERM);
     let gone = common::wait_until(common::EXIT_TIMEOUT, || !m.is_mounted());
+    let shell = format!("sh (pid {}, working directory)", sh.id());
+    let this = format!("(pid {}, open file)", std::process::id());
+    let named = common::wait_until(common::EXIT_TIMEOUT, || {
+        let log = m.log();
+        log.contains("was busy (held by") && log.contains(&shell) && log.contains(&this)
+    });
     let mut buf = [0u8; 4];
     let read_held = std::os::unix::fs::FileExt::read_at(&held, &mut buf, 0).map(|_| buf);
     // let go of the mount
@@ -489,6 +495,11 @@ fn sigterm_with_busy_mount() {
         gone.is_some(),
         "still in mountinfo {:?} after SIGTERM with a busy mount\n{}",
         common::EXIT_TIMEOUT,
+        m.log()
+    );
+    assert!(
+        named.is_some(),
+        "the log names who held the mount ({shell}, and {this})\n{}",
         m.log()
     );
     assert_eq!(

@@ -356,6 +356,13 @@ fn a_users_busy_mount_is_detached_and_its_daemon_serves_until_the_last_user_leav
         "a busy mount is detached: {said}"
     );
     assert!(
+        said.contains(&format!(
+            "held by sleep (pid {}, working directory)",
+            inside.id()
+        )),
+        "and says what holds it: {said}"
+    );
+    assert!(
         m.daemon().try_wait().expect("try_wait").is_none(),
         "the daemon serves the process still inside"
     );
