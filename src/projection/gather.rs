@@ -18,7 +18,9 @@ use super::budget::{
 };
 use super::entry_calls::{Rendered, display_path, entry_part};
 use super::goal::{goal_part, shorten_goal};
-use super::harness_parts::{command_parts, framing_part, is_step_output, state_part, step_part};
+use super::harness_parts::{
+    command_parts, framing_part, is_step_output, state_part, step_part, with_output,
+};
 use super::ids;
 use super::parts::{CommandPart, EntryPart, Input, Report, Shown, StepPart, command_key};
 use super::request::{Format, LineNumbers, ProjectionRequest, StepOutput, shown_hash};
@@ -360,6 +362,23 @@ pub fn gather(
     entries.sort_by(|a, b| (a.order_seq, &a.path).cmp(&(b.order_seq, &b.path)));
     dedupe_ids(&mut entries, input.step.as_ref());
     input.entries = entries;
+    // An output that repeats files the stream shows (a `cat`, a `sed -n`) names their lines
+    // instead: the same request would carry them twice. Costs only go down, so the selection
+    // still fits; the room freed is not given to another part of this projection.
+    if shorten {
+        let files = shown_once::file_sources(&input.entries, req.line_numbers);
+        let shortened: Vec<(usize, String)> = input
+            .commands
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| !c.as_it_was)
+            .filter_map(|(i, c)| Some((i, shown_once::in_context(&c.output, &files)?)))
+            .collect();
+        drop(files);
+        for (i, output) in shortened {
+            with_output(&mut input.commands[i], output, format)?;
+        }
+    }
     if let Some(s) = &step
         && shorten
     {

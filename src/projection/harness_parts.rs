@@ -319,13 +319,7 @@ pub(super) fn command_parts(
             continue 'cmds;
         }
         let text = command_text(c);
-        let cost = match format {
-            Format::Text => text_piece_cost(&text::command_piece(&text))?,
-            Format::Json => {
-                JSON_ENTRY_OVERHEAD + budget::count_str(&c.command)? + budget::count_str(&c.output)?
-            }
-            _ => user_text_cost(&text)?,
-        };
+        let cost = command_cost(format, &c.command, &c.output, &text)?;
         out.push(CommandPart {
             command: c.command.clone(),
             turn: c.turn,
@@ -333,6 +327,7 @@ pub(super) fn command_parts(
             cwd: c.cwd.clone(),
             exit_code: c.exit_code,
             output: c.output.clone(),
+            as_it_was: c.tool.is_some(),
             seq: c.seq,
             place: Placement::default(),
             text,
@@ -341,6 +336,40 @@ pub(super) fn command_parts(
     }
     out.sort_by_key(|c| c.seq);
     Ok(out)
+}
+
+/// What a command output with this `text` costs in `format`.
+fn command_cost(
+    format: Format,
+    command: &str,
+    output: &str,
+    text: &str,
+) -> Result<u64, ProjectionError> {
+    Ok(match format {
+        Format::Text => text_piece_cost(&text::command_piece(text))?,
+        Format::Json => {
+            JSON_ENTRY_OVERHEAD + budget::count_str(command)? + budget::count_str(output)?
+        }
+        _ => user_text_cost(text)?,
+    })
+}
+
+/// `c` with `output` in place of its own (the same output with the runs of lines the stream's
+/// files show named instead), its text and cost made anew.
+pub(super) fn with_output(
+    c: &mut CommandPart,
+    output: String,
+    format: Format,
+) -> Result<(), ProjectionError> {
+    // The text is a header, then the output (a blank output, "(no output)", is never shortened).
+    let Some(header) = c.text.strip_suffix(c.output.as_str()) else {
+        return Ok(());
+    };
+    let text = format!("{header}{output}");
+    c.cost = command_cost(format, &c.command, &output, &text)?;
+    c.text = text;
+    c.output = output;
+    Ok(())
 }
 
 /// Why an output's input `path` no longer vouches for it, `None` while it is as `recorded`.

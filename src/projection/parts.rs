@@ -101,6 +101,9 @@ pub struct CommandPart {
     pub cwd: String,
     pub exit_code: Option<i32>,
     pub output: String,
+    /// A tool call's result kept as it was then (no file keeps it current), not a command
+    /// output the files it read vouch for.
+    pub as_it_was: bool,
     pub seq: u64,
     /// Where it sits in the stream, set by [`super::placement::assign`].
     pub place: Placement,

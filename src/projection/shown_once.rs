@@ -1,4 +1,5 @@
-//! The last step's output, less the runs of lines the stream above already shows.
+//! The last step's output, less the runs of lines the stream above already shows; and each
+//! command output in the stream, less the runs of lines of the files it shows.
 //!
 //! A step that read a file (`cat`, `sed -n`, `grep -A`, a `Read`) returns lines the world has
 //! just recorded as a view of that file, so the same request would carry them twice: in the
@@ -12,6 +13,12 @@
 //! (it changed after the step ran), lines the stream does not show, the wrapper a harness puts
 //! around an output. A gutter (`cat -n`, `grep -n`, a `Read` result) is ignored when matching,
 //! so numbered and raw copies of the same lines match.
+//!
+//! A command output in the stream is shortened the same way against the files ([`in_context`]):
+//! an agent that reads with its shell (Codex always does: `cat`, `sed -n`) would otherwise have
+//! every file it read twice in a projection, once as the file, once as the output. Its markers
+//! say "in this context": the output may stand before the file, where sticky placement keeps
+//! what an earlier request sent.
 
 use std::collections::HashMap;
 
@@ -75,7 +82,11 @@ impl<'a> Source<'a> {
         }
     }
 
-    fn marker(&self, start: usize, len: usize) -> String {
+    fn marker(&self, start: usize, len: usize, place: Place) -> String {
+        let place = match place {
+            Place::Above => "shown above",
+            Place::InContext => "shown in this context",
+        };
         match &self.kind {
             SourceKind::File {
                 display,
@@ -83,7 +94,7 @@ impl<'a> Source<'a> {
             } => {
                 let a = first_line + start as u64;
                 let b = a + len as u64 - 1;
-                format!("[lines {a}-{b} of {display}: not repeated, shown above as they are now]")
+                format!("[lines {a}-{b} of {display}: not repeated, {place} as they are now]")
             }
             SourceKind::Command { command } => format!(
                 "[{len} lines not repeated: the same as in the output of `{command}` shown above]"
@@ -126,6 +137,19 @@ pub fn file_sources(entries: &[EntryPart], style: LineNumbers) -> Vec<Source<'_>
     out
 }
 
+/// Where the lines a marker names are, from the marker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Place {
+    Above,
+    InContext,
+}
+
+/// A command output of the stream without the runs of lines the stream's files (`files`, from
+/// [`file_sources`]) show; `None` if no run qualifies.
+pub fn in_context(output: &str, files: &[Source<'_>]) -> Option<String> {
+    without_shown(output, files, Place::InContext).map(|(text, _)| text)
+}
+
 /// `output` shortened by each group of sources in turn (files before command outputs: a file's
 /// view stays current, an output only until a file it read changes), and the keys of the
 /// parts its markers name; `None` if no run qualifies.
@@ -134,7 +158,7 @@ pub fn shorten(output: &str, groups: &[Vec<Source<'_>>]) -> Option<(String, Vec<
     let mut keys: Vec<PathBuf> = Vec::new();
     for sources in groups {
         let from = result.as_deref().unwrap_or(output);
-        if let Some((r, used)) = without_shown(from, sources) {
+        if let Some((r, used)) = without_shown(from, sources, Place::Above) {
             keys.extend(used.into_iter().map(|i| sources[i].key.clone()));
             result = Some(r);
         }
@@ -173,7 +197,11 @@ struct Run {
 
 /// `output` with every run of lines that `sources` show replaced by a marker line, and the
 /// indices of the sources the markers name; `None` if no run qualifies.
-fn without_shown(output: &str, sources: &[Source<'_>]) -> Option<(String, Vec<usize>)> {
+fn without_shown(
+    output: &str,
+    sources: &[Source<'_>],
+    place: Place,
+) -> Option<(String, Vec<usize>)> {
     if sources.is_empty() {
         return None;
     }
@@ -243,7 +271,7 @@ fn without_shown(output: &str, sources: &[Source<'_>]) -> Option<(String, Vec<us
     let mut at = 0;
     for r in &runs {
         lines.extend(out[at..r.at].iter().map(|l| (*l).to_owned()));
-        lines.push(sources[r.source].marker(r.start, r.len));
+        lines.push(sources[r.source].marker(r.start, r.len, place));
         at = r.at + r.len;
     }
     lines.extend(out[at..].iter().map(|l| (*l).to_owned()));
@@ -266,7 +294,7 @@ mod tests {
     }
 
     fn shortened(output: &str, sources: &[Source<'_>]) -> Option<String> {
-        without_shown(output, sources).map(|(text, _)| text)
+        without_shown(output, sources, Place::Above).map(|(text, _)| text)
     }
 
     fn body(n: std::ops::RangeInclusive<usize>) -> String {

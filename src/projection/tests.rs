@@ -1138,6 +1138,68 @@ fn ran(b: &Built, command: &str, output: &str) {
     bash_step(b, command, output);
 }
 
+/// A command output recorded for `command`, printing `output`; `tool`: kept as a tool call's
+/// result as it was then.
+fn output_of(b: &Built, command: &str, output: &str, tool: Option<&str>) {
+    b.world.harness().record_command(CommandOutput {
+        command: command.into(),
+        cwd: ".".into(),
+        output: output.into(),
+        exit_code: Some(0),
+        inputs: vec![],
+        subtrees: Vec::new(),
+        turn: 0,
+        seq: 99,
+        tool: tool.map(str::to_owned),
+        session: None,
+        session_step: None,
+    });
+}
+
+/// A command output that repeats a file the stream shows (an agent reading with `cat`, as
+/// Codex does) names the file's lines instead; what the file does not hold stays; a tool's
+/// result kept as it was stays whole, and so does every output for `verbatim`.
+#[test]
+fn a_command_output_names_the_lines_of_files_the_stream_shows() {
+    let text = numbered_source(40);
+    let s = reads_with_goal(&[("calc.py", text.as_str())], vec![Action::ReadWhole(0)]);
+    let b = build(&s);
+    let marker = "[lines 1-40 of calc.py: not repeated, shown in this context as they are now]";
+    let line = "transform(inputs[17], scale=17)";
+    output_of(
+        &b,
+        "cat calc.py && echo done",
+        &format!("{text}done\n"),
+        None,
+    );
+    bash_step(&b, "ls", "calc.py\n");
+    let req = ProjectionRequest::new(Format::Text, 100_000);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let body = p.body.as_str().unwrap_or_default().to_owned();
+    assert!(body.contains(&format!("{marker}\ndone")), "{body}");
+    assert_eq!(body.matches(line).count(), 1, "{body}");
+    let shortened_tokens = p.tokens;
+
+    let verbatim = ProjectionRequest {
+        step_output: StepOutput::Verbatim,
+        ..req.clone()
+    };
+    let p = render(&b.world, &verbatim).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(p.body.as_str().unwrap_or_default().matches(line).count(), 2);
+    assert!(
+        p.tokens > shortened_tokens + 300,
+        "{} against {shortened_tokens}",
+        p.tokens
+    );
+
+    let b = build(&s);
+    output_of(&b, "cat calc.py", &text, Some("Bash"));
+    bash_step(&b, "ls", "calc.py\n");
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    let body = p.body.as_str().unwrap_or_default();
+    assert_eq!(body.matches(line).count(), 2, "kept as it was: {body}");
+}
+
 fn cat_step(b: &Built, result: String) {
     bash_step(b, "cat -n calc.py | sed -n 5,30p", &result);
 }
