@@ -1122,19 +1122,7 @@ fn bash_step(b: &Built, command: &str, output: &str) {
 
 /// The last step ran `command`, and the harness recorded its output as a command output too.
 fn ran(b: &Built, command: &str, output: &str) {
-    b.world.harness().record_command(CommandOutput {
-        command: command.into(),
-        cwd: ".".into(),
-        output: output.into(),
-        exit_code: Some(0),
-        inputs: vec![],
-        subtrees: Vec::new(),
-        turn: 0,
-        seq: 99,
-        tool: None,
-        session: None,
-        session_step: None,
-    });
+    output_of(b, command, output, None);
     bash_step(b, command, output);
 }
 
