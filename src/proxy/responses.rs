@@ -175,7 +175,8 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     let instructions = replaced
         .iter()
         .filter(|it| kind(it) == "message" && role(it) == Some("developer"))
-        .filter(|it| seen.insert(it.to_string()))
+        // Each message has an id of its own: the same words twice are one instruction.
+        .filter(|it| seen.insert(it.get("content").map(Value::to_string)))
         .cloned()
         .collect();
     let tail_calls = items[tail_start..]
@@ -392,7 +393,9 @@ mod tests {
         let mut body = request(2);
         let input = body["input"].as_array_mut().expect("input");
         input.insert(6, user("now the tests too"));
-        input.insert(6, developer("Approval policy changed to never."));
+        let mut again = developer("Approval policy changed to never.");
+        again["id"] = json!("msg_2");
+        input.insert(6, again);
         input.insert(6, developer("Approval policy changed to never."));
         input.extend([
             json!({"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "gAAAx"}),
@@ -407,7 +410,10 @@ mod tests {
         let projection = format!("# Goal\n\n{goal}\n\n## calc.py\n```\n1\tx\n```");
         let out = splice(&body, &plan, &projection).expect("splice");
         let input = out["input"].as_array().expect("input");
-        assert_eq!(input[3], developer("Approval policy changed to never."));
+        assert_eq!(
+            input[3]["content"],
+            developer("Approval policy changed to never.")["content"]
+        );
         let text = input[4]["content"][0]["text"].as_str().expect("text");
         assert!(
             text.starts_with("# Goal\n\nThen the user asked:\nnow the tests too\n\n## calc.py"),
