@@ -1192,6 +1192,19 @@ fn codexs_calls_go_upstream_as_the_present() {
         received_from_codex(&up, &proxy, &side).body,
         side.to_string().into_bytes()
     );
+
+    // --observe, a user's first look: the call goes as it came, and the proxy says what it
+    // would have sent instead.
+    drop(proxy);
+    let proxy = Proxy::start(&m, up.port, &["--observe"]);
+    assert_eq!(
+        received_from_codex(&up, &proxy, &body).body,
+        body.to_string().into_bytes()
+    );
+    assert!(
+        proxy.says("/v1/responses: would send 7 items"),
+        "--observe says what it would send"
+    );
 }
 
 #[test]
