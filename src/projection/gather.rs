@@ -365,6 +365,7 @@ pub fn gather(
     // An output that repeats files the stream shows (a `cat`, a `sed -n`) names their lines
     // instead: the same request would carry them twice. Costs only go down, so the selection
     // still fits; the room freed is not given to another part of this projection.
+    // The files' lines, split once for both: they are every entry's text.
     if shorten {
         let files = shown_once::file_sources(&input.entries, req.line_numbers);
         let shortened: Vec<(usize, String)> = input
@@ -374,26 +375,21 @@ pub fn gather(
             .filter(|(_, c)| !c.as_it_was)
             .filter_map(|(i, c)| Some((i, shown_once::in_context(&c.output, &files)?)))
             .collect();
-        drop(files);
         for (i, output) in shortened {
             with_output(&mut input.commands[i], output, format)?;
         }
-    }
-    if let Some(s) = &step
-        && shorten
-    {
-        let groups = [
-            shown_once::file_sources(&input.entries, req.line_numbers),
-            input
+        if let Some(s) = &step {
+            let commands = input
                 .commands
                 .iter()
                 .map(shown_once::Source::command)
-                .collect(),
-        ];
-        input.step = Some(match shown_once::shorten(&s.result, &groups) {
-            Some((result, keys)) => shortened_step(s, result, keys, format)?,
-            None => step_part(s, format)?,
-        });
+                .collect();
+            let groups = [files, commands];
+            input.step = Some(match shown_once::shorten(&s.result, &groups) {
+                Some((result, keys)) => shortened_step(s, result, keys, format)?,
+                None => step_part(s, format)?,
+            });
+        }
     }
     input.report.withheld.sort();
     input.report.withheld.dedup();
