@@ -568,7 +568,7 @@ fn detach(target: &Path) -> std::io::Result<()> {
     match unmount_once(target, Unmount::Plain)? {
         Unmounted::Busy => {
             // Named before the detach: after it, their paths no longer lead to the mount.
-            let held = held_by(target);
+            let held = held_by(target, mountinfo::worldfs_dev_at(target));
             match unmount_once(target, Unmount::Detach)? {
                 Unmounted::Done => {
                     eprintln!(
@@ -585,12 +585,8 @@ fn detach(target: &Path) -> std::io::Result<()> {
 }
 
 /// ` (held by codex (pid 13601, working directory), ...)`: the processes that keep the mount at
-/// `target` busy, for a message; empty when none can be told.
-fn held_by(target: &Path) -> String {
-    let dev = mountinfo::worldfs_mounts()
-        .ok()
-        .and_then(|ms| ms.into_iter().rev().find(|m| m.mount_point == target))
-        .map(|m| m.dev);
+/// `target`, of device `dev`, busy, for a message; empty when none can be told.
+fn held_by(target: &Path, dev: Option<u64>) -> String {
     let held = dev
         .map(|d| crate::holders::of(target, d))
         .unwrap_or_default();
@@ -769,7 +765,7 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
     }
     // Asked only of a live daemon: with a dead one, looking into the mount could hang.
     let held = if crate::runtime::live_daemon(&target).is_some() {
-        held_by(&target)
+        held_by(&target, Some(m.dev))
     } else {
         String::new()
     };

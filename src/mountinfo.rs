@@ -71,6 +71,16 @@ pub fn worldfs_mounts() -> io::Result<Vec<MountEntry>> {
     Ok(read()?.into_iter().filter(|m| m.fstype == FSTYPE).collect())
 }
 
+/// The device number of the worldfs mount at `target`, if one is there. (worldfs refuses to
+/// mount on or under one of its mounts, so there is at most one.)
+pub fn worldfs_dev_at(target: &Path) -> Option<u64> {
+    worldfs_mounts()
+        .ok()?
+        .into_iter()
+        .find(|m| m.mount_point == target)
+        .map(|m| m.dev)
+}
+
 /// The worldfs mount whose mount point is `path` or an ancestor of it.
 pub fn worldfs_mount_covering(path: &Path) -> io::Result<Option<MountEntry>> {
     Ok(worldfs_mounts()?

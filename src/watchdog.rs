@@ -18,7 +18,7 @@ const FUSECTL: &str = "/sys/fs/fuse/connections";
 /// Starts `worldfs __watchdog` for the daemon (this process) and the mount at `target`.
 pub fn spawn(target: &Path) -> io::Result<Child> {
     // Not a stat of the mount point: nothing serves the mount yet, so it would never return.
-    let dev = mounted_dev(target)
+    let dev = crate::mountinfo::worldfs_dev_at(target)
         .ok_or_else(|| io::Error::new(io::ErrorKind::NotFound, "the mount is not in mountinfo"))?;
     Command::new(std::env::current_exe()?)
         .arg("__watchdog")
@@ -42,15 +42,6 @@ fn alive(pid: u32) -> bool {
         Some(state) => state != "Z" && state != "X",
         None => false,
     }
-}
-
-/// The device number of the worldfs mount at `target`, if it is still mounted.
-fn mounted_dev(target: &Path) -> Option<u64> {
-    crate::mountinfo::worldfs_mounts()
-        .ok()?
-        .into_iter()
-        .find(|m| m.mount_point == target)
-        .map(|m| m.dev)
 }
 
 /// Aborts the FUSE connection of the mount whose device is `dev`: every request waiting on it
@@ -82,7 +73,7 @@ pub fn run(pid: u32, dev: u64, target: &Path) -> anyhow::Result<()> {
     }
     // A clean exit unmounts first; only a mount still standing with the same device belongs to
     // a daemon that died without cleaning up.
-    if mounted_dev(target) == Some(dev) {
+    if crate::mountinfo::worldfs_dev_at(target) == Some(dev) {
         abort_connection(dev)?;
         eprintln!(
             "worldfs: the daemon for {} died; its connection was aborted (run `worldfs unmount {}`)",
