@@ -19,10 +19,11 @@ use std::path::Path;
 
 use serde_json::Value;
 
-/// How much of a rollout's end is searched for a call's end: the hook runs right after it is
-/// written, and a command's record carries at most its output (Codex cuts it to about 10 KiB
-/// for the model, but the record keeps more).
-const TAIL_BYTES: u64 = 4 << 20;
+/// How much of a rollout's end is searched for a call's end, in turn: the hook runs right after
+/// it is written, so the first is nearly always enough (it runs at every Bash call, and a long
+/// session's rollout is megabytes); a command's record carries its output, which Codex cuts to
+/// about 10 KiB for the model but keeps longer there.
+const TAILS: [u64; 2] = [256 << 10, 4 << 20];
 
 /// The exit code of a Codex Bash call this `PostToolUse` event is about: `None` for an event
 /// not of Codex's shape (Claude Code's `tool_response` is an object), `Some(None)` when the code
@@ -63,18 +64,24 @@ pub fn is_apply_patch(event: &Value) -> bool {
 fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
-    let start = len.saturating_sub(TAIL_BYTES);
-    file.seek(SeekFrom::Start(start))?;
-    let mut tail = Vec::with_capacity((len - start) as usize);
-    file.read_to_end(&mut tail)?;
-    let text = String::from_utf8_lossy(&tail);
     let quoted = format!("\"{id}\"");
-    Ok(text
-        .lines()
-        .rev()
-        .filter(|l| l.contains(&quoted))
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find_map(|record| record_exit(&record, id)))
+    for tail_bytes in TAILS {
+        let start = len.saturating_sub(tail_bytes);
+        file.seek(SeekFrom::Start(start))?;
+        let mut tail = Vec::with_capacity((len - start) as usize);
+        file.read_to_end(&mut tail)?;
+        // A record cut by the tail's start does not parse, and is found in the wider one.
+        let found = String::from_utf8_lossy(&tail)
+            .lines()
+            .rev()
+            .filter(|l| l.contains(&quoted))
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .find_map(|record| record_exit(&record, id));
+        if found.is_some() || start == 0 {
+            return Ok(found);
+        }
+    }
+    Ok(None)
 }
 
 /// The exit code a rollout record gives for call `id`: an `item_completed` event of the
@@ -145,6 +152,13 @@ mod tests {
             ),
         )
         .expect("write");
+        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
+        // A record further back than the first tail searched (a long output after it).
+        let later = json!({"type": "event_msg", "payload": {"type": "agent_message",
+            "message": "x".repeat(300 << 10)}});
+        let mut text = std::fs::read_to_string(&rollout).expect("read");
+        text.push_str(&format!("{later}\n"));
+        std::fs::write(&rollout, text).expect("write");
         assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
         // Claude Code's response is an object: not Codex's, nothing read.
         assert_eq!(bash_exit(&post(json!({"stdout": "4\n"}), &rollout)), None);
