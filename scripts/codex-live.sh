@@ -89,14 +89,29 @@ cat > "$PROJ/AGENTS.md" << 'EOF'
 
 Run `python3 test_calc.py` after a change.
 EOF
+# A screenshot the agent looks at with view_image, and one the user attaches to a later prompt:
+# 1x1 PNGs of their own colours.
+python3 - "$PROJ/shot.png" "$WORK/later.png" << 'PY'
+import struct, sys, zlib
+def png(rgb):
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 1, 1, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(b"\x00" + bytes(rgb))) + chunk(b"IEND", b""))
+open(sys.argv[1], "wb").write(png((255, 0, 0)))
+open(sys.argv[2], "wb").write(png((0, 0, 255)))
+PY
 cat > "$WORK/script.json" << 'EOF'
 [
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"tool": "view_image", "input": {"path": "shot.png"}},
   {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
   {"tool": "exec_command", "input": {"cmd": "python3 check_util.py"}},
   {"tool": "exec_command", "input": {"cmd": "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch\nPATCH"}},
   {"tool": "exec_command", "input": {"cmd": "python3 test_calc.py"}},
-  {"text": "Fixed: add() now adds."}
+  {"text": "Fixed: add() now adds."},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "python3 check_util.py"}},
+  {"text": "Checked: util.py still has no docstring."}
 ]
 EOF
 
@@ -144,9 +159,21 @@ grep -q "Fixed: add() now adds." "$WORK/codex.out" || fail "codex did not finish
 grep -q "return a + b" "$PROJ/calc.py" || fail "the patch was not applied: $(cat "$PROJ/calc.py")"
 pass "codex ran the fix through the mount"
 
+# A later prompt, with an image, in the same conversation.
+set +e
+(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
+  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write resume --last \
+  "Does util.py still look like this screenshot?" -i "$WORK/later.png") > "$WORK/resume.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "codex exec resume exited $rc: $(tail -20 "$WORK/resume.out")"
+grep -q "Checked: util.py" "$WORK/resume.out" || fail "the resumed codex did not finish the script: $(tail -20 "$WORK/resume.out")"
+pass "a resumed codex answered a later prompt with an image"
+
 "$BIN" ctl -C "$PROJ" goal.get '{}' > "$WORK/goal.json"
-grep -q '"Fix add() in calc.py"' "$WORK/goal.json" || fail "the goal is not the prompt: $(cat "$WORK/goal.json")"
-pass "the prompt is the goal"
+grep -qF '"Fix add() in calc.py\n\nThen the user asked:\nDoes util.py still look like this screenshot?"' "$WORK/goal.json" \
+  || fail "the goal is not the two prompts: $(cat "$WORK/goal.json")"
+pass "the prompts are the goal"
 
 "$BIN" ctl -C "$PROJ" entries.list '{}' > "$WORK/entries.json"
 "$BIN" ctl -C "$PROJ" commands.list '{}' > "$WORK/commands.json"
@@ -216,22 +243,39 @@ def said(item):
     return json.dumps(item)
 
 
-check(len(main) == 6, "every call of the script went to the model", len(main))
+check(len(main) == 10, "every call of the script went to the model", len(main))
+first, resumed = main[:7], main[7:]
 # The first two calls have no history to replace; from the third on, the calls between the
 # prompt and the last turn are the projection.
-projected = [c for c in main[2:] if any(
+projected = [c for c in first[2:] if any(
     i.get("role") == "user" and "calc.py" in said(i) and "# Goal" not in said(i)
     and i is not c["body"]["input"][-1] for i in c["body"]["input"])]
-check(len(projected) == 4, "the calls with a history went with the projection in its place",
+check(len(projected) == 5, "the calls with a history went with the projection in its place",
       [len(c["body"]["input"]) for c in main])
-after_patch = main[4]["body"]["input"]
+
+
+def images(body):
+    """The image parts of the items between the head and the last turn, with the text before."""
+    out = []
+    for i in body["input"][3:-2]:
+        parts = i.get("content") if isinstance(i.get("content"), list) else []
+        out += [(parts[n - 1].get("text", "") if n else "", p["image_url"])
+                for n, p in enumerate(parts) if p.get("type") == "input_image"]
+    return out
+
+
+# The call right after view_image has it in its last turn, as it came.
+shot = [(t, u) for c in first[3:] for t, u in images(c["body"]) if t.startswith("shot.png, as")]
+check(len(shot) == 4 and all(u == shot[0][1] for _, u in shot),
+      "the image view_image returned stays in every later call, named", images(first[-1]["body"]))
+after_patch = main[5]["body"]["input"]
 history = said(after_patch[:-2])  # the last turn, the patch and its result, as it came
 check("return a + b" in history and "return a - b" not in history,
       "the call after the patch holds calc.py as it is now, and no old copy", history[-2000:])
 check("show() has no docstring" in history,
       "and the failed check's output, though its call is no longer the last turn (apply_patch "
       "is no step)", history[-2000:])
-last = main[5]["body"]["input"]
+last = main[6]["body"]["input"]
 check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
       "the last turn went as it came", last[-2:])
 check(not any("## " in said(i) and "AGENTS.md\\n" in said(i)
@@ -239,8 +283,15 @@ check(not any("## " in said(i) and "AGENTS.md\\n" in said(i)
       "AGENTS.md, which the head shows as it is, is not projected again", "")
 check(all(c["body"].get("prompt_cache_key") == main[0]["body"].get("prompt_cache_key")
           for c in main), "every other field as it came (prompt_cache_key)", "")
+kept = images(resumed[-1]["body"])
+check(any(t.startswith("<image name=") for t, _ in kept) and any(
+          t.startswith("shot.png, as") for t, _ in kept),
+      "after the resumed turn's calls, the later prompt's image stays too", kept)
+text = said(resumed[-1]["body"]["input"])
+check("Does util.py still look like this screenshot?" in text and "return a + b" in text,
+      "and the later prompt, with calc.py as it is now", text[-2000:])
 PY
-checks=$((checks + 7))
+checks=$((checks + 10))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
 

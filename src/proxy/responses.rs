@@ -16,12 +16,16 @@
 //!    the projection leaves out the AGENTS.md they show while it is as they show it;
 //! 2. the developer messages of the history replaced (Codex says there when permissions or the
 //!    model change), once each;
-//! 3. the projection, as one user message (the `text` format): the prompts after the first,
+//! 3. what of the history replaced no file holds, as one user message: the images the user
+//!    attached to later prompts (a screenshot of the bug), once each, and the last images
+//!    `view_image` returned, each after a line naming it. The projection's text cannot show
+//!    them, and without them they would leave the model's view at the next call;
+//! 4. the projection, as one user message (the `text` format): the prompts after the first,
 //!    then the files and command outputs as they are now, then the agent's state, and the last
 //!    step the mount knows when the last turn does not hold it (Codex runs `apply_patch` itself,
 //!    and no hook tells of it). The model's own tools cannot be named for synthesized calls
 //!    here, so the files are shown as text;
-//! 4. the real last turn, verbatim: the model's last output items (its reasoning, whose
+//! 5. the real last turn, verbatim: the model's last output items (its reasoning, whose
 //!    encrypted content the API requires back as it was sent, its message, its calls) and
 //!    everything after them (the calls' outputs, a new prompt).
 //!
@@ -32,7 +36,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::rewrite::{Invalid, Skip};
+use super::rewrite::{Invalid, READ_MEDIA_KEPT, Skip, earlier_media_label};
 use crate::claude_hook::LATER_PROMPT;
 
 /// Codex's shell tool, by the names it has had: the projection's files are what it reads.
@@ -81,6 +85,9 @@ pub struct Plan {
     pub tail_calls: Vec<String>,
     /// The developer messages of the history replaced, once each.
     pub instructions: Vec<Value>,
+    /// Content parts of the history replaced that no file holds ([`prompt_media`],
+    /// [`viewed_media`]).
+    pub kept: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
     pub later_prompts: Option<String>,
@@ -179,6 +186,8 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .filter(|it| seen.insert(it.get("content").map(Value::to_string)))
         .cloned()
         .collect();
+    let mut kept = prompt_media(replaced);
+    kept.extend(viewed_media(replaced, &items[tail_start..]));
     let tail_calls = items[tail_start..]
         .iter()
         .filter(|it| is_output(it))
@@ -190,9 +199,114 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         tail_start,
         tail_calls,
         instructions,
+        kept,
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
     })
+}
+
+/// Whether a content part is an image or a file (what the model sees, and no text says).
+fn is_media(part: &Value) -> bool {
+    matches!(kind(part), "input_image" | "input_file")
+}
+
+/// The images (and files) the user attached to the prompts of `replaced`, once each, each with
+/// the tags Codex wraps it in (`<image name=[Image #1] path="...">`, `</image>`), which is how
+/// the prompt's words refer to it. The goal keeps what the user typed; the picture is as much
+/// the request, and no file the projection shows holds it.
+fn prompt_media(replaced: &[Value]) -> Vec<Value> {
+    let tag = |p: Option<&Value>, pred: &dyn Fn(&str) -> bool| {
+        p.filter(|p| kind(p) == "input_text")
+            .and_then(|p| p.get("text").and_then(Value::as_str))
+            .is_some_and(pred)
+    };
+    let mut seen = HashSet::new();
+    let mut kept = Vec::new();
+    for item in replaced
+        .iter()
+        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
+    {
+        let Some(parts) = item.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        for (i, part) in parts.iter().enumerate() {
+            if !is_media(part) || !seen.insert(part.to_string()) {
+                continue;
+            }
+            let before = i.checked_sub(1).map(|b| &parts[b]);
+            let after = parts.get(i + 1);
+            if tag(before, &|t| t.starts_with("<image")) {
+                kept.extend(before.cloned());
+            }
+            kept.push(part.clone());
+            if tag(after, &|t| t.trim() == "</image>") {
+                kept.extend(after.cloned());
+            }
+        }
+    }
+    kept
+}
+
+/// The images that calls of `replaced` returned (`view_image`'s output is a list of
+/// `input_image` parts), each file's after a line naming it: only the last of each file (by
+/// the call's `path` argument), of the last [`READ_MEDIA_KEPT`] files, and not of a file the
+/// last turn (`tail`, sent as it came) views again. The world leaves binary files out, so the
+/// projection cannot show them; an agent looks at an image again once it has changed it.
+fn viewed_media(replaced: &[Value], tail: &[Value]) -> Vec<Value> {
+    /// Each call's id and what it names: its `path` argument, else its id.
+    fn names(items: &[Value]) -> std::collections::HashMap<&str, String> {
+        items
+            .iter()
+            .filter(|it| is_output(it))
+            .filter_map(|it| {
+                let id = it.get("call_id")?.as_str()?;
+                let path = it
+                    .get("arguments")
+                    .and_then(Value::as_str)
+                    .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                    .and_then(|a| a.get("path")?.as_str().map(str::to_owned));
+                Some((id, path.unwrap_or_else(|| id.to_owned())))
+            })
+            .collect()
+    }
+    /// Each call output's id and its media parts, for those that have some.
+    fn media(items: &[Value]) -> impl Iterator<Item = (&str, Vec<Value>)> {
+        items
+            .iter()
+            .filter(|it| kind(it).ends_with("_call_output"))
+            .filter_map(|it| {
+                let parts: Vec<Value> = it
+                    .get("output")?
+                    .as_array()?
+                    .iter()
+                    .filter(|p| is_media(p))
+                    .cloned()
+                    .collect();
+                let id = it.get("call_id")?.as_str()?;
+                (!parts.is_empty()).then_some((id, parts))
+            })
+    }
+    let name_of = names(replaced);
+    let tail_names = names(tail);
+    let again: HashSet<&str> = media(tail)
+        .filter_map(|(id, _)| tail_names.get(id).map(String::as_str))
+        .collect();
+    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
+    for (id, parts) in media(replaced) {
+        let name = name_of.get(id).cloned().unwrap_or_else(|| id.to_owned());
+        files.retain(|(n, _)| *n != name);
+        files.push((name, parts));
+    }
+    files.retain(|(name, _)| !again.contains(name.as_str()));
+    let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
+    files
+        .into_iter()
+        .skip(skip)
+        .flat_map(|(name, parts)| {
+            let label = json!({"type": "input_text", "text": earlier_media_label(&name)});
+            std::iter::once(label).chain(parts)
+        })
+        .collect()
 }
 
 /// How Codex heads the project's AGENTS.md in the messages that open a conversation (0.171):
@@ -252,9 +366,14 @@ pub fn splice(body: &Value, plan: &Plan, projection: &str) -> Result<Value, Inva
         return Err(Invalid(vec!["no input".into()]));
     };
     let mut input: Vec<Value> =
-        Vec::with_capacity(plan.head_len + 2 + items.len() - plan.tail_start);
+        Vec::with_capacity(plan.head_len + 3 + items.len() - plan.tail_start);
     input.extend(items[..plan.head_len].iter().cloned());
     input.extend(plan.instructions.iter().cloned());
+    // Before the projection: they change only when a new image comes, the projection at
+    // every call, so a prompt cache keeps them with the head.
+    if !plan.kept.is_empty() {
+        input.push(json!({"type": "message", "role": "user", "content": plan.kept}));
+    }
     let text = without_goal(projection, plan);
     if !text.trim().is_empty() {
         input.push(json!({
@@ -422,6 +541,80 @@ mod tests {
         // Two parallel calls and their outputs: the last turn whole.
         assert_eq!(input.len(), 10);
         assert_eq!(input[5]["id"], "rs_x");
+    }
+
+    /// A `view_image` call of `path` and its output, an image of `data`.
+    fn viewed(n: usize, path: &str, data: &str) -> [Value; 2] {
+        [
+            json!({"type": "function_call", "name": "view_image", "call_id": format!("v{n}"),
+                   "arguments": json!({"path": path}).to_string()}),
+            json!({"type": "function_call_output", "call_id": format!("v{n}"),
+                   "output": [{"type": "input_image", "image_url": format!("data:image/png;base64,{data}"), "detail": "high"}]}),
+        ]
+    }
+
+    /// Images are in no file the projection shows: the user's, attached to a later prompt,
+    /// stay once each with their tags; of those `view_image` returned, the last of each file,
+    /// unless the last turn views it again.
+    #[test]
+    fn images_of_later_prompts_and_of_view_image_stay() {
+        let mut body = request(2);
+        let shot = json!({"type": "input_image", "image_url": "data:image/png;base64,AAAA", "detail": "high"});
+        let later = json!({"type": "message", "role": "user", "content": [
+            {"type": "input_text", "text": "<image name=[Image #1] path=\"bug.png\">"},
+            shot,
+            {"type": "input_text", "text": "</image>"},
+            {"type": "input_text", "text": "now this"},
+        ]});
+        let input = body["input"].as_array_mut().expect("input");
+        input.insert(6, later.clone());
+        input.insert(7, later.clone());
+        input.extend(viewed(1, "a.png", "A1"));
+        input.extend(viewed(2, "b.png", "B1"));
+        input.extend(viewed(3, "a.png", "A2"));
+        input.extend(viewed(4, "c.png", "C1"));
+        // The last turn views c.png again: its image there is the one to see.
+        input.extend(viewed(5, "c.png", "C2"));
+        let goal = format!("{PROMPT}{LATER_PROMPT}now this");
+        let plan = plan(&body, Some(&goal)).expect("plan");
+        let texts: Vec<&str> = plan
+            .kept
+            .iter()
+            .map(|p| {
+                p.get("text")
+                    .or_else(|| p.get("image_url"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+            })
+            .collect();
+        let label = |n: &str| earlier_media_label(n);
+        assert_eq!(
+            texts,
+            [
+                "<image name=[Image #1] path=\"bug.png\">",
+                "data:image/png;base64,AAAA",
+                "</image>",
+                &label("b.png"),
+                "data:image/png;base64,B1",
+                &label("a.png"),
+                "data:image/png;base64,A2",
+            ]
+        );
+        let out = splice(&body, &plan, PROJECTION).expect("splice");
+        let input = out["input"].as_array().expect("input");
+        assert_eq!(
+            input[3]["content"],
+            json!(plan.kept),
+            "before the projection"
+        );
+        assert_eq!(input[3]["role"], "user");
+        assert!(input[4]["content"][0]["text"].as_str().is_some());
+        // Without images, no message for them.
+        let plain = request(3);
+        let p = super::plan(&plain, Some(PROMPT)).expect("plan");
+        assert!(p.kept.is_empty());
+        let out = splice(&plain, &p, PROJECTION).expect("splice");
+        assert_eq!(out["input"].as_array().expect("input").len(), 7);
     }
 
     #[test]

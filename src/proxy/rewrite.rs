@@ -431,10 +431,6 @@ fn skill_loads(history: &[Value]) -> Vec<Value> {
         .collect()
 }
 
-/// At most this many files' images or documents, returned by tool calls, are kept (the ones
-/// read last): an image costs up to about 1,600 tokens.
-const READ_MEDIA_KEPT: usize = 4;
-
 /// The images and documents that tool calls of `history` returned (Claude Code's Read of a
 /// screenshot or a PDF), without breakpoints, each file's after a text block naming it. The
 /// world leaves binary files out, so the projection cannot show them from disk, and with the
@@ -491,14 +487,24 @@ fn read_media(history: &[Value], tail: &[Value]) -> Vec<Value> {
         .into_iter()
         .skip(skip)
         .flat_map(|(name, media)| {
-            let label = serde_json::json!({"type": "text", "text": format!(
-                "{name}, as a tool call returned it earlier (the files shown below are as they \
-                 are now; this one is as it was then):"
-            )});
+            let label = serde_json::json!({"type": "text", "text": earlier_media_label(&name)});
             std::iter::once(label).chain(media)
         })
         .collect()
 }
+
+/// The text that names an image or a document a tool call returned, kept in the projection
+/// ([`read_media`]; the Responses side's `viewed_media`).
+pub(super) fn earlier_media_label(name: &str) -> String {
+    format!(
+        "{name}, as a tool call returned it earlier (the files shown below are as they are now; \
+         this one is as it was then):"
+    )
+}
+
+/// At most this many files' images or documents, returned by tool calls, are kept (the ones
+/// read last): an image costs up to about 1,600 tokens.
+pub(super) const READ_MEDIA_KEPT: usize = 4;
 
 /// The calls of `history` whose results load deferred tools (hold `tool_reference` blocks:
 /// Claude Code's ToolSearch, with `ENABLE_TOOL_SEARCH`), as one assistant message, and those
