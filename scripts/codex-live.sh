@@ -178,6 +178,7 @@ pass "the prompts are the goal"
 "$BIN" ctl -C "$PROJ" entries.list '{}' > "$WORK/entries.json"
 "$BIN" ctl -C "$PROJ" commands.list '{}' > "$WORK/commands.json"
 "$BIN" ctl -C "$PROJ" stats '{}' > "$WORK/stats.json"
+"$BIN" ctl -C "$PROJ" goal.list '{}' > "$WORK/conversations.json"
 "$BIN" projection -C "$PROJ" --format text > "$WORK/projection.txt" 2> "$WORK/projection.err"
 python3 - "$WORK" << 'PY' || exit 1
 import json
@@ -215,7 +216,11 @@ check("cat calc.py" not in by_command,
       "the cat of calc.py, out of date since the patch, is not kept", sorted(by_command))
 check(stats.get("commands_begun") == 0,
       "apply_patch, which no PostToolUse ends, began no output", stats.get("commands_begun"))
-check(stats["world"]["turn"] >= 4, "each finished call advanced the turn", stats["world"]["turn"])
+conversations = load("conversations")["conversations"]
+# cat, view_image, sed, the check, apply_patch, the test run; then cat and the check again.
+check([c["steps"] for c in conversations if c["session"]] == [8],
+      "every call is a step of the session, apply_patch too (read back from the rollout)",
+      conversations)
 check("return a + b" in projection and "return a - b" not in projection,
       "the projection shows calc.py as it is now, and no old copy", projection)
 check("Exit code 2" in projection or "exit code 2" in projection,
@@ -273,8 +278,8 @@ history = said(after_patch[:-2])  # the last turn, the patch and its result, as 
 check("return a + b" in history and "return a - b" not in history,
       "the call after the patch holds calc.py as it is now, and no old copy", history[-2000:])
 check("show() has no docstring" in history,
-      "and the failed check's output, though its call is no longer the last turn (apply_patch "
-      "is no step)", history[-2000:])
+      "and the failed check's output, though its call is no longer the last turn (the patch "
+      "is not a step until the turn's next event)", history[-2000:])
 last = main[6]["body"]["input"]
 check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
       "the last turn went as it came", last[-2:])

@@ -126,7 +126,10 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .context("reading the hook event from stdin")?;
     let event: Value = serde_json::from_str(&text).context("the hook event is not JSON")?;
     let plan = plan(&event);
-    if plan == Plan::Nothing {
+    // Codex's `apply_patch` calls that ended since the turn's previous event: steps no event
+    // of their own tells, recorded before this event's (they came first).
+    let patches = codex::finished_patches(&event);
+    if plan == Plan::Nothing && patches.is_empty() {
         return Ok(());
     }
     // The event's `cwd` is the agent's; the hook may run elsewhere. The hook's own directory
@@ -143,6 +146,11 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
     let in_session = |params: Value| of_session(params, session);
+    for patch in patches {
+        if let Err(e) = c.call("step.record", in_session(patch)) {
+            tracing::info!("worldfs hook: an apply_patch step is not recorded: {e}");
+        }
+    }
     match plan {
         Plan::Nothing => {}
         Plan::ClearGoal => {

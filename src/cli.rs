@@ -198,7 +198,8 @@ pub enum Command {
         settings: Option<PathBuf>,
         /// --install or --uninstall for Codex instead of Claude Code: its hooks file of the
         /// project, DIR/.codex/hooks.json, with SessionStart, UserPromptSubmit, PreToolUse
-        /// (Bash) and PostToolUse. Codex runs them once you trust them (README, "With Codex").
+        /// (Bash), PostToolUse and Stop. Codex runs them once you trust them (README, "With
+        /// Codex").
         #[arg(long)]
         codex: bool,
     },

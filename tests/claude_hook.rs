@@ -1001,6 +1001,90 @@ fn codex_events_record_the_exit_code_the_model_was_told() {
     );
 }
 
+/// Codex tells no hook when an `apply_patch` is done: the turn's next event reads it back from
+/// the rollout and records it as a step, once, before its own; a patch of another turn is not
+/// this turn's to record.
+#[test]
+fn codex_patches_are_steps_read_back_from_the_rollout() {
+    let (m, mut c, cwd) = calc_mount();
+    let rollouts = tempfile::tempdir().expect("tempdir");
+    let rollout = rollouts.path().join("rollout.jsonl");
+    let patch = "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: calc.py\n@@\n-x = 1\n+x = 2\n*** End Patch\nPATCH";
+    let calc = m.root.join("calc.py").to_string_lossy().into_owned();
+    let append = |records: &[Value]| {
+        let mut text = std::fs::read_to_string(&rollout).unwrap_or_default();
+        for r in records {
+            text.push_str(&format!("{r}\n"));
+        }
+        std::fs::write(&rollout, text).expect("rollout");
+    };
+    let patched = |turn: &str, id: &str| {
+        [
+            json!({"type": "response_item", "payload": {"type": "function_call", "name": "exec_command",
+                   "call_id": id, "arguments": json!({"cmd": patch}).to_string()}}),
+            json!({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": turn,
+                   "item": {"type": "FileChange", "id": id, "status": "completed",
+                            "changes": {&calc: {"type": "update", "unified_diff": "-x = 1\n+x = 2\n", "move_path": null}},
+                            "stdout": "Success. Updated the following files:\nM calc.py\n", "stderr": ""}}}),
+        ]
+    };
+    let event = |name: &str, turn: &str, id: Option<&str>| {
+        let mut ev = json!({"hook_event_name": name, "turn_id": turn, "model": "gpt-5-codex",
+                            "transcript_path": rollout.to_string_lossy()});
+        if let Some(id) = id {
+            ev["tool_name"] = "Bash".into();
+            ev["tool_use_id"] = id.into();
+            ev["tool_input"] = json!({"command": patch});
+        }
+        tell_as(&cwd, "s1", ev);
+    };
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "turn_id": "t1", "prompt": "Fix calc"}),
+    );
+    let before = turn(&mut c);
+    event("PreToolUse", "t1", Some("call_p"));
+    assert_eq!(turn(&mut c), before, "the patch has not run yet");
+    std::fs::write(m.root.join("calc.py"), "x = 2\n").expect("patch");
+    append(&patched("t1", "call_p"));
+    // The turn ends with the patch: Stop records it.
+    event("Stop", "t1", None);
+    assert_eq!(turn(&mut c), before + 1);
+    let shown = |c: &mut Client| {
+        let p = c
+            .call(
+                "projection.get",
+                json!({"format": "text", "budget": 8000, "session": "s1"}),
+            )
+            .expect("projection");
+        p["body"].as_str().unwrap_or_default().to_owned()
+    };
+    let body = shown(&mut c);
+    assert!(
+        body.contains("Success. Updated the following files:") && body.contains("x = 2"),
+        "{body}"
+    );
+    let s = c.call("goal.list", json!({})).expect("goal.list");
+    let steps = s.to_string();
+    assert!(
+        steps.contains("\"steps\":1"),
+        "the session's own step: {steps}"
+    );
+    // Told again by each later event of the turn: one step still.
+    event("Stop", "t1", None);
+    event("PreToolUse", "t1", Some("call_q"));
+    assert_eq!(turn(&mut c), before + 1);
+    // The next turn's first call: the last turn's patches are not its to record; a patch of
+    // its own that ended before the next call is.
+    append(&patched("t0", "call_old"));
+    event("PreToolUse", "t2", Some("call_r"));
+    assert_eq!(turn(&mut c), before + 1);
+    append(&patched("t2", "call_s"));
+    event("PreToolUse", "t2", Some("call_t"));
+    assert_eq!(turn(&mut c), before + 2);
+}
+
 #[test]
 fn what_was_read_just_before_a_bash_call_is_not_its_input() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {

@@ -568,6 +568,45 @@ fn step_record_advances_the_turn_and_counts_history() {
     assert_eq!(code_, code::INVALID_PARAMS);
 }
 
+/// A step recorded `once` is recorded the first time only: a harness that reads its calls back
+/// after the fact (Codex's `apply_patch`) may tell one twice, and must not advance the turn
+/// twice or make an older call the last step again.
+#[test]
+fn a_step_recorded_once_is_not_recorded_again() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let step = |id: &str| {
+        json!({"tool_use_id": id, "tool_name": "Bash", "input": {"command": "apply_patch"},
+               "result": "Success.", "once": true})
+    };
+    let r = c.call("step.record", step("call_p1"));
+    assert_eq!(r["recorded"], true);
+    let turn = r["turn"].as_u64().expect("turn");
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "call_x", "tool_name": "Bash", "result": "ok"}),
+    );
+    let again = c.call("step.record", step("call_p1"));
+    assert_eq!(again["recorded"], false, "{again}");
+    assert_eq!(again["turn"], turn + 1, "the turn did not advance");
+    let last = f.world.harness().last_step.read().clone();
+    assert_eq!(last.map(|s| s.tool_use_id).as_deref(), Some("call_x"));
+    // Without `once`, as always: every record is a step.
+    let r = c.call(
+        "step.record",
+        json!({"tool_use_id": "call_x", "tool_name": "Bash", "result": "ok"}),
+    );
+    assert_eq!(
+        (r["recorded"].clone(), r["turn"].clone()),
+        (json!(true), json!(turn + 2))
+    );
+    // A refused record notes nothing: the good one after it is recorded.
+    let mut bad = step("call_p2");
+    bad["views"] = json!([{"path": "a.txt", "lines": [0, 1]}]);
+    c.call_err("step.record", bad);
+    assert_eq!(c.call("step.record", step("call_p2"))["recorded"], true);
+}
+
 /// Declared tools and tools steps called are all defined, first use first, whatever the
 /// last step called: the tool list opens every cached prefix.
 #[test]

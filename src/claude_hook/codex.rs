@@ -12,12 +12,19 @@
 //!   never taken for 0 (a failed test run shown as passing would mislead the model).
 //! - `apply_patch`, which the model calls as a shell command, is run by Codex itself: its
 //!   `PreToolUse` comes, no `PostToolUse` ever does. The mount sees the file change (written
-//!   by `codex`, an agent program); no output is begun for it.
+//!   by `codex`, an agent program); no output is begun for it. The step is read back from the
+//!   rollout instead, at the turn's next event (the next call's `PreToolUse` or
+//!   `PostToolUse`, or `Stop`): Codex writes the patch's end there (`FileChange`, with its
+//!   files and what it printed) before it tells the model. Every event of the turn offers the
+//!   turn's patches again, recorded `once`, so the mount counts each one step.
 
+use std::collections::HashMap;
 use std::io::{Read, Seek, SeekFrom};
 use std::path::Path;
 
-use serde_json::Value;
+use serde_json::{Value, json};
+
+use crate::socket::fit;
 
 /// How much of a rollout's end is searched for a call's end, in turn: the hook runs right after
 /// it is written, so the first is nearly always enough (it runs at every Bash call, and a long
@@ -60,6 +67,145 @@ pub fn is_apply_patch(event: &Value) -> bool {
             == Some("apply_patch")
 }
 
+/// Most patch steps one event records: those since the turn's previous event are a few.
+const MAX_PATCHES: usize = 16;
+
+/// `step.record` params (recorded `once`) for the `apply_patch` calls Codex has finished in
+/// this event's turn, oldest first, as its rollout tells them; none for an event not of Codex
+/// (which names its turn), or one that comes before no patch could have ended.
+pub fn finished_patches(event: &Value) -> Vec<Value> {
+    let field = |k: &str| {
+        event
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+    };
+    if !matches!(
+        field("hook_event_name"),
+        Some("PreToolUse" | "PostToolUse" | "Stop")
+    ) {
+        return Vec::new();
+    }
+    let (Some(turn), Some(path)) = (
+        field("turn_id"),
+        field("transcript_path").filter(|p| p.starts_with('/')),
+    ) else {
+        return Vec::new();
+    };
+    match patches_in(Path::new(path), turn) {
+        Ok(steps) => steps,
+        Err(e) => {
+            tracing::info!("worldfs hook: reading Codex's rollout {path}: {e}");
+            Vec::new()
+        }
+    }
+}
+
+/// The patches of turn `turn` ended in the rollout's last part, as steps.
+fn patches_in(path: &Path, turn: &str) -> std::io::Result<Vec<Value>> {
+    let mut file = std::fs::File::open(path)?;
+    let text = tail(&mut file, TAILS[0])?;
+    // The model's call of each patch, written before it ran: its command is the step's input.
+    let mut calls: HashMap<String, Value> = HashMap::new();
+    let mut steps = Vec::new();
+    for line in text.lines() {
+        // Most records are neither; parsing only those that may be keeps this cheap.
+        if !(line.contains("\"FileChange\"") || line.contains("_call\"")) {
+            continue;
+        }
+        let Ok(record) = serde_json::from_str::<Value>(line) else {
+            continue;
+        };
+        let Some(payload) = record.get("payload") else {
+            continue;
+        };
+        let id = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+        match payload.get("type").and_then(Value::as_str) {
+            Some("function_call" | "custom_tool_call") => {
+                if let Some(call) = id(payload, "call_id") {
+                    calls.insert(call, payload.clone());
+                }
+            }
+            Some("item_completed")
+                if payload.pointer("/item/type").and_then(Value::as_str) == Some("FileChange")
+                    && payload.get("turn_id").and_then(Value::as_str) == Some(turn) =>
+            {
+                let item = &payload["item"];
+                if let Some(call) = id(item, "id") {
+                    let step = patch_step(&call, item, calls.get(&call));
+                    steps.push(step);
+                }
+            }
+            _ => {}
+        }
+    }
+    let skip = steps.len().saturating_sub(MAX_PATCHES);
+    Ok(steps.split_off(skip))
+}
+
+/// The step of patch call `id`, ended as `item` says (`status`, `stdout`, `stderr`, the
+/// `changes` by path), called as `call` says when the rollout still has it.
+fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
+    let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
+    // As the hook's other events name a Codex shell call: `Bash`, with its command.
+    let (tool, input) = match call {
+        Some(c) if c.get("type").and_then(Value::as_str) == Some("custom_tool_call") => (
+            c.get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("apply_patch"),
+            json!({ "input": c.get("input").cloned().unwrap_or_default() }),
+        ),
+        _ => {
+            let command = call
+                .and_then(|c| c.get("arguments")?.as_str())
+                .and_then(|a| serde_json::from_str::<Value>(a).ok())
+                .and_then(|a| a.get("cmd").or_else(|| a.get("command")).cloned())
+                .map(|c| match c {
+                    Value::Array(words) => words
+                        .iter()
+                        .filter_map(Value::as_str)
+                        .collect::<Vec<_>>()
+                        .join(" "),
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "apply_patch".to_owned());
+            ("Bash", json!({ "command": command }))
+        }
+    };
+    let mut result = text("stdout").to_owned();
+    result.push_str(text("stderr"));
+    let mut files: Vec<&str> = Vec::new();
+    if let Some(changes) = item.get("changes").and_then(Value::as_object) {
+        for (path, change) in changes {
+            files.push(path);
+            if let Some(to) = change.get("move_path").and_then(Value::as_str) {
+                files.push(to);
+            }
+        }
+    }
+    files.truncate(64);
+    json!({
+        "tool_use_id": id,
+        "tool_name": tool,
+        "input": fit::capped_input(input),
+        "result": fit::cut_head(result, super::MAX_RESULT_BYTES),
+        "is_error": text("status") != "completed",
+        "files": files,
+        "once": true,
+    })
+}
+
+/// The last `bytes` of `file` (all of it when shorter), as text.
+fn tail(file: &mut std::fs::File, bytes: u64) -> std::io::Result<String> {
+    let len = file.metadata()?.len();
+    let start = len.saturating_sub(bytes);
+    file.seek(SeekFrom::Start(start))?;
+    let mut tail = Vec::with_capacity((len - start) as usize);
+    file.read_to_end(&mut tail)?;
+    Ok(String::from_utf8_lossy(&tail).into_owned())
+}
+
 /// The exit code recorded for call `id` in the rollout at `path`, searched from its end.
 fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
     let mut file = std::fs::File::open(path)?;
@@ -67,11 +213,9 @@ fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
     let quoted = format!("\"{id}\"");
     for tail_bytes in TAILS {
         let start = len.saturating_sub(tail_bytes);
-        file.seek(SeekFrom::Start(start))?;
-        let mut tail = Vec::with_capacity((len - start) as usize);
-        file.read_to_end(&mut tail)?;
+        let tail = tail(&mut file, tail_bytes)?;
         // A record cut by the tail's start does not parse, and is found in the wider one.
-        let found = String::from_utf8_lossy(&tail)
+        let found = tail
             .lines()
             .rev()
             .filter(|l| l.contains(&quoted))
@@ -162,6 +306,37 @@ mod tests {
         assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
         // Claude Code's response is an object: not Codex's, nothing read.
         assert_eq!(bash_exit(&post(json!({"stdout": "4\n"}), &rollout)), None);
+    }
+
+    #[test]
+    fn a_patchs_step_says_its_command_files_and_result() {
+        let ended = json!({"type": "FileChange", "id": "call_1", "status": "failed",
+            "changes": {"/p/a.py": {"type": "update", "move_path": "/p/b.py"},
+                        "/p/c.py": {"type": "add"}},
+            "stdout": "", "stderr": "patch does not apply\n"});
+        let call = json!({"type": "function_call", "name": "exec_command", "call_id": "call_1",
+                          "arguments": "{\"cmd\": \"apply_patch <<'P'\"}"});
+        let step = patch_step("call_1", &ended, Some(&call));
+        assert_eq!(step["tool_name"], "Bash");
+        assert_eq!(step["input"], json!({"command": "apply_patch <<'P'"}));
+        assert_eq!(step["files"], json!(["/p/a.py", "/p/b.py", "/p/c.py"]));
+        assert_eq!(step["result"], "patch does not apply\n");
+        assert_eq!(
+            (&step["is_error"], &step["once"]),
+            (&json!(true), &json!(true))
+        );
+        // Its call no longer in the rollout's end; or a freeform tool of its own name.
+        assert_eq!(
+            patch_step("call_1", &ended, None)["input"],
+            json!({"command": "apply_patch"})
+        );
+        let custom = json!({"type": "custom_tool_call", "name": "apply_patch", "call_id": "call_1",
+                            "input": "*** Begin Patch"});
+        let step = patch_step("call_1", &ended, Some(&custom));
+        assert_eq!(
+            (&step["tool_name"], &step["input"]),
+            (&json!("apply_patch"), &json!({"input": "*** Begin Patch"}))
+        );
     }
 
     #[test]

@@ -29,12 +29,14 @@ impl Agent {
         match self {
             Agent::ClaudeCode => &EVENTS,
             // Codex has no failure event (a failed command's PostToolUse says it), and its
-            // only tool with a PreToolUse is its shell, `Bash`.
+            // only tool with a PreToolUse is its shell, `Bash`. `Stop` ends a turn whose last
+            // call was an `apply_patch`, which no event of its own ends.
             Agent::Codex => &[
                 ("SessionStart", None),
                 ("UserPromptSubmit", None),
                 ("PreToolUse", Some("Bash")),
                 ("PostToolUse", Some("*")),
+                ("Stop", None),
             ],
         }
     }
@@ -502,6 +504,7 @@ mod tests {
                 "PostToolUse",
                 "PreToolUse",
                 "SessionStart",
+                "Stop",
                 "UserPromptSubmit"
             ]
         );
@@ -515,7 +518,7 @@ mod tests {
         assert!(
             uninstall(&path)
                 .expect("uninstall")
-                .contains("4 `worldfs hook`")
+                .contains("5 `worldfs hook`")
         );
     }
 

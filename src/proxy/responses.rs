@@ -23,7 +23,8 @@
 //! 4. the projection, as one user message (the `text` format): the prompts after the first,
 //!    then the files and command outputs as they are now, then the agent's state, and the last
 //!    step the mount knows when the last turn does not hold it (Codex runs `apply_patch` itself,
-//!    and no hook tells of it). The model's own tools cannot be named for synthesized calls
+//!    and the hook records it only at the turn's next event, after the model call that
+//!    follows it). The model's own tools cannot be named for synthesized calls
 //!    here, so the files are shown as text;
 //! 5. the real last turn, verbatim: the model's last output items (its reasoning, whose
 //!    encrypted content the API requires back as it was sent, its message, its calls) and
@@ -81,7 +82,8 @@ pub struct Plan {
     /// Index of the first item of the real last turn.
     pub tail_start: usize,
     /// The call ids of the last turn's calls: the mount's last step is shown unless it is one
-    /// of them (Codex's `apply_patch` is no step, so the step before it is not in the turn).
+    /// of them (Codex's `apply_patch` is not yet a step when the call after it is made, so the
+    /// step before it is not in the turn).
     pub tail_calls: Vec<String>,
     /// The developer messages of the history replaced, once each.
     pub instructions: Vec<Value>,

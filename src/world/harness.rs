@@ -8,7 +8,7 @@
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use parking_lot::RwLock;
+use parking_lot::{Mutex, RwLock};
 use serde::{Deserialize, Serialize};
 
 /// The runtime frame of the session, rendered into the system prompt.
@@ -270,7 +270,14 @@ pub struct Harness {
     pub step_tools: RwLock<Vec<String>>,
     /// Outputs dropped to stay within [`MAX_COMMANDS`] and [`MAX_COMMAND_BYTES`].
     pub commands_dropped_for_room: AtomicU64,
+    /// The ids of the last [`RECENT_STEP_IDS`] steps recorded `once`, newest last.
+    recent_once: Mutex<std::collections::VecDeque<String>>,
 }
+
+/// How many ids of steps recorded `once` are remembered: a harness that cannot tell whether it
+/// recorded a step already (Codex's `apply_patch`, read back from its rollout at each later
+/// event of its turn) records it again within a few calls.
+pub const RECENT_STEP_IDS: usize = 256;
 
 /// Most command outputs kept. A hook records every command the agent runs, and a long session
 /// runs thousands; every projection weighs every output kept, while an output many turns old
@@ -285,6 +292,21 @@ pub const MAX_COMMAND_BYTES: usize = 8 << 20;
 pub const MAX_STEP_TOOLS: usize = 64;
 
 impl Harness {
+    /// Whether a step with this id is recorded `once` for the first time (among the last
+    /// [`RECENT_STEP_IDS`]); notes it. Checked and noted under one lock: two hooks racing
+    /// with the same step record it once.
+    pub fn first_time(&self, tool_use_id: &str) -> bool {
+        let mut ids = self.recent_once.lock();
+        if ids.iter().any(|i| i == tool_use_id) {
+            return false;
+        }
+        if ids.len() == RECENT_STEP_IDS {
+            ids.pop_front();
+        }
+        ids.push_back(tool_use_id.to_owned());
+        true
+    }
+
     /// Notes that a step called `name`.
     pub fn note_step_tool(&self, name: &str) {
         let mut tools = self.step_tools.write();

@@ -47,6 +47,10 @@ pub(super) struct StepRecord {
     /// touched are its own view of the world (`world::touched`).
     #[serde(default)]
     session: Option<String>,
+    /// Record the step only if no step of this id was recorded `once` lately: for a harness
+    /// that learns of a call after the fact and may tell it twice.
+    #[serde(default)]
+    once: bool,
 }
 
 #[derive(Deserialize)]
@@ -111,6 +115,15 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         views.push((rel, v.lines.map(|[a, b]| (a, b))));
     }
     touched.extend(views.iter().map(|(rel, _)| rel.clone()));
+    // Checked once the params are known good: a refused call noted nothing.
+    if p.once && !shared.world.harness().first_time(&p.tool_use_id) {
+        return Ok(json!({
+            "recorded": false,
+            "turn": shared.world.turn(),
+            "history_tokens": shared.tokens.report().history_tokens,
+            "views_applied": 0,
+        }));
+    }
     // What the mount saw before the step was recorded is the step's doing: it must be applied
     // before the turn advances, or a read still in the channel would count as the next turn's
     // (younger than it is, and differently from one run to the next). The views also refine
@@ -194,6 +207,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     }
     *w.harness().last_step.write() = Some(step);
     Ok(json!({
+        "recorded": true,
         "turn": turn,
         "history_tokens": shared.tokens.report().history_tokens,
         "views_applied": viewed,
