@@ -1109,24 +1109,96 @@ fn codex_request(prompt: &str, turns: usize) -> Value {
 /// Posts `body` as Codex does (to `/v1/responses`, its session in a header) through the proxy
 /// (the API answers `{}`) and returns what reached the API.
 fn received_from_codex(up: &Upstream, proxy: &Proxy, body: &Value) -> Received {
+    received_from_codex_as(up, proxy, body.to_string().into_bytes(), None)
+}
+
+/// [`received_from_codex`] with the body as bytes, compressed as `coding` says
+/// (`Content-Encoding`).
+fn received_from_codex_as(
+    up: &Upstream,
+    proxy: &Proxy,
+    body: Vec<u8>,
+    coding: Option<&str>,
+) -> Received {
     up.answers
         .send(Answer::Plain {
             status: 200,
             body: "{}".into(),
         })
         .expect("queue");
-    let _ = reqwest::blocking::Client::builder()
+    let mut req = reqwest::blocking::Client::builder()
         .timeout(WAIT)
         .build()
         .expect("client")
         .post(proxy.url("/v1/responses"))
         .header("session-id", "s1")
         .header("authorization", "Bearer sk-test")
-        .header("content-type", "application/json")
-        .body(body.to_string())
-        .send()
-        .expect("the proxy answers");
+        .header("content-type", "application/json");
+    if let Some(c) = coding {
+        req = req.header("content-encoding", c);
+    }
+    let _ = req.body(body).send().expect("the proxy answers");
     up.next()
+}
+
+/// Codex signed in with ChatGPT compresses its calls with zstd: they are read, rewritten, and
+/// sent compressed the same way; gzip too. A coding not read here, or a body that does not
+/// decode, goes byte for byte.
+#[test]
+fn compressed_calls_are_rewritten_and_compressed_again() {
+    use std::io::Read;
+    let (m, _c) = session_that_read_calc();
+    let up = Upstream::start();
+    let proxy = Proxy::start(&m, up.port, &[]);
+    let body = codex_request(PROMPT, 3);
+    let plain = body.to_string().into_bytes();
+    let zstd = ruzstd::encoding::compress_to_vec(
+        plain.as_slice(),
+        ruzstd::encoding::CompressionLevel::Fastest,
+    );
+    let mut gzip = Vec::new();
+    flate2::read::GzEncoder::new(plain.as_slice(), flate2::Compression::fast())
+        .read_to_end(&mut gzip)
+        .expect("gzip");
+    let unzstd = |b: &[u8]| {
+        let mut src = b;
+        let mut out = Vec::new();
+        ruzstd::decoding::StreamingDecoder::new(&mut src)
+            .expect("a zstd frame")
+            .read_to_end(&mut out)
+            .expect("zstd");
+        out
+    };
+    let ungzip = |b: &[u8]| {
+        let mut out = Vec::new();
+        flate2::read::GzDecoder::new(b)
+            .read_to_end(&mut out)
+            .expect("gzip");
+        out
+    };
+    type Unpack = fn(&[u8]) -> Vec<u8>;
+    let cases: [(&str, Vec<u8>, Unpack); 2] = [("zstd", zstd, unzstd), ("gzip", gzip, ungzip)];
+    for (coding, packed, unpack) in cases {
+        let got = received_from_codex_as(&up, &proxy, packed.clone(), Some(coding));
+        assert_eq!(got.header("content-encoding"), Some(coding));
+        let sent: Value = serde_json::from_slice(&unpack(&got.body)).expect("JSON");
+        let items = sent["input"].as_array().expect("input");
+        assert_eq!(items.len(), 7, "{coding}: rewritten");
+        assert!(
+            texts(&items[3]).contains("def add"),
+            "{coding}: the projection"
+        );
+    }
+    for (coding, packed) in [("br", plain.clone()), ("zstd", plain.clone())] {
+        let got = received_from_codex_as(&up, &proxy, packed.clone(), Some(coding));
+        assert_eq!(got.body, packed, "{coding}: as it came");
+        assert_eq!(got.header("content-encoding"), Some(coding));
+    }
+    assert!(
+        proxy.says("compressed in a coding not read here: br")
+            && proxy.says("compressed in zstd, but does not decode"),
+        "the log says why"
+    );
 }
 
 /// Codex's calls (the Responses API) go upstream with the projection in place of the history

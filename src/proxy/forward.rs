@@ -196,8 +196,16 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
         };
         let session = parts.headers.get(header).map(|v| v.as_bytes().to_vec());
         let subagent = parts.headers.contains_key(super::rewrite::AGENT_HEADER);
+        let coding = super::encoding::of(&parts.headers);
         let (prepared, call) = tokio::task::spawn_blocking(move || {
-            prepare(&state2, &path, &original, session.as_deref(), subagent)
+            prepare(
+                &state2,
+                &path,
+                &original,
+                coding,
+                session.as_deref(),
+                subagent,
+            )
         })
         .await
         .unwrap_or_else(|e| {

@@ -20,6 +20,7 @@ pub mod rewrite;
 
 mod account;
 mod attached;
+mod encoding;
 mod forward;
 mod session;
 
@@ -162,9 +163,32 @@ fn prepare(
     state: &State,
     path: &str,
     body: &[u8],
+    coding: Result<Option<encoding::Coding>, String>,
     session_header: Option<&[u8]>,
     subagent: bool,
 ) -> (Prepared, Option<account::Call>) {
+    // A compressed body is read decoded, and goes upstream compressed the same way.
+    let coding = match coding {
+        Ok(c) => c,
+        Err(name) => {
+            let why = rewrite::Skip::Encoded(format!("a coding not read here: {name}"));
+            return (untouched(state, path, &why, true), None);
+        }
+    };
+    let decoded;
+    let body = match coding {
+        None => body,
+        Some(c) => match encoding::decode(c, body, MAX_DECODED_BYTES) {
+            Ok(d) => {
+                decoded = d;
+                decoded.as_slice()
+            }
+            Err(e) => {
+                let why = rewrite::Skip::Encoded(format!("{}, but does not decode: {e}", c.name()));
+                return (untouched(state, path, &why, true), None);
+            }
+        },
+    };
     let parsed: Value = match serde_json::from_slice(body) {
         Ok(v) => v,
         Err(_) => return (untouched(state, path, &rewrite::Skip::NotJson, false), None),
@@ -190,16 +214,20 @@ fn prepare(
                 state.counts.untouched.fetch_add(1, Ordering::Relaxed);
                 Prepared::Untouched
             } else {
-                match serde_json::to_vec(&out) {
+                let bytes = serde_json::to_vec(&out)
+                    .map_err(|e| format!("serializing the request: {e}"))
+                    .and_then(|b| match coding {
+                        None => Ok(b),
+                        Some(c) => encoding::encode(c, &b)
+                            .map_err(|e| format!("compressing the request ({}): {e}", c.name())),
+                    });
+                match bytes {
                     Ok(bytes) => {
                         tracing::info!("{path}: sent {summary}");
                         state.counts.rewritten.fetch_add(1, Ordering::Relaxed);
                         Prepared::Rewritten(bytes.into())
                     }
-                    Err(e) => {
-                        let why = format!("serializing the request: {e}");
-                        return (failed(state, path, &why), None);
-                    }
+                    Err(why) => return (failed(state, path, &why), None),
                 }
             };
             let rewritten = matches!(prepared, Prepared::Rewritten(_));
@@ -247,6 +275,10 @@ fn failed(state: &State, path: &str, why: &str) -> Prepared {
     state.counts.failed.fetch_add(1, Ordering::Relaxed);
     Prepared::Untouched
 }
+
+/// A compressed body that decodes to more than this is not read: as much as the proxy takes
+/// plain.
+const MAX_DECODED_BYTES: usize = 256 * 1024 * 1024;
 
 /// The rewritten body and a one-line account of it, or why it stays as it is.
 type Rewrite = Result<(Value, String), rewrite::Skip>;

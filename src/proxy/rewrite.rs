@@ -85,6 +85,8 @@ pub enum Skip {
     /// Codex: the history holds an item of a kind the projection does not stand for (a
     /// compaction's summary, say).
     UnknownItems,
+    /// The body is compressed in a way the proxy cannot read (why).
+    Encoded(String),
 }
 
 impl std::fmt::Display for Skip {
@@ -106,6 +108,7 @@ impl std::fmt::Display for Skip {
             Skip::UnknownItems => {
                 "the history holds items of a kind the projection does not stand for (a compaction?)"
             }
+            Skip::Encoded(why) => return write!(f, "the body is compressed in {why}"),
         })
     }
 }
