@@ -84,6 +84,7 @@ from calc import add
 assert add(2, 3) == 5, add(2, 3)
 print("1 passed")
 EOF
+printf '# Notes\n' > "$PROJ/NOTES.md"
 cat > "$PROJ/AGENTS.md" << 'EOF'
 # Project rules
 
@@ -106,13 +107,32 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "view_image", "input": {"path": "shot.png"}},
   {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
   {"tool": "exec_command", "input": {"cmd": "python3 check_util.py"}},
-  {"tool": "exec_command", "input": {"cmd": "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch\nPATCH"}},
+  {"tool": "apply_patch", "custom": "*** Begin Patch\n*** Update File: calc.py\n@@\n def add(a, b):\n-    return a - b\n+    return a + b\n*** End Patch"},
   {"tool": "exec_command", "input": {"cmd": "python3 test_calc.py"}},
   {"text": "Fixed: add() now adds."},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
-  {"tool": "exec_command", "input": {"cmd": "python3 check_util.py"}},
-  {"text": "Checked: util.py still has no docstring."}
+  {"tool": "exec_command", "input": {"cmd": "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: NOTES.md\n@@\n # Notes\n+util.show() still needs a docstring.\n*** End Patch\nPATCH"}},
+  {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
+  {"text": "Noted: util.py still needs a docstring."}
 ]
+EOF
+# Codex's catalog entry for the model: what tools it gets. As for every model Codex ships,
+# apply_patch is a freeform tool of its own (a model it has no entry for patches through
+# exec_command instead, which the resumed turn does).
+cat > "$WORK/models.json" << 'EOF'
+{"models": [{
+  "slug": "gpt-5-codex", "display_name": "gpt-5-codex", "description": "stand-in",
+  "default_reasoning_level": "medium",
+  "supported_reasoning_levels": [{"effort": "medium", "description": "Medium"}],
+  "shell_type": "unified_exec", "visibility": "list", "supported_in_api": true, "priority": 1,
+  "upgrade": null, "base_instructions": "You are Codex, a coding agent.",
+  "supports_reasoning_summaries": true, "default_reasoning_summary": "none",
+  "support_verbosity": true, "default_verbosity": "low", "apply_patch_tool_type": "freeform",
+  "truncation_policy": {"mode": "tokens", "limit": 10000}, "supports_parallel_tool_calls": true,
+  "context_window": 272000, "effective_context_window_percent": 95,
+  "experimental_supported_tools": [], "input_modalities": ["text", "image"],
+  "supports_search_tool": false
+}]}
 EOF
 
 wfs_mount "$PROJ" -- --no-state
@@ -134,6 +154,7 @@ PROXY=$(sed -n 's/.*proxy on \(http:[^ ]*\).*/\1/p' "$WORK/proxy.log")
 [ -n "$PROXY" ] || fail "the proxy did not start: $(cat "$WORK/proxy.log")"
 cat > "$WORK/codex-home/config.toml" << EOF
 model = "gpt-5-codex"
+model_catalog_json = "$WORK/models.json"
 model_provider = "stand-in"
 check_for_update_on_startup = false
 
@@ -157,6 +178,7 @@ set -e
 [ "$rc" = 0 ] || fail "codex exited $rc: $(tail -20 "$WORK/codex.out")"
 grep -q "Fixed: add() now adds." "$WORK/codex.out" || fail "codex did not finish the script: $(tail -20 "$WORK/codex.out")"
 grep -q "return a + b" "$PROJ/calc.py" || fail "the patch was not applied: $(cat "$PROJ/calc.py")"
+grep -q '"type": "custom_tool_call"' "$WORK/api.jsonl" || fail "the patch was not made with the freeform apply_patch tool"
 pass "codex ran the fix through the mount"
 
 # A later prompt, with an image, in the same conversation.
@@ -167,7 +189,7 @@ set +e
 rc=$?
 set -e
 [ "$rc" = 0 ] || fail "codex exec resume exited $rc: $(tail -20 "$WORK/resume.out")"
-grep -q "Checked: util.py" "$WORK/resume.out" || fail "the resumed codex did not finish the script: $(tail -20 "$WORK/resume.out")"
+grep -q "Noted: util.py" "$WORK/resume.out" || fail "the resumed codex did not finish the script: $(tail -20 "$WORK/resume.out")"
 pass "a resumed codex answered a later prompt with an image"
 
 "$BIN" ctl -C "$PROJ" goal.get '{}' > "$WORK/goal.json"
@@ -217,10 +239,10 @@ check("cat calc.py" not in by_command,
 check(stats.get("commands_begun") == 0,
       "apply_patch, which no PostToolUse ends, began no output", stats.get("commands_begun"))
 conversations = load("conversations")["conversations"]
-# cat, view_image, sed, the check, apply_patch, the test run; then cat and the check again.
-check([c["steps"] for c in conversations if c["session"]] == [8],
-      "every call is a step of the session, apply_patch too (read back from the rollout)",
-      conversations)
+# cat, view_image, sed, the check, apply_patch (freeform), the test run; then cat, an
+# apply_patch through exec_command (no PostToolUse: read back from the rollout), a cat.
+check([c["steps"] for c in conversations if c["session"]] == [9],
+      "every call is a step of the session, each apply_patch once", conversations)
 check("return a + b" in projection and "return a - b" not in projection,
       "the projection shows calc.py as it is now, and no old copy", projection)
 check("Exit code 2" in projection or "exit code 2" in projection,
@@ -248,7 +270,7 @@ def said(item):
     return json.dumps(item)
 
 
-check(len(main) == 10, "every call of the script went to the model", len(main))
+check(len(main) == 11, "every call of the script went to the model", len(main))
 first, resumed = main[:7], main[7:]
 # The first two calls have no history to replace; from the third on, the calls between the
 # prompt and the last turn are the projection.
@@ -278,8 +300,7 @@ history = said(after_patch[:-2])  # the last turn, the patch and its result, as 
 check("return a + b" in history and "return a - b" not in history,
       "the call after the patch holds calc.py as it is now, and no old copy", history[-2000:])
 check("show() has no docstring" in history,
-      "and the failed check's output, though its call is no longer the last turn (the patch "
-      "is not a step until the turn's next event)", history[-2000:])
+      "and the failed check's output, cached", history[-2000:])
 last = main[6]["body"]["input"]
 check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
       "the last turn went as it came", last[-2:])

@@ -18,12 +18,16 @@ first message holds TEXT, the task the main conversation gave it) get that list'
 turn instead.
 `POST /v1/responses` (Codex) is answered the same way, streamed as the Responses API streams:
 the requests that define an `exec_command` tool get the script's answers, a tool call being a
-`function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`).
+`function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`), or a freeform
+tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`.
+With --models FILE, `GET /v1/models` answers with that file (Codex's model catalog: what tools
+its model gets, `apply_patch` as a freeform tool among them).
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
 
     python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
+                                    [--models FILE]
                                     [--subagent-script FILE --subagent-prompt TEXT]
                                     [--summary TEXT]
 
@@ -77,7 +81,10 @@ def response_events(answer, n):
     """The events of an answer to `/v1/responses`, as the Responses API streams them."""
     calls = answer.get("calls") or ([answer] if "tool" in answer else [])
     if calls:
-        items = [{"type": "function_call", "id": "fc_standin_%02d_%d" % (n, i),
+        items = [{"type": "custom_tool_call", "id": "ctc_standin_%02d_%d" % (n, i),
+                  "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
+                  "input": c["custom"], "status": "completed"} if "custom" in c else
+                 {"type": "function_call", "id": "fc_standin_%02d_%d" % (n, i),
                   "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
                   "arguments": json.dumps(c.get("input", {})), "status": "completed"}
                  for i, c in enumerate(calls)]
@@ -113,6 +120,7 @@ class Handler(BaseHTTPRequestHandler):
     subagent_script = None
     subagent_prompt = None
     summary = None
+    models = None
     answered = 0
     subagent_answered = 0
     lock = threading.Lock()
@@ -178,6 +186,16 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
 
+    def do_GET(self):
+        path = self.path.split("?")[0]
+        if path == "/v1/models" and self.models is not None:
+            with self.lock, open(self.record, "a") as f:
+                f.write(json.dumps({"path": self.path, "method": "GET"}) + "\n")
+            self.reply(200, self.models)
+        else:
+            self.reply(404, json.dumps({"type": "error", "error": {
+                "type": "not_found_error", "message": "stand-in: no such path " + path}}))
+
     def do_POST(self):
         # One handler serves every request of a kept-alive connection.
         self.compaction = False
@@ -236,10 +254,17 @@ def main():
     ap.add_argument("--subagent-script", help="a JSON list of answers for a subagent")
     ap.add_argument("--subagent-prompt", help="the subagent's task, which tells its requests")
     ap.add_argument("--summary", help="the summary to answer a compaction with")
+    ap.add_argument("--models", help="a JSON file to answer GET /v1/models with")
     a = ap.parse_args()
     Handler.record = a.record
     Handler.keep_bodies = a.keep_bodies
     Handler.summary = a.summary
+    if a.models:
+        try:
+            with open(a.models) as f:
+                Handler.models = json.dumps(json.load(f))
+        except (OSError, ValueError) as e:
+            ap.error("--models %s: %s" % (a.models, e))
     def answers(path, option):
         """The list of answers in the JSON file at `path`, or None without one."""
         if not path:

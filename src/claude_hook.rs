@@ -128,7 +128,10 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     let plan = plan(&event);
     // Codex's `apply_patch` calls that ended since the turn's previous event: steps no event
     // of their own tells, recorded before this event's (they came first).
-    let patches = codex::finished_patches(&event);
+    let own = event.get("tool_use_id").and_then(Value::as_str);
+    let mut patches = codex::finished_patches(&event);
+    // A freeform `apply_patch`'s own PostToolUse tells it, with what the model was told.
+    patches.retain(|p| p.get("tool_use_id").and_then(Value::as_str) != own);
     if plan == Plan::Nothing && patches.is_empty() {
         return Ok(());
     }
@@ -147,7 +150,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .filter(|s| !s.is_empty());
     let in_session = |params: Value| of_session(params, session);
     for patch in patches {
-        if let Err(e) = c.call("step.record", in_session(patch)) {
+        if let Err(e) = record_step(&mut c, in_session(patch)) {
             tracing::info!("worldfs hook: an apply_patch step is not recorded: {e}");
         }
     }
@@ -265,6 +268,17 @@ fn record_command(c: &mut Client, params: Value) -> Result<Value, ClientError> {
 /// than `keep_unshown`) must not cost the step itself, so it is recorded again without views.
 fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
     match c.call("step.record", params.clone()) {
+        // A daemon older than the hook (a mount started before worldfs was upgraded) knows no
+        // `once`: the step is recorded without it, at worst twice.
+        Err(ClientError::Rpc(e))
+            if e.code == code::INVALID_PARAMS && e.message.contains("unknown field `once`") =>
+        {
+            let mut plain = params;
+            if let Some(o) = plain.as_object_mut() {
+                o.remove("once");
+            }
+            record_step(c, plain)
+        }
         Err(ClientError::Rpc(e)) if params.get("views").is_some() => {
             tracing::info!(
                 "worldfs hook: step.record refused its views ({}); without",
@@ -334,6 +348,9 @@ pub fn plan(event: &Value) -> Plan {
                     let command = command_output(event, failed, codex_exit, &step)
                         .or_else(|| search_output(event, failed, &step))
                         .or_else(|| kept_result(event, failed, &step));
+                    if codex::is_freeform_patch(event) {
+                        freeform_patch(event, &mut step);
+                    }
                     let tasks = if failed { None } else { tool_tasks(event) };
                     // Its PreToolUse began it (the same test); nothing will record it now.
                     let abandon = match command {
@@ -355,6 +372,32 @@ pub fn plan(event: &Value) -> Plan {
         }
         _ => Plan::Nothing,
     }
+}
+
+/// A Codex freeform `apply_patch` step: its files are those the patch names, it failed when
+/// Codex says an exit code other than 0 ("Exit code: 1\n..."), and it is recorded `once`,
+/// since the turn's later events read the same patch back from the rollout.
+fn freeform_patch(event: &Value, step: &mut Value) {
+    let said = step["result"].as_str().unwrap_or_default();
+    if let Some(code) = said
+        .strip_prefix("Exit code: ")
+        .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|d| d.parse::<i32>().ok())
+        && code != 0
+    {
+        step["is_error"] = true.into();
+    }
+    let patch = event
+        .pointer("/tool_input/command")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if let Some(cwd) = agent_cwd(event) {
+        let files = codex::patch_files(patch, cwd);
+        if !files.is_empty() {
+            step["files"] = files.into();
+        }
+    }
+    step["once"] = true.into();
 }
 
 /// The key under which a call's `PreToolUse` begins it (`command.begin`): a Bash call's or a
@@ -514,6 +557,8 @@ const NOT_KEPT: &[&str] = &[
     "MultiEdit",
     "Write",
     "NotebookEdit",
+    // Codex's: the patched files show as they are now.
+    "apply_patch",
     "Bash",
     "Grep",
     "Glob",

@@ -1085,6 +1085,86 @@ fn codex_patches_are_steps_read_back_from_the_rollout() {
     assert_eq!(turn(&mut c), before + 2);
 }
 
+/// A model whose catalog entry makes `apply_patch` a freeform tool (every model Codex ships)
+/// calls it as a tool of its own, with a PostToolUse: one step, named by the files the patch
+/// names, and not kept as an output (the file shows as it is now). A failed patch is an error.
+#[test]
+fn a_freeform_apply_patch_is_one_step_of_the_files_it_names() {
+    let (m, mut c, cwd) = calc_mount();
+    let rollouts = tempfile::tempdir().expect("tempdir");
+    let rollout = rollouts.path().join("rollout.jsonl");
+    let patch = "*** Begin Patch\n*** Update File: calc.py\n@@\n-x = 1\n+x = 2\n*** End Patch";
+    let calc = m.root.join("calc.py").to_string_lossy().into_owned();
+    let event = |name: &str, id: &str, response: Option<&str>| {
+        let mut ev = json!({"hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
+                            "transcript_path": rollout.to_string_lossy(), "tool_name": "apply_patch",
+                            "tool_use_id": id, "tool_input": {"command": patch}});
+        if let Some(r) = response {
+            ev["tool_response"] = r.into();
+        }
+        tell_as(&cwd, "s1", ev);
+    };
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "turn_id": "t1", "prompt": "Fix calc"}),
+    );
+    let before = turn(&mut c);
+    event("PreToolUse", "call_p", None);
+    std::fs::write(m.root.join("calc.py"), "x = 2\n").expect("patch");
+    let ended = json!({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": "t1",
+        "item": {"type": "FileChange", "id": "call_p", "status": "completed",
+                 "changes": {&calc: {"type": "update"}}, "stdout": "Success.\n", "stderr": ""}}});
+    std::fs::write(&rollout, format!("{ended}\n")).expect("rollout");
+    let said = "Exit code: 0\nWall time: 0 seconds\nOutput:\nSuccess. Updated the following files:\nM calc.py\n";
+    event("PostToolUse", "call_p", Some(said));
+    assert_eq!(turn(&mut c), before + 1);
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "text", "budget": 8000, "session": "s1"}),
+        )
+        .expect("projection");
+    let body = p["body"].as_str().unwrap_or_default();
+    assert!(
+        body.contains("Wall time: 0 seconds"),
+        "the hook's own result: {body}"
+    );
+    assert!(outputs(&mut c, true).is_empty(), "not kept as an output");
+    let list = c
+        .call("goal.list", json!({}))
+        .expect("goal.list")
+        .to_string();
+    assert!(
+        list.contains("\"steps\":1") && list.contains("\"files\":1"),
+        "the session's step, and its file: {list}"
+    );
+    // The turn's end reads the same patch back from the rollout: still one step.
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "Stop", "turn_id": "t1", "transcript_path": rollout.to_string_lossy()}),
+    );
+    assert_eq!(turn(&mut c), before + 1);
+    // A patch that does not apply.
+    event(
+        "PostToolUse",
+        "call_q",
+        Some("Exit code: 1\nWall time: 0 seconds\nOutput:\napply_patch verification failed\n"),
+    );
+    let p = c
+        .call(
+            "projection.get",
+            json!({"format": "anthropic", "budget": 8000, "session": "s1"}),
+        )
+        .expect("projection");
+    let last = p["body"].to_string();
+    assert!(
+        last.contains("verification failed") && last.contains("\"is_error\":true"),
+        "{last}"
+    );
+}
+
 #[test]
 fn what_was_read_just_before_a_bash_call_is_not_its_input() {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {

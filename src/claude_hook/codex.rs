@@ -10,7 +10,11 @@
 //!   the event names as `transcript_path`: Codex writes the call's end there before it runs
 //!   the hook. It is read from the file's end; when it cannot be found the code is unknown,
 //!   never taken for 0 (a failed test run shown as passing would mislead the model).
-//! - `apply_patch`, which the model calls as a shell command, is run by Codex itself: its
+//! - `apply_patch`. Models whose catalog entry makes it a freeform tool (every model Codex
+//!   ships) call it as a tool of its own: `PreToolUse` and `PostToolUse` come with
+//!   `tool_name: "apply_patch"` and the patch as `tool_input.command`; the step names the
+//!   files the patch's headers name. Without that entry (a model Codex has no metadata for),
+//!   the model calls it as a shell command, which Codex runs itself: its
 //!   `PreToolUse` comes, no `PostToolUse` ever does. The mount sees the file change (written
 //!   by `codex`, an agent program); no output is begun for it. The step is read back from the
 //!   rollout instead, at the turn's next event (the next call's `PreToolUse` or
@@ -54,6 +58,46 @@ pub fn bash_exit(event: &Value) -> Option<Option<i32>> {
             }
         });
     Some(code)
+}
+
+/// The freeform tool Codex gives models whose catalog entry asks for it.
+pub const APPLY_PATCH: &str = "apply_patch";
+
+/// Whether `event` is of Codex's freeform `apply_patch` tool.
+pub fn is_freeform_patch(event: &Value) -> bool {
+    event.get("turn_id").is_some()
+        && event.get("tool_name").and_then(Value::as_str) == Some(APPLY_PATCH)
+}
+
+/// The files a patch in Codex's format names (`*** Add File: P`, `*** Update File: P`,
+/// `*** Delete File: P`, `*** Move to: P`), absolute, relative ones taken from `cwd`; at most
+/// 64.
+pub fn patch_files(patch: &str, cwd: &str) -> Vec<String> {
+    const HEADERS: [&str; 4] = [
+        "*** Add File: ",
+        "*** Update File: ",
+        "*** Delete File: ",
+        "*** Move to: ",
+    ];
+    let mut files: Vec<String> = Vec::new();
+    for line in patch.lines() {
+        let Some(path) = HEADERS.iter().find_map(|h| line.strip_prefix(h)) else {
+            continue;
+        };
+        let path = path.trim();
+        if path.is_empty() {
+            continue;
+        }
+        let full = if path.starts_with('/') {
+            path.to_owned()
+        } else {
+            format!("{}/{path}", cwd.trim_end_matches('/'))
+        };
+        if !files.contains(&full) && files.len() < 64 {
+            files.push(full);
+        }
+    }
+    files
 }
 
 /// Whether this `PreToolUse` is of a Codex `apply_patch` call, which no `PostToolUse` ends.
@@ -149,11 +193,10 @@ fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
     let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
     // As the hook's other events name a Codex shell call: `Bash`, with its command.
     let (tool, input) = match call {
+        // As its hook events have it: the patch as `command`.
         Some(c) if c.get("type").and_then(Value::as_str) == Some("custom_tool_call") => (
-            c.get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("apply_patch"),
-            json!({ "input": c.get("input").cloned().unwrap_or_default() }),
+            c.get("name").and_then(Value::as_str).unwrap_or(APPLY_PATCH),
+            json!({ "command": c.get("input").cloned().unwrap_or_default() }),
         ),
         _ => {
             let command = call
@@ -335,8 +378,23 @@ mod tests {
         let step = patch_step("call_1", &ended, Some(&custom));
         assert_eq!(
             (&step["tool_name"], &step["input"]),
-            (&json!("apply_patch"), &json!({"input": "*** Begin Patch"}))
+            (
+                &json!("apply_patch"),
+                &json!({"command": "*** Begin Patch"})
+            )
         );
+    }
+
+    #[test]
+    fn a_patch_names_the_files_of_its_headers() {
+        let patch = "*** Begin Patch\n*** Add File: new.py\n+x\n*** Update File: src/a.py\n\
+                     *** Move to: src/b.py\n@@\n-a\n+b\n*** Delete File: /abs/old.py\n\
+                     *** Update File: src/a.py\n*** End Patch";
+        assert_eq!(
+            patch_files(patch, "/p/"),
+            ["/p/new.py", "/p/src/a.py", "/p/src/b.py", "/abs/old.py"]
+        );
+        assert!(patch_files("echo hi", "/p").is_empty());
     }
 
     #[test]
