@@ -20,14 +20,11 @@ turn instead.
 the requests that define an `exec_command` tool get the script's answers, a tool call being a
 `function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`), or a freeform
 tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`.
-With --models FILE, `GET /v1/models` answers with that file (Codex's model catalog: what tools
-its model gets, `apply_patch` as a freeform tool among them).
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
 
     python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
-                                    [--models FILE]
                                     [--subagent-script FILE --subagent-prompt TEXT]
                                     [--summary TEXT]
 
@@ -120,7 +117,6 @@ class Handler(BaseHTTPRequestHandler):
     subagent_script = None
     subagent_prompt = None
     summary = None
-    models = None
     answered = 0
     subagent_answered = 0
     lock = threading.Lock()
@@ -186,16 +182,6 @@ class Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         self.wfile.write(b"0\r\n\r\n")
 
-    def do_GET(self):
-        path = self.path.split("?")[0]
-        if path == "/v1/models" and self.models is not None:
-            with self.lock, open(self.record, "a") as f:
-                f.write(json.dumps({"path": self.path, "method": "GET"}) + "\n")
-            self.reply(200, self.models)
-        else:
-            self.reply(404, json.dumps({"type": "error", "error": {
-                "type": "not_found_error", "message": "stand-in: no such path " + path}}))
-
     def do_POST(self):
         # One handler serves every request of a kept-alive connection.
         self.compaction = False
@@ -254,17 +240,10 @@ def main():
     ap.add_argument("--subagent-script", help="a JSON list of answers for a subagent")
     ap.add_argument("--subagent-prompt", help="the subagent's task, which tells its requests")
     ap.add_argument("--summary", help="the summary to answer a compaction with")
-    ap.add_argument("--models", help="a JSON file to answer GET /v1/models with")
     a = ap.parse_args()
     Handler.record = a.record
     Handler.keep_bodies = a.keep_bodies
     Handler.summary = a.summary
-    if a.models:
-        try:
-            with open(a.models) as f:
-                Handler.models = json.dumps(json.load(f))
-        except (OSError, ValueError) as e:
-            ap.error("--models %s: %s" % (a.models, e))
     def answers(path, option):
         """The list of answers in the JSON file at `path`, or None without one."""
         if not path:
