@@ -638,6 +638,9 @@ fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     if failed || NOT_KEPT.contains(&tool) || !crate::projection::valid_tool_name(tool) {
         return None;
     }
+    if event.get("tool_response").is_some_and(media_only) {
+        return None;
+    }
     let cwd = agent_cwd(event)?;
     let input = step.get("input")?;
     // A subagent started in the background answers that it started; its report comes later.
@@ -891,14 +894,46 @@ fn text_of(v: &Value) -> String {
                 || fit::shorten_strings(v.clone()).to_string(),
                 str::to_owned,
             ),
-        // Content blocks (an MCP tool's answer): their texts.
-        Value::Array(blocks) if blocks.iter().any(|b| b.get("text").is_some()) => blocks
-            .iter()
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
+        // Content blocks (an MCP tool's answer, Codex's `view_image`): their texts, and a
+        // word for each image or document, whose base64 data is no text a model reads.
+        Value::Array(blocks)
+            if blocks
+                .iter()
+                .any(|b| b.get("text").is_some() || is_media(b)) =>
+        {
+            blocks
+                .iter()
+                .map(|b| match b.get("text").and_then(Value::as_str) {
+                    Some(t) => t.to_owned(),
+                    None if is_media(b) => MEDIA_SHOWN.to_owned(),
+                    None => fit::shorten_strings(b.clone()).to_string(),
+                })
+                .collect::<Vec<_>>()
+                .join("\n")
+        }
         _ => v.to_string(),
     }
+}
+
+/// What a result's image or document reads as in its text.
+const MEDIA_SHOWN: &str = "[an image or a document, shown to the model]";
+
+/// Whether a content block is an image or a document (Claude Code's `image`, `document`; the
+/// Responses API's `input_image`, `input_file`).
+fn is_media(block: &Value) -> bool {
+    matches!(
+        block.get("type").and_then(Value::as_str),
+        Some("image" | "document" | "input_image" | "input_file")
+    )
+}
+
+/// Whether a tool's response is images or documents alone: nothing to keep as text (`worldfs
+/// proxy` keeps the pictures themselves).
+fn media_only(response: &Value) -> bool {
+    response
+        .as_array()
+        .or_else(|| response.get("content").and_then(Value::as_array))
+        .is_some_and(|blocks| !blocks.is_empty() && blocks.iter().all(is_media))
 }
 
 /// The lines a Read showed: from the result when it says (start and count), else from the
@@ -965,6 +1000,35 @@ mod tests {
             Plan::Step { command, .. } => command,
             other => panic!("expected a step, got {other:?}"),
         }
+    }
+
+    /// An image a tool returned is no text: its base64 data would cost a projection thousands
+    /// of tokens of nothing. Codex's `view_image` returns images alone, which are not kept
+    /// (the proxy keeps the picture); an MCP answer keeps its text, the image named.
+    #[test]
+    fn images_in_results_are_named_not_spelled_out() {
+        let data = format!("data:image/png;base64,{}", "iVBORw0KGgo".repeat(2000));
+        let image = json!({"type": "input_image", "image_url": data, "detail": "high"});
+        let viewed = post("view_image", json!({"path": "shot.png"}), json!([image]));
+        let step = step_params(&viewed);
+        assert_eq!(step["result"], MEDIA_SHOWN);
+        assert_eq!(command_params(&viewed), None, "nothing kept");
+        let mcp = post(
+            "mcp__shots__take",
+            json!({"url": "http://localhost"}),
+            json!({"content": [{"type": "text", "text": "the page"},
+                               {"type": "image", "source": {"type": "base64", "data": data}}]}),
+        );
+        let kept = command_params(&mcp).expect("kept");
+        let output = kept["output"].as_str().expect("output");
+        assert!(output.starts_with("the page"), "{output}");
+        assert!(output.len() < 200, "{output}");
+        let only = post(
+            "mcp__shots__take",
+            json!({"url": "http://localhost"}),
+            json!({"content": [{"type": "image", "source": {"type": "base64", "data": data}}]}),
+        );
+        assert_eq!(command_params(&only), None);
     }
 
     fn pre(tool: &str, input: Value) -> Value {
