@@ -113,6 +113,8 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "apply_patch <<'PATCH'\n*** Begin Patch\n*** Update File: NOTES.md\n@@\n # Notes\n+util.show() still needs a docstring.\n*** End Patch\nPATCH"}},
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
+  {"tool": "exec_command", "input": {"cmd": "python3 test_calc.py; sleep 1; echo slow part done", "yield_time_ms": 250}},
+  {"tool": "write_stdin", "input": {"session_id": "$LAST_SESSION", "chars": "", "yield_time_ms": 5000}},
   {"text": "Noted: util.py still needs a docstring."}
 ]
 EOF
@@ -240,17 +242,23 @@ check(stats.get("commands_begun") == 0,
       "apply_patch, which no PostToolUse ends, began no output", stats.get("commands_begun"))
 conversations = load("conversations")["conversations"]
 # cat, view_image, sed, the check, apply_patch (freeform), the test run; then cat, an
-# apply_patch through exec_command (no PostToolUse: read back from the rollout), a cat.
-check([c["steps"] for c in conversations if c["session"]] == [9],
+# apply_patch through exec_command (no PostToolUse: read back from the rollout), a cat, and a
+# slow command polled with write_stdin (no hook of its own).
+check([c["steps"] for c in conversations if c["session"]] == [10],
       "every call is a step of the session, each apply_patch once", conversations)
 check("return a + b" in projection and "return a - b" not in projection,
       "the projection shows calc.py as it is now, and no old copy", projection)
 check("Exit code 2" in projection or "exit code 2" in projection,
       "the projection tells the check's exit code", projection)
+slow = by_command.get("python3 test_calc.py; sleep 1; echo slow part done", {})
+check(slow.get("exit_code") == 0 and "1 passed" in slow.get("output", "")
+      and "slow part done" in slow.get("output", ""),
+      "a command polled with write_stdin is cached whole, though its PostToolUse has the last "
+      "poll's output alone", slow)
 check(not any(c.get("tool") == "view_image" for c in commands) and "base64" not in projection,
       "view_image's image is not kept as text (the proxy keeps the picture)", projection)
 PY
-checks=$((checks + 11))
+checks=$((checks + 12))
 
 python3 - "$WORK" << 'PY' || exit 1
 import json
@@ -272,7 +280,7 @@ def said(item):
     return json.dumps(item)
 
 
-check(len(main) == 11, "every call of the script went to the model", len(main))
+check(len(main) == 13, "every call of the script went to the model", len(main))
 first, resumed = main[:7], main[7:]
 # The first two calls have no history to replace; from the third on, the calls between the
 # prompt and the last turn are the projection.

@@ -19,7 +19,9 @@ turn instead.
 `POST /v1/responses` (Codex) is answered the same way, streamed as the Responses API streams:
 the requests that define an `exec_command` tool get the script's answers, a tool call being a
 `function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`), or a freeform
-tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`.
+tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`. An
+input value "$LAST_SESSION" becomes the number of the last "session ID N" the request holds
+(Codex's answer for a command still running, which `write_stdin` then polls).
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
@@ -32,6 +34,7 @@ It prints `stand-in-api: listening on PORT` once it accepts connections.
 """
 import argparse
 import json
+import re
 import sys
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -157,7 +160,13 @@ class Handler(BaseHTTPRequestHandler):
         with self.lock:
             n = Handler.answered
             Handler.answered += 1
-        return self.script[min(n, len(self.script) - 1)], n + 1
+        answer = self.script[min(n, len(self.script) - 1)]
+        said = json.dumps(answer)
+        if '"$LAST_SESSION"' in said:
+            running = re.findall(r"session ID (\d+)", json.dumps(body))
+            if running:
+                answer = json.loads(said.replace('"$LAST_SESSION"', running[-1]))
+        return answer, n + 1
 
     def log_message(self, *args):  # quiet: the record file is the log
         pass

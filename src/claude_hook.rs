@@ -333,9 +333,19 @@ pub fn plan(event: &Value) -> Plan {
         Some("PreToolUse") => begun_key(event).map_or(Plan::Nothing, Plan::Begin),
         Some(name @ ("PostToolUse" | "PostToolUseFailure")) => {
             let failed = name == "PostToolUseFailure";
-            let codex_exit = codex::bash_exit(event);
+            let codex_end = codex::bash_end(event);
+            let codex_exit = codex_end.as_ref().map(|e| e.exit);
             match step(event, failed) {
                 Some(mut step) => {
+                    // A Codex command that outran its first wait: the model read its output
+                    // over several polls, and the event carries the last alone.
+                    if let Some(full) = codex_end.as_ref().and_then(|e| e.output.as_deref())
+                        && let Some(said) = step["result"].as_str()
+                        && full.len() > said.len()
+                        && full.ends_with(said)
+                    {
+                        step["result"] = fit::cut_head(full.to_owned(), MAX_RESULT_BYTES).into();
+                    }
                     // A failed Codex command has no failure event: its step says so here, as
                     // Claude Code's failure result does.
                     if let Some(Some(code)) = codex_exit
@@ -449,7 +459,7 @@ fn bash_call(event: &Value) -> Option<(String, String)> {
 
 /// `command.record` params for a finished Bash call (`step`: its `step.record` params), if its
 /// output can be cached: not interrupted, and begun by a `PreToolUse` event (`begun`).
-/// `codex_exit`: the exit code of a Codex call ([`codex::bash_exit`]).
+/// `codex_exit`: the exit code of a Codex call ([`codex::bash_end`]).
 fn command_output(
     event: &Value,
     failed: bool,

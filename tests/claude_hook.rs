@@ -1001,6 +1001,39 @@ fn codex_events_record_the_exit_code_the_model_was_told() {
     );
 }
 
+/// A Codex command that outran its first wait is read by the model over several polls
+/// (`write_stdin`), and its PostToolUse carries the last poll's output alone: the output cached
+/// is the whole of it, as the rollout has it.
+#[test]
+fn a_codex_command_read_over_several_polls_is_cached_whole() {
+    let (m, mut c, cwd) = calc_mount();
+    let rollouts = tempfile::tempdir().expect("tempdir");
+    let rollout = rollouts.path().join("rollout.jsonl");
+    let command = "cat calc.py; sleep 20; echo finished; exit 3";
+    let event = |name: &str, response: Option<&str>| {
+        let mut ev = json!({"hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
+                            "transcript_path": rollout.to_string_lossy(), "tool_name": "Bash",
+                            "tool_use_id": "call_1", "tool_input": {"command": command}});
+        if let Some(r) = response {
+            ev["tool_response"] = r.into();
+        }
+        tell_as(&cwd, "s1", ev);
+    };
+    event("PreToolUse", None);
+    let printed = run(&m.root, "cat", &["calc.py"]);
+    let whole = format!("{printed}finished\n");
+    let ended = json!({"type": "event_msg", "payload": {"type": "item_completed", "turn_id": "t1",
+        "item": {"type": "CommandExecution", "id": "call_1", "process_id": "64300",
+                 "source": "unified_exec_startup", "status": "failed",
+                 "aggregated_output": whole, "exit_code": 3}}});
+    std::fs::write(&rollout, format!("{ended}\n")).expect("rollout");
+    event("PostToolUse", Some("finished\n"));
+    let r = c.call("commands.list", json!({})).expect("list");
+    let cached = &r["commands"][0];
+    assert_eq!(cached["exit_code"], 3, "{r}");
+    assert_eq!(cached["output"], format!("Exit code 3\n{whole}"), "{r}");
+}
+
 /// Codex tells no hook when an `apply_patch` is done: the turn's next event reads it back from
 /// the rollout and records it as a step, once, before its own; a patch of another turn is not
 /// this turn's to record.

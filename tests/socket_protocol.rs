@@ -830,6 +830,58 @@ fn command_output_is_dropped_exactly_when_an_input_changes() {
     assert_eq!(s["drops"]["commands_invalidated"], 1);
 }
 
+/// An output that listed a directory (a Python import lists the project) stays while the
+/// listing is the same, leaving out empty hidden directories: Codex's sandbox makes an empty
+/// `.git`, `.agents` and `.aws` in the project for every command it runs, and removes them
+/// after. A new directory, or a hidden one with something in it, drops the output.
+#[test]
+fn an_empty_ignored_directory_does_not_change_a_listing() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    let record = |c: &mut Conn| {
+        let since = c.call("changes.since", json!({"seq": 0}))["last_seq"]
+            .as_u64()
+            .unwrap_or(0);
+        f.list_dir("");
+        f.read("src/main.rs");
+        let r = c.call(
+            "command.record",
+            json!({"command": "python3 -m pytest", "output": "1 passed", "exit_code": 0,
+                   "since_seq": since}),
+        );
+        let inputs: Vec<&str> = r["inputs"]
+            .as_array()
+            .map(|a| a.iter().filter_map(|i| i["path"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(inputs, ["", "src/main.rs"], "{r}");
+    };
+    let created = |path: &str| f.external_create(path);
+    let kept = |c: &mut Conn| {
+        c.call("commands.list", json!({}))["commands"]
+            .as_array()
+            .map_or(0, Vec::len)
+    };
+    record(&mut c);
+    for dir in [".agents", ".aws", ".git"] {
+        must(std::fs::create_dir(f.root().join(dir)));
+        created(dir);
+    }
+    assert_eq!(kept(&mut c), 1, "the sandbox's empty mount points");
+    for dir in [".agents", ".aws", ".git"] {
+        must(std::fs::remove_dir(f.root().join(dir)));
+    }
+    // A directory not hidden, even empty, is part of the listing.
+    must(std::fs::create_dir(f.root().join("docs")));
+    created("docs");
+    assert_eq!(kept(&mut c), 0, "a new directory of the project");
+    must(std::fs::remove_dir(f.root().join("docs")));
+    record(&mut c);
+    must(std::fs::create_dir(f.root().join(".aws")));
+    must(std::fs::write(f.root().join(".aws/config"), "[default]\n"));
+    created(".aws");
+    assert_eq!(kept(&mut c), 0, "a hidden directory with something in it");
+}
+
 #[test]
 fn command_record_with_explicit_files_and_bad_input() {
     let f = Fixture::new();

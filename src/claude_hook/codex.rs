@@ -36,28 +36,38 @@ use crate::socket::fit;
 /// about 10 KiB for the model but keeps longer there.
 const TAILS: [u64; 2] = [256 << 10, 4 << 20];
 
-/// The exit code of a Codex Bash call this `PostToolUse` event is about: `None` for an event
-/// not of Codex's shape (Claude Code's `tool_response` is an object), `Some(None)` when the code
-/// cannot be told.
-pub fn bash_exit(event: &Value) -> Option<Option<i32>> {
+/// How a Codex command ended, as its rollout tells.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct BashEnd {
+    /// The exit code the model was told; `None` when it cannot be told (never taken for 0).
+    pub exit: Option<i32>,
+    /// Everything the command printed (`aggregated_output`). A command that outran Codex's
+    /// first wait (`yield_time_ms`) was read by the model over several calls, polled with
+    /// `write_stdin`, and its `PostToolUse` carries the last poll's output alone.
+    pub output: Option<String>,
+}
+
+/// How the Codex Bash call this `PostToolUse` event is about ended: `None` for an event not of
+/// Codex's shape (Claude Code's `tool_response` is an object).
+pub fn bash_end(event: &Value) -> Option<BashEnd> {
     if event.get("tool_name").and_then(Value::as_str) != Some("Bash")
         || !event.get("tool_response").is_some_and(Value::is_string)
     {
         return None;
     }
     let id = event.get("tool_use_id").and_then(Value::as_str)?;
-    let code = event
+    let end = event
         .get("transcript_path")
         .and_then(Value::as_str)
         .filter(|p| p.starts_with('/') && !id.is_empty())
-        .and_then(|p| match exit_code_in(Path::new(p), id) {
-            Ok(code) => code,
+        .and_then(|p| match end_in(Path::new(p), id) {
+            Ok(end) => end,
             Err(e) => {
                 tracing::info!("worldfs hook: reading Codex's rollout {p}: {e}");
                 None
             }
         });
-    Some(code)
+    Some(end.unwrap_or_default())
 }
 
 /// The freeform tool Codex gives models whose catalog entry asks for it.
@@ -249,8 +259,8 @@ fn tail(file: &mut std::fs::File, bytes: u64) -> std::io::Result<String> {
     Ok(String::from_utf8_lossy(&tail).into_owned())
 }
 
-/// The exit code recorded for call `id` in the rollout at `path`, searched from its end.
-fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
+/// The end recorded for call `id` in the rollout at `path`, searched from its end.
+fn end_in(path: &Path, id: &str) -> std::io::Result<Option<BashEnd>> {
     let mut file = std::fs::File::open(path)?;
     let len = file.metadata()?.len();
     let quoted = format!("\"{id}\"");
@@ -263,7 +273,7 @@ fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
             .rev()
             .filter(|l| l.contains(&quoted))
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-            .find_map(|record| record_exit(&record, id));
+            .find_map(|record| record_end(&record, id));
         if found.is_some() || start == 0 {
             return Ok(found);
         }
@@ -271,9 +281,9 @@ fn exit_code_in(path: &Path, id: &str) -> std::io::Result<Option<i32>> {
     Ok(None)
 }
 
-/// The exit code a rollout record gives for call `id`: an `item_completed` event of the
-/// command (0.171), or an `exec_command_end` event (earlier versions).
-fn record_exit(record: &Value, id: &str) -> Option<i32> {
+/// The end a rollout record gives for call `id`: an `item_completed` event of the command
+/// (0.171), or an `exec_command_end` event (earlier versions), with its exit code.
+fn record_end(record: &Value, id: &str) -> Option<BashEnd> {
     let payload = record.get("payload")?;
     let ended = match payload.get("type")?.as_str()? {
         "item_completed" => payload.get("item")?,
@@ -284,7 +294,15 @@ fn record_exit(record: &Value, id: &str) -> Option<i32> {
     if named != id {
         return None;
     }
-    i32::try_from(ended.get("exit_code")?.as_i64()?).ok()
+    let exit = i32::try_from(ended.get("exit_code")?.as_i64()?).ok()?;
+    let output = ended
+        .get("aggregated_output")
+        .and_then(Value::as_str)
+        .map(str::to_owned);
+    Some(BashEnd {
+        exit: Some(exit),
+        output,
+    })
 }
 
 #[cfg(test)]
@@ -319,16 +337,22 @@ mod tests {
         ];
         let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
         std::fs::write(&rollout, text).expect("write");
-        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(3)));
+        assert_eq!(
+            bash_end(&post(json!("4\n"), &rollout)).map(|e| e.exit),
+            Some(Some(3))
+        );
 
         let mut other = post(json!("4\n"), &rollout);
         other["tool_use_id"] = json!("call_2");
-        assert_eq!(bash_exit(&other), Some(Some(0)));
+        assert_eq!(bash_end(&other).map(|e| e.exit), Some(Some(0)));
         // A call the rollout has not ended, and a rollout that is not there: unknown, not 0.
         other["tool_use_id"] = json!("call_9");
-        assert_eq!(bash_exit(&other), Some(None));
+        assert_eq!(bash_end(&other).map(|e| e.exit), Some(None));
         let gone = dir.path().join("gone.jsonl");
-        assert_eq!(bash_exit(&post(json!("4\n"), &gone)), Some(None));
+        assert_eq!(
+            bash_end(&post(json!("4\n"), &gone)).map(|e| e.exit),
+            Some(None)
+        );
         // Earlier versions' record of a command's end.
         std::fs::write(
             &rollout,
@@ -339,16 +363,22 @@ mod tests {
             ),
         )
         .expect("write");
-        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
+        assert_eq!(
+            bash_end(&post(json!("4\n"), &rollout)).map(|e| e.exit),
+            Some(Some(1))
+        );
         // A record further back than the first tail searched (a long output after it).
         let later = json!({"type": "event_msg", "payload": {"type": "agent_message",
             "message": "x".repeat(300 << 10)}});
         let mut text = std::fs::read_to_string(&rollout).expect("read");
         text.push_str(&format!("{later}\n"));
         std::fs::write(&rollout, text).expect("write");
-        assert_eq!(bash_exit(&post(json!("4\n"), &rollout)), Some(Some(1)));
+        assert_eq!(
+            bash_end(&post(json!("4\n"), &rollout)).map(|e| e.exit),
+            Some(Some(1))
+        );
         // Claude Code's response is an object: not Codex's, nothing read.
-        assert_eq!(bash_exit(&post(json!({"stdout": "4\n"}), &rollout)), None);
+        assert_eq!(bash_end(&post(json!({"stdout": "4\n"}), &rollout)), None);
     }
 
     #[test]

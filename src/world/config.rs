@@ -248,8 +248,9 @@ impl Default for IgnoreConfig {
                 // Claude Code's own: settings it reads at every start and writes when a
                 // permission is granted, hooks, commands. Its model never sees them as files.
                 ".claude",
-                // Codex's, the same: its config and hooks, read at every start.
+                // Codex's, the same: its config and hooks, read at every start; and its skills.
                 ".codex",
+                ".agents",
             ]),
             patterns: Vec::new(),
             use_gitignore: true,

@@ -40,7 +40,9 @@ pub mod touched;
 pub mod turns;
 pub mod views;
 
+use std::ffi::OsStr;
 use std::os::fd::OwnedFd;
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -432,11 +434,37 @@ impl World {
             source::Opened::Dir(fd) => {
                 let mut h = blake3::Hasher::new();
                 for n in SourceRoot::list(fd, path)? {
+                    // Directories are named with a trailing `/`.
+                    if let Some(dir) = n.as_encoded_bytes().strip_suffix(b"/")
+                        && self.placeholder(&path.join(OsStr::from_bytes(dir)))
+                    {
+                        continue;
+                    }
                     h.update(n.as_encoded_bytes());
                     h.update(b"\n");
                 }
                 Ok(*h.finalize().as_bytes())
             }
+        }
+    }
+
+    /// Whether a directory's listing, as what a command read, leaves `path` out: an empty
+    /// hidden directory (its name starts with a dot), which no import, glob or plain `ls`
+    /// sees. Codex's sandbox makes an empty `.git`, `.agents` and `.aws` in the project for
+    /// every command it runs (mount points for the read-only masks it puts there) and removes
+    /// them after, so a listing with them would tell a change whenever another command is
+    /// running, and drop every output that listed the directory (a Python import lists it)
+    /// for nothing.
+    fn placeholder(&self, path: &Path) -> bool {
+        if !path
+            .file_name()
+            .is_some_and(|n| n.as_encoded_bytes().starts_with(b"."))
+        {
+            return false;
+        }
+        match self.source.open_beneath(path) {
+            Ok(source::Opened::Dir(fd)) => SourceRoot::is_empty_dir(fd, path).unwrap_or(false),
+            _ => false,
         }
     }
 

@@ -180,6 +180,17 @@ impl SourceRoot {
     /// The names in directory `dir` (an fd from [`Self::open_beneath`]), sorted, directories
     /// marked with a trailing `/`.
     pub fn list(dir: OwnedFd, rel: &Path) -> Result<Vec<OsString>, SourceError> {
+        Self::list_up_to(dir, rel, usize::MAX)
+    }
+
+    /// Whether directory `dir` (an fd from [`Self::open_beneath`]) holds nothing; reads one
+    /// entry at most past `.` and `..`.
+    pub fn is_empty_dir(dir: OwnedFd, rel: &Path) -> Result<bool, SourceError> {
+        Ok(Self::list_up_to(dir, rel, 1)?.is_empty())
+    }
+
+    /// [`Self::list`], stopping after `max` names.
+    fn list_up_to(dir: OwnedFd, rel: &Path, max: usize) -> Result<Vec<OsString>, SourceError> {
         let read_err = |source| SourceError::Read {
             path: rel.to_owned(),
             source,
@@ -199,7 +210,7 @@ impl SourceRoot {
         }
         let mut names = Vec::new();
         let mut failure = None;
-        loop {
+        while names.len() < max {
             // SAFETY: errno is thread-local; clearing it lets us tell end-of-stream from error.
             unsafe { *libc::__errno_location() = 0 };
             // SAFETY: `stream` is a valid DIR* until closedir.

@@ -183,6 +183,15 @@ impl Fixture {
         self.world.ingest([self.obs(0, path, op)]);
     }
 
+    /// Someone creates `path` behind the mount (the watcher reports it).
+    #[allow(dead_code)] // not every test binary that includes this module uses it
+    pub fn external_create(&self, path: &str) {
+        let op = Op::External {
+            change: ExternalChange::Created,
+        };
+        self.world.ingest([self.obs(0, path, op)]);
+    }
+
     /// Someone changes `path` behind the mount (the watcher reports it).
     pub fn external_write(&self, path: &str, content: &str) {
         must(std::fs::write(self.root().join(path), content));
