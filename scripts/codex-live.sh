@@ -353,12 +353,16 @@ if [ "${INTERACTIVE:-1}" = 1 ]; then
     return 1
   }
   screen_has "Hooks need review" 30 || fail "Codex did not ask to review the hooks: $(tmux capture-pane -p -t "$TUI")"
-  tmux send-keys -t "$TUI" 2
-  sleep 0.3
+  # The choices show before they take keys: "2" is sent until the mark is on it.
+  for _ in 1 2 3 4 5; do
+    tmux send-keys -t "$TUI" 2
+    screen_has "› 2. Trust all" 1 && break
+  done
   tmux send-keys -t "$TUI" Enter
-  # Seen once on a loaded machine: the "2" came before the choices took it, Enter chose
-  # "Review hooks", and the list of hooks opened: "t" trusts them all there, Escape closes it.
+  # If the mark never moved, Enter chose "Review hooks", and the list of hooks opened: "t"
+  # trusts them all there, Escape closes it.
   if ! screen_has "Ask Codex" 10 && tmux capture-pane -p -t "$TUI" | grep -qF "t trust all"; then
+    say "the list of hooks opened instead; trusting them there"
     tmux send-keys -t "$TUI" t
     sleep 0.5
     tmux send-keys -t "$TUI" Escape
