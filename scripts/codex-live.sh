@@ -115,7 +115,17 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
   {"tool": "exec_command", "input": {"cmd": "python3 test_calc.py; sleep 1; echo slow part done", "yield_time_ms": 250}},
   {"tool": "write_stdin", "input": {"session_id": "$LAST_SESSION", "chars": "", "yield_time_ms": 5000}},
+  {"tool": "spawn_agent", "namespace": "multi_agent_v1", "input": {"message": "Tell me what util.py prints"}},
+  {"tool": "wait_agent", "namespace": "multi_agent_v1", "input": {"targets": ["$AGENT"], "timeout_ms": 30000}},
+  {"tool": "exec_command", "input": {"cmd": "ls"}},
   {"text": "Noted: util.py still needs a docstring."}
+]
+EOF
+# The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
+cat > "$WORK/subagent.json" << 'EOF'
+[
+  {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
+  {"text": "util.show() prints its argument after 'result: '."}
 ]
 EOF
 # Codex's catalog entry for the model: what tools it gets. As for every model Codex ships,
@@ -143,7 +153,8 @@ wfs_mount "$PROJ" -- --no-state
 grep -q "Trust all and continue" "$WORK/install.out" || fail "the install did not say how to trust: $(cat "$WORK/install.out")"
 
 python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
-  --script "$WORK/script.json" > "$WORK/api.out" 2>&1 &
+  --script "$WORK/script.json" --subagent-script "$WORK/subagent.json" \
+  --subagent-prompt "Tell me what util.py prints" > "$WORK/api.out" 2>&1 &
 wfs_defer "kill $! 2> /dev/null || true"
 for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
 API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
@@ -243,8 +254,9 @@ check(stats.get("commands_begun") == 0,
 conversations = load("conversations")["conversations"]
 # cat, view_image, sed, the check, apply_patch (freeform), the test run; then cat, an
 # apply_patch through exec_command (no PostToolUse: read back from the rollout), a cat, and a
-# slow command polled with write_stdin (no hook of its own).
-check([c["steps"] for c in conversations if c["session"]] == [10],
+# slow command polled with write_stdin (no hook of its own), spawn_agent, wait_agent; not the
+# subagent's cat; then ls.
+check([c["steps"] for c in conversations if c["session"]] == [13],
       "every call is a step of the session, each apply_patch once", conversations)
 check("return a + b" in projection and "return a - b" not in projection,
       "the projection shows calc.py as it is now, and no old copy", projection)
@@ -255,10 +267,16 @@ check(slow.get("exit_code") == 0 and "1 passed" in slow.get("output", "")
       and "slow part done" in slow.get("output", ""),
       "a command polled with write_stdin is cached whole, though its PostToolUse has the last "
       "poll's output alone", slow)
+kept_tools = {c.get("tool") for c in commands if c.get("tool")}
+report = [c for c in commands if (c.get("tool") or "").endswith("wait_agent")]
+check(report and "prints its argument" in report[0]["output"]
+      and not any(t.endswith("spawn_agent") for t in kept_tools)
+      and "cat check_util.py" not in by_command,
+      "the subagent's report is kept; its start and its own commands are not", sorted(kept_tools))
 check(not any(c.get("tool") == "view_image" for c in commands) and "base64" not in projection,
       "view_image's image is not kept as text (the proxy keeps the picture)", projection)
 PY
-checks=$((checks + 12))
+checks=$((checks + 13))
 
 python3 - "$WORK" << 'PY' || exit 1
 import json
@@ -266,7 +284,9 @@ import sys
 
 work = sys.argv[1]
 calls = [json.loads(line) for line in open(f"{work}/api.jsonl")]
-main = [c for c in calls if c["path"] == "/v1/responses" and c.get("answer", 0) > 0]
+main = [c for c in calls if c["path"] == "/v1/responses" and c.get("answer", 0) > 0
+        and not c.get("subagent")]
+subagent = [c for c in calls if c.get("subagent")]
 
 
 def check(ok, what, detail):
@@ -280,7 +300,11 @@ def said(item):
     return json.dumps(item)
 
 
-check(len(main) == 13, "every call of the script went to the model", len(main))
+check(len(main) == 16, "every call of the script went to the model", len(main))
+check(len(subagent) == 2 and not any("# Goal" in said(i) or "## calc.py" in said(i)
+                                     for c in subagent for i in c["body"]["input"]),
+      "the subagent's calls went as they came (its task is its prompt)",
+      [len(c["body"]["input"]) for c in subagent])
 first, resumed = main[:7], main[7:]
 # The first two calls have no history to replace; from the third on, the calls between the
 # prompt and the last turn are the projection.
@@ -314,7 +338,8 @@ check("show() has no docstring" in history,
 last = main[6]["body"]["input"]
 check(last[-1].get("type") == "function_call_output" and "1 passed" in said(last[-1]),
       "the last turn went as it came", last[-2:])
-check(not any("## " in said(i) and "AGENTS.md\\n" in said(i)
+# A file shown is a heading, then its lines in a fence.
+check(not any("/AGENTS.md\\n```" in said(i)
                for c in main for i in c["body"]["input"][3:-2]),
       "AGENTS.md, which the head shows as it is, is not projected again", "")
 check(all(c["body"].get("prompt_cache_key") == main[0]["body"].get("prompt_cache_key")
@@ -323,11 +348,15 @@ kept = images(resumed[-1]["body"])
 check(any(t.startswith("<image name=") for t, _ in kept) and any(
           t.startswith("shot.png, as") for t, _ in kept),
       "after the resumed turn's calls, the later prompt's image stays too", kept)
+middle = said(resumed[-1]["body"]["input"][3:-2])
+check("<subagent_notification>" in middle and "prints its argument" in middle,
+      "the subagent's report Codex told the conversation of stays after the turn moved on",
+      middle[-1500:])
 text = said(resumed[-1]["body"]["input"])
 check("Does util.py still look like this screenshot?" in text and "return a + b" in text,
       "and the later prompt, with calc.py as it is now", text[-2000:])
 PY
-checks=$((checks + 10))
+checks=$((checks + 12))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
 

@@ -21,7 +21,10 @@ the requests that define an `exec_command` tool get the script's answers, a tool
 `function_call` item (`{"tool": "exec_command", "input": {"cmd": "..."}}`), or a freeform
 tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`. An
 input value "$LAST_SESSION" becomes the number of the last "session ID N" the request holds
-(Codex's answer for a command still running, which `write_stdin` then polls).
+(Codex's answer for a command still running, which `write_stdin` then polls), and "$AGENT" the
+last `agent_id` (a subagent `spawn_agent` started); `"namespace": NAME` goes with the call (Codex's
+`multi_agent_v1` tools). A request whose user messages hold --subagent-prompt is a subagent's,
+and gets --subagent-script's answers, as for Claude Code.
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
 and takes no answer of the script.
@@ -84,9 +87,10 @@ def response_events(answer, n):
         items = [{"type": "custom_tool_call", "id": "ctc_standin_%02d_%d" % (n, i),
                   "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
                   "input": c["custom"], "status": "completed"} if "custom" in c else
-                 {"type": "function_call", "id": "fc_standin_%02d_%d" % (n, i),
-                  "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
-                  "arguments": json.dumps(c.get("input", {})), "status": "completed"}
+                 dict({"type": "function_call", "id": "fc_standin_%02d_%d" % (n, i),
+                       "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
+                       "arguments": json.dumps(c.get("input", {})), "status": "completed"},
+                      **({"namespace": c["namespace"]} if "namespace" in c else {}))
                  for i, c in enumerate(calls)]
     else:
         items = [{"type": "message", "id": "msg_standin_%d" % n, "role": "assistant",
@@ -157,16 +161,25 @@ class Handler(BaseHTTPRequestHandler):
         main = any(isinstance(t, dict) and t.get("name") == "exec_command" for t in tools)
         if not self.script or not main:
             return DONE, 0
+        users = [i for i in body.get("input", []) if isinstance(i, dict) and i.get("role") == "user"]
+        if self.subagent_script and self.subagent_prompt in json.dumps(users):
+            with self.lock:
+                n = Handler.subagent_answered
+                Handler.subagent_answered += 1
+            self.subagent = True
+            return self.subagent_script[min(n, len(self.subagent_script) - 1)], n + 1
         with self.lock:
             n = Handler.answered
             Handler.answered += 1
         answer = self.script[min(n, len(self.script) - 1)]
-        said = json.dumps(answer)
-        if '"$LAST_SESSION"' in said:
-            running = re.findall(r"session ID (\d+)", json.dumps(body))
-            if running:
-                answer = json.loads(said.replace('"$LAST_SESSION"', running[-1]))
-        return answer, n + 1
+        said, text = json.dumps(answer), json.dumps(body)
+        running = re.findall(r"session ID (\d+)", text)
+        if running:
+            said = said.replace('"$LAST_SESSION"', running[-1])
+        agents = re.findall(r'agent_id\\*":\s*\\*"([0-9a-f-]+)', text)
+        if agents:
+            said = said.replace("$AGENT", agents[-1])
+        return json.loads(said), n + 1
 
     def log_message(self, *args):  # quiet: the record file is the log
         pass

@@ -129,7 +129,12 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     // Codex's `apply_patch` calls that ended since the turn's previous event: steps no event
     // of their own tells, recorded before this event's (they came first).
     let own = event.get("tool_use_id").and_then(Value::as_str);
-    let mut patches = codex::finished_patches(&event);
+    // A subagent's patches are its own conversation's steps, as its other calls are.
+    let mut patches = if in_subagent(&event) {
+        Vec::new()
+    } else {
+        codex::finished_patches(&event)
+    };
     // A freeform `apply_patch`'s own PostToolUse tells it, with what the model was told.
     patches.retain(|p| p.get("tool_use_id").and_then(Value::as_str) != own);
     if plan == Plan::Nothing && patches.is_empty() {
@@ -311,14 +316,18 @@ pub fn goal_with(now: Option<&str>, prompt: &str) -> String {
 pub fn plan(event: &Value) -> Plan {
     let field = |k: &str| event.get(k).and_then(Value::as_str);
     match field("hook_event_name") {
+        // A subagent's start (Claude Code's compacted subagents) and its task, which a Codex
+        // subagent gets as a prompt of its own (same session, with its `agent_id`), are not
+        // the user's: the goal is not theirs.
+        Some("UserPromptSubmit" | "SessionStart") if in_subagent(event) => Plan::Nothing,
         Some("UserPromptSubmit") => match field("prompt") {
             Some(p) if !p.trim().is_empty() => Plan::AddToGoal(p.to_owned()),
             _ => Plan::Nothing,
         },
         Some("SessionStart") => match field("source") {
             Some("startup" | "clear") => Plan::ClearGoal,
-            Some("compact") if !in_subagent(event) => Plan::Compacted,
-            Some("resume") if !in_subagent(event) => Plan::Resumed,
+            Some("compact") => Plan::Compacted,
+            Some("resume") => Plan::Resumed,
             _ => Plan::Nothing,
         },
         // A subagent's tool calls are steps of its own conversation, which the session's model
@@ -645,7 +654,11 @@ fn persisted(response: &Value, stdout: &str) -> Option<String> {
 /// its age), named by the tool and its input as the step has them.
 fn kept_result(event: &Value, failed: bool, step: &Value) -> Option<Value> {
     let tool = event.get("tool_name")?.as_str()?;
-    if failed || NOT_KEPT.contains(&tool) || !crate::projection::valid_tool_name(tool) {
+    if failed
+        || NOT_KEPT.contains(&tool)
+        || codex::manages_agents(tool)
+        || !crate::projection::valid_tool_name(tool)
+    {
         return None;
     }
     if event.get("tool_response").is_some_and(media_only) {
@@ -1039,6 +1052,30 @@ mod tests {
             json!({"content": [{"type": "image", "source": {"type": "base64", "data": data}}]}),
         );
         assert_eq!(command_params(&only), None);
+    }
+
+    /// Codex's subagents: starting one answers with its id, which is not kept; waiting for it
+    /// answers with its report, which is.
+    #[test]
+    fn a_codex_subagents_report_is_kept_and_its_start_is_not() {
+        let spawned = post(
+            "spawn_agent",
+            json!({"message": "Summarize a.py"}),
+            json!("{\"agent_id\":\"01a2\",\"nickname\":\"Averroes\"}"),
+        );
+        assert_eq!(command_params(&spawned), None);
+        let waited = post(
+            "multi_agent_v1wait_agent",
+            json!({"targets": ["01a2"]}),
+            json!("{\"status\":{\"01a2\":{\"completed\":\"a.py sets x.\"}}}"),
+        );
+        let kept = command_params(&waited).expect("kept");
+        assert!(
+            kept["output"]
+                .as_str()
+                .is_some_and(|o| o.contains("a.py sets x.")),
+            "{kept}"
+        );
     }
 
     fn pre(tool: &str, input: Value) -> Value {
@@ -1711,6 +1748,13 @@ mod tests {
         }
         let sub = json!({"hook_event_name": "SessionStart", "source": "compact", "agent_id": "a1"});
         assert_eq!(plan(&sub), Plan::Nothing, "a subagent's compaction");
+        // A Codex subagent's task, a prompt of its own in the session: not the user's.
+        let task = json!({"hook_event_name": "UserPromptSubmit", "prompt": "Summarize a.py",
+                          "agent_id": "019a", "agent_type": "default", "turn_id": "t2"});
+        assert_eq!(plan(&task), Plan::Nothing, "a Codex subagent's task");
+        let start =
+            json!({"hook_event_name": "SessionStart", "source": "startup", "agent_id": "a1"});
+        assert_eq!(plan(&start), Plan::Nothing, "a subagent's start");
         assert_eq!(goal_with(None, "Fix it"), "Fix it");
         assert_eq!(goal_with(Some(""), "Fix it"), "Fix it");
         assert_eq!(

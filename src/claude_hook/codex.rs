@@ -70,6 +70,17 @@ pub fn bash_end(event: &Value) -> Option<BashEnd> {
     Some(end.unwrap_or_default())
 }
 
+/// Codex's tools that start, message, close or resume subagents (`multi_agent_v1`; hooks name
+/// them bare, `spawn_agent`, or after their namespace, `multi_agent_v1wait_agent`). Their
+/// results say only what became of the agent; its report comes with `wait_agent`'s, which is
+/// kept.
+const AGENT_MANAGEMENT: [&str; 4] = ["spawn_agent", "send_input", "close_agent", "resume_agent"];
+
+/// Whether `tool` only manages Codex's subagents ([`AGENT_MANAGEMENT`]).
+pub fn manages_agents(tool: &str) -> bool {
+    AGENT_MANAGEMENT.iter().any(|t| tool.ends_with(t))
+}
+
 /// The freeform tool Codex gives models whose catalog entry asks for it.
 pub const APPLY_PATCH: &str = "apply_patch";
 

@@ -17,9 +17,10 @@
 //! 2. the developer messages of the history replaced (Codex says there when permissions or the
 //!    model change), once each;
 //! 3. what of the history replaced no file holds, as one user message: the images the user
-//!    attached to later prompts (a screenshot of the bug), once each, and the last images
-//!    `view_image` returned, each after a line naming it. The projection's text cannot show
-//!    them, and without them they would leave the model's view at the next call;
+//!    attached to later prompts (a screenshot of the bug), once each, the last images
+//!    `view_image` returned, each after a line naming it, and the last reports of subagents
+//!    Codex told the conversation of (`<subagent_notification>`). The projection's text cannot
+//!    show them, and without them they would leave the model's view at the next call;
 //! 4. the projection, as one user message (the `text` format): the prompts after the first,
 //!    then the files and command outputs as they are now, then the agent's state, and the last
 //!    step the mount knows when the last turn does not hold it (Codex runs `apply_patch` itself,
@@ -190,6 +191,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .collect();
     let mut kept = prompt_media(replaced);
     kept.extend(viewed_media(replaced, &items[tail_start..]));
+    kept.extend(subagent_reports(replaced));
     let tail_calls = items[tail_start..]
         .iter()
         .filter(|it| is_output(it))
@@ -309,6 +311,31 @@ fn viewed_media(replaced: &[Value], tail: &[Value]) -> Vec<Value> {
             std::iter::once(label).chain(parts)
         })
         .collect()
+}
+
+/// How Codex opens the message that tells a conversation one of its subagents finished (0.171):
+/// the agent and its report, as JSON, between these tags.
+const SUBAGENT_NOTIFICATION: &str = "<subagent_notification>";
+
+/// At most this many subagent reports are kept, the last ones.
+const SUBAGENT_REPORTS_KEPT: usize = 4;
+
+/// The texts of the last [`SUBAGENT_REPORTS_KEPT`] messages of `replaced` in which Codex told
+/// the conversation that a subagent finished, with its report: no hook hears them (the
+/// subagent's result reaches the hook only when the model waited for it with `wait_agent`),
+/// and the report is the subagent's whole work.
+fn subagent_reports(replaced: &[Value]) -> Vec<Value> {
+    let mut seen = HashSet::new();
+    let mut reports: Vec<Value> = replaced
+        .iter()
+        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
+        .flat_map(texts)
+        .filter(|t| t.trim_start().starts_with(SUBAGENT_NOTIFICATION))
+        .filter(|t| seen.insert(*t))
+        .map(|t| json!({"type": "input_text", "text": t}))
+        .collect();
+    let skip = reports.len().saturating_sub(SUBAGENT_REPORTS_KEPT);
+    reports.split_off(skip)
 }
 
 /// How Codex heads the project's AGENTS.md in the messages that open a conversation (0.171):
@@ -611,6 +638,18 @@ mod tests {
         );
         assert_eq!(input[3]["role"], "user");
         assert!(input[4]["content"][0]["text"].as_str().is_some());
+        // A subagent's report Codex told the conversation of stays, the last ones.
+        let mut body = request(2);
+        let note = |n: usize| {
+            format!("<subagent_notification>\n{{\"agent_path\":\"a{n}\",\"status\":{{\"completed\":\"report {n}\"}}}}\n</subagent_notification>")
+        };
+        let input = body["input"].as_array_mut().expect("input");
+        for n in (0..6).rev() {
+            input.insert(6, user(&note(n)));
+        }
+        let p = super::plan(&body, Some(PROMPT)).expect("plan");
+        let kept: Vec<&str> = p.kept.iter().filter_map(|k| k["text"].as_str()).collect();
+        assert_eq!(kept, [note(2), note(3), note(4), note(5)]);
         // Without images, no message for them.
         let plain = request(3);
         let p = super::plan(&plain, Some(PROMPT)).expect("plan");
