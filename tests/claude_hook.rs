@@ -129,6 +129,30 @@ fn tell_as(cwd: &str, session: &str, ev: Value) {
     common::hook(Path::new("/"), &ev.to_string());
 }
 
+/// Runs the hook on a Codex event of session `s1` in turn `turn`, whose rollout is at
+/// `rollout`: of the call `(tool, id, command)`, with `response` when it has ended, or of no
+/// call (`Stop`).
+fn tell_codex(
+    cwd: &str,
+    rollout: &Path,
+    name: &str,
+    turn: &str,
+    call: Option<(&str, &str, &str)>,
+    response: Option<&str>,
+) {
+    let mut ev = json!({"hook_event_name": name, "turn_id": turn, "model": "gpt-5-codex",
+                        "transcript_path": rollout.to_string_lossy()});
+    if let Some((tool, id, command)) = call {
+        ev["tool_name"] = tool.into();
+        ev["tool_use_id"] = id.into();
+        ev["tool_input"] = json!({ "command": command });
+    }
+    if let Some(r) = response {
+        ev["tool_response"] = r.into();
+    }
+    tell_as(cwd, "s1", ev);
+}
+
 /// A session starts in the project at `cwd`, and its user types `prompt`.
 fn start_as(cwd: &str, session: &str, prompt: &str) {
     tell_as(
@@ -921,15 +945,14 @@ fn codex_events_record_the_exit_code_the_model_was_told() {
             + "\n"
     };
     let codex = |name: &str, id: &str, command: &str, output: Option<&str>| {
-        let mut ev = json!({
-            "hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
-            "transcript_path": rollout.to_string_lossy(), "tool_name": "Bash",
-            "tool_use_id": id, "tool_input": {"command": command},
-        });
-        if let Some(out) = output {
-            ev["tool_response"] = out.into();
-        }
-        tell_as(&cwd, "s1", ev);
+        tell_codex(
+            &cwd,
+            &rollout,
+            name,
+            "t1",
+            Some(("Bash", id, command)),
+            output,
+        );
     };
     tell_as(
         &cwd,
@@ -1011,13 +1034,14 @@ fn a_codex_command_read_over_several_polls_is_cached_whole() {
     let rollout = rollouts.path().join("rollout.jsonl");
     let command = "cat calc.py; sleep 20; echo finished; exit 3";
     let event = |name: &str, response: Option<&str>| {
-        let mut ev = json!({"hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
-                            "transcript_path": rollout.to_string_lossy(), "tool_name": "Bash",
-                            "tool_use_id": "call_1", "tool_input": {"command": command}});
-        if let Some(r) = response {
-            ev["tool_response"] = r.into();
-        }
-        tell_as(&cwd, "s1", ev);
+        tell_codex(
+            &cwd,
+            &rollout,
+            name,
+            "t1",
+            Some(("Bash", "call_1", command)),
+            response,
+        );
     };
     event("PreToolUse", None);
     let printed = run(&m.root, "cat", &["calc.py"]);
@@ -1062,14 +1086,14 @@ fn codex_patches_are_steps_read_back_from_the_rollout() {
         ]
     };
     let event = |name: &str, turn: &str, id: Option<&str>| {
-        let mut ev = json!({"hook_event_name": name, "turn_id": turn, "model": "gpt-5-codex",
-                            "transcript_path": rollout.to_string_lossy()});
-        if let Some(id) = id {
-            ev["tool_name"] = "Bash".into();
-            ev["tool_use_id"] = id.into();
-            ev["tool_input"] = json!({"command": patch});
-        }
-        tell_as(&cwd, "s1", ev);
+        tell_codex(
+            &cwd,
+            &rollout,
+            name,
+            turn,
+            id.map(|id| ("Bash", id, patch)),
+            None,
+        );
     };
     tell_as(
         &cwd,
@@ -1129,13 +1153,14 @@ fn a_freeform_apply_patch_is_one_step_of_the_files_it_names() {
     let patch = "*** Begin Patch\n*** Update File: calc.py\n@@\n-x = 1\n+x = 2\n*** End Patch";
     let calc = m.root.join("calc.py").to_string_lossy().into_owned();
     let event = |name: &str, id: &str, response: Option<&str>| {
-        let mut ev = json!({"hook_event_name": name, "turn_id": "t1", "model": "gpt-5-codex",
-                            "transcript_path": rollout.to_string_lossy(), "tool_name": "apply_patch",
-                            "tool_use_id": id, "tool_input": {"command": patch}});
-        if let Some(r) = response {
-            ev["tool_response"] = r.into();
-        }
-        tell_as(&cwd, "s1", ev);
+        tell_codex(
+            &cwd,
+            &rollout,
+            name,
+            "t1",
+            Some(("apply_patch", id, patch)),
+            response,
+        );
     };
     tell_as(
         &cwd,
@@ -1173,11 +1198,7 @@ fn a_freeform_apply_patch_is_one_step_of_the_files_it_names() {
         "the session's step, and its file: {list}"
     );
     // The turn's end reads the same patch back from the rollout: still one step.
-    tell_as(
-        &cwd,
-        "s1",
-        json!({"hook_event_name": "Stop", "turn_id": "t1", "transcript_path": rollout.to_string_lossy()}),
-    );
+    tell_codex(&cwd, &rollout, "Stop", "t1", None, None);
     assert_eq!(turn(&mut c), before + 1);
     // A patch that does not apply.
     event(

@@ -641,7 +641,9 @@ mod tests {
         // A subagent's report Codex told the conversation of stays, the last ones.
         let mut body = request(2);
         let note = |n: usize| {
-            format!("<subagent_notification>\n{{\"agent_path\":\"a{n}\",\"status\":{{\"completed\":\"report {n}\"}}}}\n</subagent_notification>")
+            format!(
+                "<subagent_notification>\n{{\"agent_path\":\"a{n}\",\"status\":{{\"completed\":\"report {n}\"}}}}\n</subagent_notification>"
+            )
         };
         let input = body["input"].as_array_mut().expect("input");
         for n in (0..6).rev() {
