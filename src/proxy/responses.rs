@@ -38,7 +38,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::rewrite::{Invalid, READ_MEDIA_KEPT, Skip, earlier_media_label};
+use super::rewrite::{Invalid, Skip, last_views};
 use crate::claude_hook::LATER_PROMPT;
 
 /// Codex's shell tool, by the names it has had: the projection's files are what it reads.
@@ -253,7 +253,7 @@ fn prompt_media(replaced: &[Value]) -> Vec<Value> {
 
 /// The images that calls of `replaced` returned (`view_image`'s output is a list of
 /// `input_image` parts), each file's after a line naming it: only the last of each file (by
-/// the call's `path` argument), of the last [`READ_MEDIA_KEPT`] files, and not of a file the
+/// the call's `path` argument), of the last four files, and not of a file the
 /// last turn (`tail`, sent as it came) views again. The world leaves binary files out, so the
 /// projection cannot show them; an agent looks at an image again once it has changed it.
 fn viewed_media(replaced: &[Value], tail: &[Value]) -> Vec<Value> {
@@ -295,22 +295,11 @@ fn viewed_media(replaced: &[Value], tail: &[Value]) -> Vec<Value> {
     let again: HashSet<&str> = media(tail)
         .filter_map(|(id, _)| tail_names.get(id).map(String::as_str))
         .collect();
-    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
-    for (id, parts) in media(replaced) {
+    let views = media(replaced).map(|(id, parts)| {
         let name = name_of.get(id).cloned().unwrap_or_else(|| id.to_owned());
-        files.retain(|(n, _)| *n != name);
-        files.push((name, parts));
-    }
-    files.retain(|(name, _)| !again.contains(name.as_str()));
-    let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
-    files
-        .into_iter()
-        .skip(skip)
-        .flat_map(|(name, parts)| {
-            let label = json!({"type": "input_text", "text": earlier_media_label(&name)});
-            std::iter::once(label).chain(parts)
-        })
-        .collect()
+        (name, parts)
+    });
+    last_views(views, &again, "input_text")
 }
 
 /// How Codex opens the message that tells a conversation one of its subagents finished (0.171):
@@ -466,6 +455,7 @@ fn check(body: &Value) -> Result<(), Invalid> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::proxy::rewrite::earlier_media_label;
 
     const PROMPT: &str = "Fix add() in calc.py";
 

@@ -478,26 +478,18 @@ fn read_media(history: &[Value], tail: &[Value]) -> Vec<Value> {
     let read_again: HashSet<&str> = media(tail)
         .filter_map(|(id, _)| tail_paths.get(id).copied())
         .collect();
-    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
-    for (id, media) in media(history) {
+    let views = media(history).map(|(id, media)| {
         let name = path_of.get(id).copied().unwrap_or(id).to_owned();
-        files.retain(|(n, _)| *n != name);
-        files.push((name, media));
-    }
-    files.retain(|(name, _)| !read_again.contains(name.as_str()));
-    let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
-    files
-        .into_iter()
-        .skip(skip)
-        .flat_map(|(name, media)| {
-            let label = serde_json::json!({"type": "text", "text": earlier_media_label(&name)});
-            std::iter::once(label).chain(media)
-        })
-        .collect()
+        (name, media)
+    });
+    last_views(views, &read_again, "text")
 }
 
-/// The text that names an image or a document a tool call returned, kept in the projection
-/// ([`read_media`]; the Responses side's `viewed_media`).
+/// At most this many files' images or documents, returned by tool calls, are kept (the ones
+/// read last): an image costs up to about 1,600 tokens.
+const READ_MEDIA_KEPT: usize = 4;
+
+/// The text that names what a tool call returned of a file, kept as it was then.
 pub(super) fn earlier_media_label(name: &str) -> String {
     format!(
         "{name}, as a tool call returned it earlier (the files shown below are as they are now; \
@@ -505,9 +497,31 @@ pub(super) fn earlier_media_label(name: &str) -> String {
     )
 }
 
-/// At most this many files' images or documents, returned by tool calls, are kept (the ones
-/// read last): an image costs up to about 1,600 tokens.
-pub(super) const READ_MEDIA_KEPT: usize = 4;
+/// What tool calls returned of files no projection shows (`(file, blocks)`, oldest first),
+/// as kept ([`read_media`]; the Responses side's `viewed_media`): the last of each file, of
+/// the last [`READ_MEDIA_KEPT`] files, none of those in `again` (the last turn returns them
+/// anew), each after a text block (of type `text_type`) naming it as it was then.
+pub(super) fn last_views(
+    views: impl Iterator<Item = (String, Vec<Value>)>,
+    again: &HashSet<&str>,
+    text_type: &str,
+) -> Vec<Value> {
+    let mut files: Vec<(String, Vec<Value>)> = Vec::new();
+    for (name, blocks) in views {
+        files.retain(|(n, _)| *n != name);
+        files.push((name, blocks));
+    }
+    files.retain(|(name, _)| !again.contains(name.as_str()));
+    let skip = files.len().saturating_sub(READ_MEDIA_KEPT);
+    files
+        .into_iter()
+        .skip(skip)
+        .flat_map(|(name, blocks)| {
+            let label = serde_json::json!({"type": text_type, "text": earlier_media_label(&name)});
+            std::iter::once(label).chain(blocks)
+        })
+        .collect()
+}
 
 /// The calls of `history` whose results load deferred tools (hold `tool_reference` blocks:
 /// Claude Code's ToolSearch, with `ENABLE_TOOL_SEARCH`), as one assistant message, and those
