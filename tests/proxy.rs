@@ -1404,4 +1404,37 @@ fn the_proxy_warns_when_the_project_has_no_hooks() {
     assert!(out.status.success(), "{out:?}");
     let p = start();
     assert!(!warned(&p), "hooks installed: no warning");
+    drop(p);
+
+    // Codex hooks an older worldfs installed, without Stop: the proxy says to install again.
+    let out = Command::new(common::bin())
+        .args(["hook", "--install", "--codex", "-C"])
+        .arg(&m.root)
+        .output()
+        .expect("worldfs hook --install --codex");
+    assert!(out.status.success(), "{out:?}");
+    let hooks = m.root.join(".codex/hooks.json");
+    let mut s: Value =
+        serde_json::from_str(&std::fs::read_to_string(&hooks).expect("read")).expect("json");
+    s["hooks"].as_object_mut().expect("hooks").remove("Stop");
+    std::fs::write(&hooks, s.to_string()).expect("write");
+    let outdated = |p: &Proxy| {
+        p.said.lock().is_ok_and(|v| {
+            v.iter().any(|l| {
+                l.contains(".codex/hooks.json runs `worldfs hook`, but not on Stop")
+                    && l.contains("--install --codex")
+            })
+        })
+    };
+    let p = start();
+    assert!(outdated(&p), "an older install: a warning");
+    drop(p);
+    let out = Command::new(common::bin())
+        .args(["hook", "--install", "--codex", "-C"])
+        .arg(&m.root)
+        .output()
+        .expect("worldfs hook --install --codex");
+    assert!(out.status.success(), "{out:?}");
+    let p = start();
+    assert!(!outdated(&p), "installed again: no warning");
 }

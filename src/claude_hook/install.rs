@@ -175,23 +175,79 @@ pub fn default_settings(dir: &Path) -> PathBuf {
 /// `.codex/hooks.json`, the user's `$CODEX_HOME/hooks.json`, `~/.codex` by default), runs
 /// `worldfs hook`. For a warning only: a file that cannot be read counts as not registering it.
 pub fn registered(dirs: &[PathBuf], home: Option<&Path>, codex_home: Option<&Path>) -> bool {
+    hook_files(dirs, home, codex_home)
+        .into_iter()
+        .filter_map(|(f, _)| read(&f).ok())
+        .any(|mut s| remove(&mut s) > 0)
+}
+
+/// The files whose hooks Claude Code or Codex runs in the projects `dirs` (and for the user
+/// whose home is `home`; Codex's `codex_home`, `~/.codex` by default), with whose they are.
+fn hook_files(
+    dirs: &[PathBuf],
+    home: Option<&Path>,
+    codex_home: Option<&Path>,
+) -> Vec<(PathBuf, Agent)> {
     let codex_home = codex_home
         .map(Path::to_path_buf)
         .or_else(|| home.map(|h| h.join(".codex")));
-    let files = dirs
-        .iter()
-        .flat_map(|d| {
-            [
-                default_settings(d),
-                d.join(".claude").join("settings.json"),
-                Agent::Codex.default_settings(d),
-            ]
-        })
-        .chain(home.map(|h| h.join(".claude").join("settings.json")))
-        .chain(codex_home.map(|c| c.join("hooks.json")));
+    let mut files = Vec::new();
+    for d in dirs {
+        files.push((default_settings(d), Agent::ClaudeCode));
+        files.push((d.join(".claude").join("settings.json"), Agent::ClaudeCode));
+        files.push((Agent::Codex.default_settings(d), Agent::Codex));
+    }
+    if let Some(h) = home {
+        files.push((h.join(".claude").join("settings.json"), Agent::ClaudeCode));
+    }
+    if let Some(c) = codex_home {
+        files.push((c.join("hooks.json"), Agent::Codex));
+    }
     files
-        .filter_map(|f| read(&f).ok())
-        .any(|mut s| remove(&mut s) > 0)
+}
+
+/// The hook files of [`registered`] that run `worldfs hook` but not on every event this
+/// version needs (installed by an older one, before Codex's `Stop` was needed to record its
+/// `apply_patch` calls), each with its agent and the events it lacks. Installing again adds
+/// them.
+pub fn outdated(
+    dirs: &[PathBuf],
+    home: Option<&Path>,
+    codex_home: Option<&Path>,
+) -> Vec<(PathBuf, Agent, Vec<&'static str>)> {
+    hook_files(dirs, home, codex_home)
+        .into_iter()
+        .filter_map(|(f, agent)| {
+            let settings = read(&f).ok()?;
+            let missing = missing_events(&settings, agent);
+            let ours = remove(&mut settings.clone()) > 0;
+            (ours && !missing.is_empty()).then_some((f, agent, missing))
+        })
+        .collect()
+}
+
+/// The events `worldfs hook` needs from `agent` that `settings` does not run it on.
+fn missing_events(settings: &Map<String, Value>, agent: Agent) -> Vec<&'static str> {
+    let runs_ours = |event: &str| {
+        settings
+            .get("hooks")
+            .and_then(|h| h.get(event))
+            .and_then(Value::as_array)
+            .is_some_and(|groups| {
+                groups
+                    .iter()
+                    .filter_map(|g| g.get("hooks").and_then(Value::as_array))
+                    .flatten()
+                    .filter_map(|h| h.get("command").and_then(Value::as_str))
+                    .any(is_ours)
+            })
+    };
+    agent
+        .events()
+        .iter()
+        .map(|(event, _)| *event)
+        .filter(|e| !runs_ours(e))
+        .collect()
 }
 
 /// Reads `path` as a JSON object; a missing or empty file is an empty one.
@@ -481,6 +537,34 @@ mod tests {
         let hooks = Agent::Codex.default_settings(third.path());
         install(&hooks, "worldfs hook", Agent::Codex).expect("in");
         assert!(registered(&[third.path().to_path_buf()], None, None));
+    }
+
+    /// Hooks an older worldfs installed lack an event this one needs: they are named, and
+    /// installing again adds it.
+    #[test]
+    fn hooks_installed_by_an_older_version_are_told_apart() {
+        let project = tempfile::tempdir().expect("tempdir");
+        let dirs = [project.path().to_path_buf()];
+        let path = Agent::Codex.default_settings(project.path());
+        install(&path, "worldfs hook", Agent::Codex).expect("install");
+        assert!(outdated(&dirs, None, None).is_empty());
+        let mut s = read(&path).expect("read");
+        s["hooks"].as_object_mut().expect("hooks").remove("Stop");
+        write(&path, &s).expect("write");
+        assert_eq!(
+            outdated(&dirs, None, None),
+            [(path.clone(), Agent::Codex, vec!["Stop"])]
+        );
+        // Others' hooks alone, or none: nothing of ours to bring up to date.
+        let claude = default_settings(project.path());
+        write(
+            &claude,
+            &serde_json::from_str(r#"{"hooks": {"Stop": []}}"#).expect("json"),
+        )
+        .expect("write");
+        assert_eq!(outdated(&dirs, None, None).len(), 1);
+        install(&path, "worldfs hook", Agent::Codex).expect("again");
+        assert!(outdated(&dirs, None, None).is_empty());
     }
 
     #[test]

@@ -83,6 +83,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     }
     let socket = resolve_socket(&cfg.socket)?;
     let unhooked = without_hooks(&cfg.socket);
+    let outdated = outdated_hooks(&cfg.socket);
     // Started inside the mount (how it finds the socket), it must not keep the mount busy: an
     // unmount would only detach it.
     if let Err(e) = std::env::set_current_dir("/") {
@@ -98,6 +99,19 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
              `worldfs hook`, so the mount will not know the session's goal and every call will \
              go as it came; run `worldfs hook --install` (for Codex: `--install --codex`) there",
             dir.display()
+        );
+    }
+    for (file, agent, missing) in outdated {
+        let codex = if agent == crate::claude_hook::install::Agent::Codex {
+            " --codex"
+        } else {
+            ""
+        };
+        eprintln!(
+            "worldfs: warning: {} runs `worldfs hook`, but not on {} (installed by an older \
+             worldfs?); run `worldfs hook --install{codex}` again for it",
+            file.display(),
+            missing.join(", ")
         );
     }
     let client = reqwest::Client::builder()
@@ -135,6 +149,34 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
 /// hooks of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it
 /// the mount has no goal, and every call goes upstream as it came.
 fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
+    let (dirs, home, codex_home) = hook_places(target)?;
+    (!crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()))
+        .then(|| dirs[0].clone())
+}
+
+/// The hook files of the project that run `worldfs hook` but not on every event this version
+/// needs, with what they lack.
+fn outdated_hooks(
+    target: &crate::cli::SocketArg,
+) -> Vec<(
+    std::path::PathBuf,
+    crate::claude_hook::install::Agent,
+    Vec<&'static str>,
+)> {
+    hook_places(target).map_or_else(Vec::new, |(dirs, home, codex_home)| {
+        crate::claude_hook::install::outdated(&dirs, home.as_deref(), codex_home.as_deref())
+    })
+}
+
+/// Where hooks of the project are looked for: the project's directory (the current one or
+/// `-C DIR`) first, and the mount's root; the user's home, and Codex's home.
+type HookPlaces = (
+    Vec<std::path::PathBuf>,
+    Option<std::path::PathBuf>,
+    Option<std::path::PathBuf>,
+);
+
+fn hook_places(target: &crate::cli::SocketArg) -> Option<HookPlaces> {
     let dir = target
         .dir
         .clone()
@@ -145,8 +187,7 @@ fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
     }
     let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
     let codex_home = std::env::var_os("CODEX_HOME").map(std::path::PathBuf::from);
-    (!crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()))
-        .then_some(dir)
+    Some((dirs, home, codex_home))
 }
 
 /// Outcome of preparing one request body.
