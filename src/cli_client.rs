@@ -490,6 +490,7 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             own_files(c)
         );
     }
+    outln!(out, "hooks:    {}", hooks_line(Path::new(&mount)));
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
     let state = match client.call("state.get", json!({})) {
         Ok(state) => state,
@@ -512,6 +513,44 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         );
     }
     emit(&out)
+}
+
+/// The `hooks:` line of `worldfs status`: which agents' hook files of the project (or the
+/// user's) run `worldfs hook`, and what an older install lacks. Without them the mount never
+/// hears the goal, the steps or the outputs.
+fn hooks_line(project: &Path) -> String {
+    use crate::claude_hook::install::{self, Agent};
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    let found = install::installed(
+        &[project.to_path_buf()],
+        home.as_deref(),
+        codex_home.as_deref(),
+    );
+    if found.is_empty() {
+        return "none run `worldfs hook` (run `worldfs hook --install` in the project; for \
+                Codex, `--install --codex`)"
+            .into();
+    }
+    found
+        .iter()
+        .map(|(file, agent, missing)| {
+            let (name, flag) = match agent {
+                Agent::ClaudeCode => ("Claude Code", ""),
+                Agent::Codex => ("Codex", " --codex"),
+            };
+            if missing.is_empty() {
+                format!("{name} ({})", file.display())
+            } else {
+                format!(
+                    "{name} ({}, without {}: run `worldfs hook --install{flag}` again)",
+                    file.display(),
+                    missing.join(", ")
+                )
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What a `goal.list` entry says of the session's own view of the world: its steps, and the

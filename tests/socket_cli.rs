@@ -23,6 +23,49 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
+/// `worldfs status` names the hook files that tell the mount the goal and the steps, and what
+/// an older install of them lacks; without any, it says how to install them.
+#[test]
+fn status_names_the_hooks_that_tell_the_mount() {
+    let f = Fixture::new();
+    let s = f.sock.to_string_lossy().into_owned();
+    let home = must(tempfile::tempdir());
+    let run = |args: &[&str]| {
+        must(
+            Command::new(env!("CARGO_BIN_EXE_worldfs"))
+                .args(args)
+                .env_remove("WORLDFS_SOCKET")
+                .env_remove("CODEX_HOME")
+                .env("HOME", home.path())
+                .current_dir("/")
+                .output(),
+        )
+    };
+    let hooks = || {
+        let o = text(&run(&["status", "--socket", &s]).stdout);
+        o.lines()
+            .find(|l| l.starts_with("hooks:"))
+            .unwrap_or_default()
+            .to_owned()
+    };
+    assert!(hooks().contains("none run `worldfs hook`"), "{}", hooks());
+    let root = f.root().to_string_lossy().into_owned();
+    let out = run(&["hook", "--install", "--codex", "-C", &root]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let file = f.root().join(".codex/hooks.json");
+    assert_eq!(hooks(), format!("hooks:    Codex ({})", file.display()));
+    let mut settings: Value = must(serde_json::from_str(&must(std::fs::read_to_string(&file))));
+    if let Some(h) = settings["hooks"].as_object_mut() {
+        h.remove("Stop");
+    }
+    must(std::fs::write(&file, settings.to_string()));
+    assert!(
+        hooks().ends_with("without Stop: run `worldfs hook --install --codex` again)"),
+        "{}",
+        hooks()
+    );
+}
+
 #[test]
 fn ctl_calls_methods_and_prints_json() {
     let f = Fixture::new();

@@ -215,13 +215,27 @@ pub fn outdated(
     home: Option<&Path>,
     codex_home: Option<&Path>,
 ) -> Vec<(PathBuf, Agent, Vec<&'static str>)> {
+    let mut found = installed(dirs, home, codex_home);
+    found.retain(|(_, _, missing)| !missing.is_empty());
+    found
+}
+
+/// The hook files of [`registered`] that run `worldfs hook`, each with its agent and the
+/// events this version needs that it does not run it on.
+pub fn installed(
+    dirs: &[PathBuf],
+    home: Option<&Path>,
+    codex_home: Option<&Path>,
+) -> Vec<(PathBuf, Agent, Vec<&'static str>)> {
     hook_files(dirs, home, codex_home)
         .into_iter()
         .filter_map(|(f, agent)| {
             let settings = read(&f).ok()?;
-            let missing = missing_events(&settings, agent);
             let ours = remove(&mut settings.clone()) > 0;
-            (ours && !missing.is_empty()).then_some((f, agent, missing))
+            ours.then(|| {
+                let missing = missing_events(&settings, agent);
+                (f, agent, missing)
+            })
         })
         .collect()
 }
