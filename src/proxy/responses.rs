@@ -16,7 +16,10 @@
 //!    the projection leaves out the AGENTS.md they show while it is as they show it;
 //! 2. the developer messages of the history replaced (Codex says there when permissions or the
 //!    model change), once each;
-//! 3. what of the history replaced no file holds, as one user message: the images the user
+//! 3. what of the history replaced no file holds, as one user message: the summary Codex
+//!    made when it compacted the conversation (with a provider of one's own it compacts by
+//!    asking the model, and puts the answer in a user message after the prompts), the images
+//!    the user
 //!    attached to later prompts (a screenshot of the bug), once each, the last images
 //!    `view_image` returned, each after a line naming it, and the last reports of subagents
 //!    Codex told the conversation of (`<subagent_notification>`). The projection's text cannot
@@ -189,7 +192,8 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .filter(|it| seen.insert(it.get("content").map(Value::to_string)))
         .cloned()
         .collect();
-    let mut kept = prompt_media(replaced);
+    let mut kept = compaction_summary(replaced);
+    kept.extend(prompt_media(replaced));
     kept.extend(viewed_media(replaced, &items[tail_start..]));
     kept.extend(subagent_reports(replaced));
     let tail_calls = items[tail_start..]
@@ -300,6 +304,32 @@ fn viewed_media(replaced: &[Value], tail: &[Value]) -> Vec<Value> {
         (name, parts)
     });
     last_views(views, &again, "input_text")
+}
+
+/// How Codex opens the message holding its summary of a conversation it compacted (0.171, its
+/// `summary_prefix` template), which then stands for the history before it.
+const COMPACTION_SUMMARY: &str = "Another language model started to solve this problem";
+
+/// The texts of the last message of `replaced` that holds Codex's summary of the conversation
+/// it compacted: the history it stands for is gone from the request, and what the summary
+/// says of decisions and progress no file holds.
+fn compaction_summary(replaced: &[Value]) -> Vec<Value> {
+    replaced
+        .iter()
+        .rev()
+        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
+        .find(|it| {
+            texts(it)
+                .first()
+                .is_some_and(|t| t.trim_start().starts_with(COMPACTION_SUMMARY))
+        })
+        .map(|it| {
+            texts(it)
+                .into_iter()
+                .map(|t| json!({"type": "input_text", "text": t}))
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// How Codex opens the message that tells a conversation one of its subagents finished (0.171):
@@ -628,6 +658,16 @@ mod tests {
         );
         assert_eq!(input[3]["role"], "user");
         assert!(input[4]["content"][0]["text"].as_str().is_some());
+        // After Codex compacted the conversation, its summary stays, the last one.
+        let mut body = request(2);
+        let summary =
+            |n: usize| format!("{COMPACTION_SUMMARY} and produced a summary.\nSUMMARY {n}");
+        let input = body["input"].as_array_mut().expect("input");
+        input.insert(3, user(&summary(1)));
+        input.insert(7, user(&summary(2)));
+        let p = super::plan(&body, Some(PROMPT)).expect("plan");
+        let kept: Vec<&str> = p.kept.iter().filter_map(|k| k["text"].as_str()).collect();
+        assert_eq!(kept, [summary(2)]);
         // A subagent's report Codex told the conversation of stays, the last ones.
         let mut body = request(2);
         let note = |n: usize| {
