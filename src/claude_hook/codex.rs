@@ -212,9 +212,8 @@ fn patches_in(path: &Path, turn: &str) -> std::io::Result<Vec<Value>> {
 /// `changes` by path), called as `call` says when the rollout still has it.
 fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
     let text = |k: &str| item.get(k).and_then(Value::as_str).unwrap_or_default();
-    // As the hook's other events name a Codex shell call: `Bash`, with its command.
     let (tool, input) = match call {
-        // As its hook events have it: the patch as `command`.
+        // The freeform tool, as its hook events have it: the patch as `command`.
         Some(c) if c.get("type").and_then(Value::as_str) == Some("custom_tool_call") => (
             c.get("name").and_then(Value::as_str).unwrap_or(APPLY_PATCH),
             json!({ "command": c.get("input").cloned().unwrap_or_default() }),
@@ -234,6 +233,7 @@ fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
                     other => other.to_string(),
                 })
                 .unwrap_or_else(|| "apply_patch".to_owned());
+            // As the hook's other events name a Codex shell call: `Bash`, with its command.
             ("Bash", json!({ "command": command }))
         }
     };

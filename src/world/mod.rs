@@ -418,7 +418,8 @@ impl World {
     }
 
     /// The blake3 hash of `path`'s current content in SOURCE (for a directory: of its listing,
-    /// as [`World::read_current`] renders it), whatever the ignore rules say and whatever its
+    /// as [`World::read_current`] renders it, less its empty hidden directories: see
+    /// [`World::placeholder`]), whatever the ignore rules say and whatever its
     /// size: command outputs are keyed by the exact content of the files the command read, and
     /// only the hash leaves this function. Never follows a symlink or leaves the root.
     pub fn content_hash(&self, path: &Path) -> Result<[u8; 32], SourceError> {
