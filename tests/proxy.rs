@@ -1393,26 +1393,27 @@ fn the_proxy_warns_when_the_project_has_no_hooks() {
             .lock()
             .is_ok_and(|v| v.iter().any(|l| l.contains("register `worldfs hook`")))
     };
+    // `worldfs hook --install` in the project, with `extra` arguments.
+    let install = |extra: &[&str]| {
+        let out = Command::new(common::bin())
+            .args(["hook", "--install"])
+            .args(extra)
+            .arg("-C")
+            .arg(&m.root)
+            .output()
+            .expect("worldfs hook --install");
+        assert!(out.status.success(), "{out:?}");
+    };
     let p = start();
     assert!(warned(&p), "no hooks: a warning before it listens");
     drop(p);
-    let out = Command::new(common::bin())
-        .args(["hook", "--install", "-C"])
-        .arg(&m.root)
-        .output()
-        .expect("worldfs hook --install");
-    assert!(out.status.success(), "{out:?}");
+    install(&[]);
     let p = start();
     assert!(!warned(&p), "hooks installed: no warning");
     drop(p);
 
     // Codex hooks an older worldfs installed, without Stop: the proxy says to install again.
-    let out = Command::new(common::bin())
-        .args(["hook", "--install", "--codex", "-C"])
-        .arg(&m.root)
-        .output()
-        .expect("worldfs hook --install --codex");
-    assert!(out.status.success(), "{out:?}");
+    install(&["--codex"]);
     let hooks = m.root.join(".codex/hooks.json");
     let mut s: Value =
         serde_json::from_str(&std::fs::read_to_string(&hooks).expect("read")).expect("json");
@@ -1429,12 +1430,7 @@ fn the_proxy_warns_when_the_project_has_no_hooks() {
     let p = start();
     assert!(outdated(&p), "an older install: a warning");
     drop(p);
-    let out = Command::new(common::bin())
-        .args(["hook", "--install", "--codex", "-C"])
-        .arg(&m.root)
-        .output()
-        .expect("worldfs hook --install --codex");
-    assert!(out.status.success(), "{out:?}");
+    install(&["--codex"]);
     let p = start();
     assert!(!outdated(&p), "installed again: no warning");
 }
