@@ -924,12 +924,12 @@ fn text_of(v: &Value) -> String {
                 .iter()
                 .any(|b| b.get("text").is_some() || is_media(b)) =>
         {
+            // Blocks of other kinds (a tool reference, a resource link) are left out.
             blocks
                 .iter()
-                .map(|b| match b.get("text").and_then(Value::as_str) {
-                    Some(t) => t.to_owned(),
-                    None if is_media(b) => MEDIA_SHOWN.to_owned(),
-                    None => fit::shorten_strings(b.clone()).to_string(),
+                .filter_map(|b| match b.get("text").and_then(Value::as_str) {
+                    Some(t) => Some(t),
+                    None => is_media(b).then_some(MEDIA_SHOWN),
                 })
                 .collect::<Vec<_>>()
                 .join("\n")
@@ -1052,6 +1052,13 @@ mod tests {
             json!({"content": [{"type": "image", "source": {"type": "base64", "data": data}}]}),
         );
         assert_eq!(command_params(&only), None);
+        // Blocks of other kinds are left out, as always.
+        let mixed = post(
+            "mcp__docs__find",
+            json!({"q": "x"}),
+            json!([{"type": "text", "text": "found"}, {"type": "resource_link", "uri": "file:///x"}]),
+        );
+        assert_eq!(step_params(&mixed)["result"], "found");
     }
 
     /// Codex's subagents: starting one answers with its id, which is not kept; waiting for it
