@@ -109,6 +109,11 @@ fn role(item: &Value) -> Option<&str> {
     item.get("role").and_then(Value::as_str)
 }
 
+/// Whether `item` is a message in the user's role (a prompt, or what Codex says as the user).
+fn is_user_message(item: &Value) -> bool {
+    kind(item) == "message" && role(item) == Some("user")
+}
+
 /// Whether the model produced `item` (an assistant message, a call, its reasoning).
 fn is_output(item: &Value) -> bool {
     let k = kind(item);
@@ -160,11 +165,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     // puts at the head of every conversation (no model output).
     let prompt_at = items
         .iter()
-        .position(|it| {
-            kind(it) == "message"
-                && role(it) == Some("user")
-                && texts(it).iter().any(|t| t.trim() == prompt)
-        })
+        .position(|it| is_user_message(it) && texts(it).iter().any(|t| t.trim() == prompt))
         .filter(|&p| !items[..p].iter().any(is_output))
         .ok_or(Skip::OtherConversation)?;
     let head_len = prompt_at + 1;
@@ -230,10 +231,7 @@ fn prompt_media(replaced: &[Value]) -> Vec<Value> {
     };
     let mut seen = HashSet::new();
     let mut kept = Vec::new();
-    for item in replaced
-        .iter()
-        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
-    {
+    for item in replaced.iter().filter(|it| is_user_message(it)) {
         let Some(parts) = item.get("content").and_then(Value::as_array) else {
             continue;
         };
@@ -317,7 +315,7 @@ fn compaction_summary(replaced: &[Value]) -> Vec<Value> {
     replaced
         .iter()
         .rev()
-        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
+        .filter(|it| is_user_message(it))
         .find(|it| {
             texts(it)
                 .first()
@@ -347,7 +345,7 @@ fn subagent_reports(replaced: &[Value]) -> Vec<Value> {
     let mut seen = HashSet::new();
     let mut reports: Vec<Value> = replaced
         .iter()
-        .filter(|it| kind(it) == "message" && role(it) == Some("user"))
+        .filter(|it| is_user_message(it))
         .flat_map(texts)
         .filter(|t| t.trim_start().starts_with(SUBAGENT_NOTIFICATION))
         .filter(|t| seen.insert(*t))
