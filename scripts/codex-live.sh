@@ -12,6 +12,10 @@
 # own CODEX_HOME and runs `codex exec --dangerously-bypass-hook-trust`, which stands for that
 # screen.
 #
+# Then a new session with OpenAI's own provider (`model_provider = "openai"`, its
+# `openai_base_url` the proxy) fills its context, and Codex compacts it on the server (the
+# stand-in answers the `compaction_trigger` call with a `compaction` item).
+#
 # Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
 # as the README says, and its prompt becomes the goal (INTERACTIVE=0 leaves it out).
 #
@@ -118,7 +122,10 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "spawn_agent", "namespace": "multi_agent_v1", "input": {"message": "Tell me what util.py prints"}},
   {"tool": "wait_agent", "namespace": "multi_agent_v1", "input": {"targets": ["$AGENT"], "timeout_ms": 30000}},
   {"tool": "exec_command", "input": {"cmd": "ls"}},
-  {"text": "Noted: util.py still needs a docstring."}
+  {"text": "Noted: util.py still needs a docstring."},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}, "input_tokens": 250000},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"text": "Compacted: calc.py is fixed."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -359,6 +366,45 @@ PY
 checks=$((checks + 12))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
+
+# With OpenAI's own provider (an API key), Codex compacts on OpenAI's servers: a call whose
+# input ends with a `compaction_trigger` item, answered with one encrypted `compaction` item
+# that stands for the history before it from then on. A new session, whose first answer
+# reports a context past the limit: Codex compacts before its next call.
+before=$(wc -l < "$WORK/api.jsonl")
+set +e
+(cd "$PROJ" && CODEX_HOME=$WORK/codex-home OPENAI_API_KEY=sk-stand-in timeout 180 "$CODEX" exec \
+  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
+  -c model_provider=openai -c "openai_base_url=\"$PROXY/v1\"" \
+  -c model_auto_compact_token_limit=100000 "Is calc.py fixed?") > "$WORK/compact.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "codex exec with the openai provider exited $rc: $(tail -20 "$WORK/compact.out")"
+grep -q "Compacted: calc.py is fixed." "$WORK/compact.out" || fail "the compacting codex did not finish the script: $(tail -20 "$WORK/compact.out")"
+python3 - "$WORK" "$before" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+asked = [c for c in calls if c.get("compaction")]
+if len(asked) != 1:
+    print(f"codex-live: FAILED: Codex asked for no compaction on the server: {len(calls)} calls",
+          file=sys.stderr)
+    sys.exit(1)
+last = calls[-1]["body"]["input"]
+kinds = [i.get("type") for i in last]
+at = kinds.index("compaction") if "compaction" in kinds else -1
+after = json.dumps(last[at + 1:-2]) if at >= 0 else ""
+if (kinds.count("compaction") != 1 or "return a + b" not in after
+        or "Is calc.py fixed?" not in json.dumps(last[:at])):
+    print(f"codex-live: FAILED: the call after the compaction, rewritten, holds the prompt, the "
+          f"compaction, then calc.py as it is now: {kinds} {after[-1500:]}", file=sys.stderr)
+    sys.exit(1)
+print("codex-live: ok: after Codex compacted on the server, its calls hold the compaction, "
+      "then the projection in place of what came since")
+PY
+checks=$((checks + 1))
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.

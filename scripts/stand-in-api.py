@@ -27,7 +27,10 @@ last `agent_id` (a subagent `spawn_agent` started); `"namespace": NAME` goes wit
 and gets --subagent-script's answers, as for Claude Code.
 With --summary TEXT, a request of the main conversation whose last user message asks for a
 `<summary>` block (Claude Code compacting its conversation) is answered with TEXT as that block,
-and takes no answer of the script.
+and takes no answer of the script. A `/v1/responses` request whose input ends with a
+`compaction_trigger` item (Codex compacting on OpenAI's servers, with the `openai` provider) is
+answered with one `compaction` item, whose `encrypted_content` is a stand-in's, and takes no
+answer of the script either.
 
     python3 scripts/stand-in-api.py --record FILE [--port 0] [--keep-bodies] [--script FILE]
                                     [--subagent-script FILE --subagent-prompt TEXT]
@@ -83,7 +86,9 @@ def events(answer, n):
 def response_events(answer, n):
     """The events of an answer to `/v1/responses`, as the Responses API streams them."""
     calls = answer.get("calls") or ([answer] if "tool" in answer else [])
-    if calls:
+    if "items" in answer:
+        items = answer["items"]
+    elif calls:
         items = [{"type": "custom_tool_call", "id": "ctc_standin_%02d_%d" % (n, i),
                   "call_id": "call_standin_%02d_%d" % (n, i), "name": c["tool"],
                   "input": c["custom"], "status": "completed"} if "custom" in c else
@@ -161,6 +166,11 @@ class Handler(BaseHTTPRequestHandler):
         main = any(isinstance(t, dict) and t.get("name") == "exec_command" for t in tools)
         if not self.script or not main:
             return DONE, 0
+        last = (body.get("input") or [None])[-1]
+        if isinstance(last, dict) and last.get("type") == "compaction_trigger":
+            self.compaction = True
+            return {"items": [{"type": "compaction", "id": "cmp_standin",
+                               "encrypted_content": "stand-in compaction"}]}, 0
         users = [i for i in body.get("input", []) if isinstance(i, dict) and i.get("role") == "user"]
         if self.subagent_script and self.subagent_prompt in json.dumps(users):
             with self.lock:

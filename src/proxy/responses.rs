@@ -6,16 +6,19 @@
 //! (`exec_command`, or `shell` in older versions), and one of its user messages is the goal's
 //! first prompt, as `worldfs hook` heard it (`UserPromptSubmit`). A subagent (its task is its
 //! prompt), a side request without that tool, or a conversation of another session goes
-//! upstream untouched, and so does one holding an item of a kind not known here (a
-//! compaction's summary, say): what it is for cannot be told, so it is not dropped.
+//! upstream untouched, and so does one holding an item of a kind not known here: what it is
+//! for cannot be told, so it is not dropped.
 //!
 //! The rewritten `input` is, in order:
 //! 1. every item up to the first prompt's message, and that message, as they came: Codex's
 //!    developer messages (its instructions, the skills), its environment context, the
 //!    project's AGENTS.md. They are the same at every call, so a prompt cache keeps them; and
 //!    the projection leaves out the AGENTS.md they show while it is as they show it;
-//! 2. the developer messages of the history replaced (Codex says there when permissions or the
-//!    model change), once each;
+//! 2. the last compaction OpenAI's servers made of the conversation, as it came (with the
+//!    `openai` provider Codex compacts by sending the conversation with a `compaction_trigger`
+//!    item last, and the answer's one `compaction` item, encrypted, stands for the history
+//!    before it from then on); then the developer messages of the history replaced (Codex
+//!    says there when permissions or the model change), once each;
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), the images
@@ -78,6 +81,11 @@ const REPLACEABLE: [&str; 9] = [
     "web_search_call",
 ];
 
+/// Item types of the compaction OpenAI's servers make of a conversation: opaque (encrypted), read
+/// by the model alone, so kept, the last one ([`Plan::compaction`]). `compaction_summary` is the
+/// name Codex took them by before.
+const COMPACTIONS: [&str; 2] = ["compaction", "compaction_summary"];
+
 /// How a Codex call eligible for rewriting is cut.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
@@ -89,6 +97,9 @@ pub struct Plan {
     /// of them (Codex's `apply_patch` is not yet a step when the call after it is made, so the
     /// step before it is not in the turn).
     pub tail_calls: Vec<String>,
+    /// The last compaction of the history replaced ([`COMPACTIONS`]): what the model wrote
+    /// down of the conversation before it, which nothing else holds.
+    pub compaction: Option<Value>,
     /// The developer messages of the history replaced, once each.
     pub instructions: Vec<Value>,
     /// Content parts of the history replaced that no file holds ([`prompt_media`],
@@ -179,12 +190,17 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         return Err(Skip::TooShort);
     }
     let replaced = &items[head_len..tail_start];
-    if replaced
-        .iter()
-        .any(|it| !REPLACEABLE.contains(&kind(it)) || role(it) == Some("system"))
-    {
+    if replaced.iter().any(|it| {
+        !(REPLACEABLE.contains(&kind(it)) || COMPACTIONS.contains(&kind(it)))
+            || role(it) == Some("system")
+    }) {
         return Err(Skip::UnknownItems);
     }
+    // Each compaction stood for all before it, an earlier one too.
+    let compaction = replaced
+        .iter()
+        .rfind(|it| COMPACTIONS.contains(&kind(it)))
+        .cloned();
     let mut seen = HashSet::new();
     let instructions = replaced
         .iter()
@@ -207,6 +223,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         head_len,
         tail_start,
         tail_calls,
+        compaction,
         instructions,
         kept,
         goal: goal.to_owned(),
@@ -414,6 +431,8 @@ pub fn splice(body: &Value, plan: &Plan, projection: &str) -> Result<Value, Inva
     let mut input: Vec<Value> =
         Vec::with_capacity(plan.head_len + 3 + items.len() - plan.tail_start);
     input.extend(items[..plan.head_len].iter().cloned());
+    // Where Codex puts it: after the prompts, before what came since.
+    input.extend(plan.compaction.iter().cloned());
     input.extend(plan.instructions.iter().cloned());
     // Before the projection: they change only when a new image comes, the projection at
     // every call, so a prompt cache keeps them with the head.
@@ -520,6 +539,11 @@ mod tests {
             "input": input,
             "prompt_cache_key": "s1",
         })
+    }
+
+    /// Everything `items` say, as one JSON text.
+    fn said(items: &[Value]) -> String {
+        Value::Array(items.to_vec()).to_string()
     }
 
     const PROJECTION: &str = "# Goal\n\nFix add() in calc.py\n\n## calc.py\n```\n1\tdef add(a, b):\n2\t    return a + b\n```";
@@ -701,12 +725,12 @@ mod tests {
         let mut no_shell = body.clone();
         no_shell["tools"] = json!([]);
         assert_eq!(plan(&no_shell, Some(PROMPT)), Err(Skip::NoReadTool));
-        let mut compacted = body.clone();
-        compacted["input"].as_array_mut().expect("input").insert(
-            4,
-            json!({"type": "compaction", "encrypted_content": "gAAA"}),
-        );
-        assert_eq!(plan(&compacted, Some(PROMPT)), Err(Skip::UnknownItems));
+        let mut unknown = body.clone();
+        unknown["input"]
+            .as_array_mut()
+            .expect("input")
+            .insert(4, json!({"type": "item_reference", "id": "msg_1"}));
+        assert_eq!(plan(&unknown, Some(PROMPT)), Err(Skip::UnknownItems));
         // The prompt quoted after the model answered (a subagent's task naming it) is not the
         // conversation's opening.
         let mut quoted = request(3);
@@ -714,6 +738,45 @@ mod tests {
         input.remove(2);
         input.insert(4, user(PROMPT));
         assert_eq!(plan(&quoted, Some(PROMPT)), Err(Skip::OtherConversation));
+    }
+
+    /// With the `openai` provider, Codex 0.171 compacts on OpenAI's servers: it sends the
+    /// conversation with a `compaction_trigger` item last, and from then on the prompts are
+    /// followed by the answer's `compaction` item, then what came since (observed).
+    #[test]
+    fn a_compaction_openais_servers_made_stays_before_the_projection() {
+        let compaction = |n: u8| json!({"type": "compaction", "id": format!("cmp_{n}"), "encrypted_content": format!("gAAA-{n}")});
+        let mut body = request(3);
+        let input = body["input"].as_array_mut().expect("input");
+        input.insert(3, compaction(1));
+        input.insert(4, compaction(2));
+        let p = plan(&body, Some(PROMPT)).expect("a compacted conversation is the session's");
+        assert_eq!(p.compaction, Some(compaction(2)));
+        let out = splice(&body, &p, PROJECTION).expect("splice");
+        let input = out["input"].as_array().expect("input");
+        // The prompts, the last compaction, the projection, the last turn.
+        assert_eq!(input[3], compaction(2));
+        assert!(said(&input[4..5]).contains("return a + b"), "{input:?}");
+        assert_eq!(input.len(), 8);
+        assert!(
+            !said(input).contains("gAAA-1"),
+            "only the last compaction: {input:?}"
+        );
+
+        // The call that asks for the compaction is rewritten too: the model compacts what it
+        // has been shown, and the trigger stays last.
+        let mut asks = request(3);
+        asks["input"]
+            .as_array_mut()
+            .expect("input")
+            .push(json!({"type": "compaction_trigger"}));
+        let p = plan(&asks, Some(PROMPT)).expect("the compaction's call");
+        assert_eq!(p.compaction, None);
+        let out = splice(&asks, &p, PROJECTION).expect("splice");
+        assert_eq!(
+            out["input"].as_array().and_then(|i| i.last()),
+            Some(&json!({"type": "compaction_trigger"}))
+        );
     }
 
     #[test]
