@@ -405,6 +405,11 @@ print("codex-live: ok: after Codex compacted on the server, its calls hold the c
       "then the projection in place of what came since")
 PY
 checks=$((checks + 1))
+# The `openai` provider asks for a WebSocket first; refused, Codex sends its calls over HTTP at
+# once (any other answer, and it asks again for about seven seconds).
+grep -q "a WebSocket was asked for: refused (426)" "$WORK/proxy.log" \
+  || fail "the proxy did not refuse the openai provider's WebSocket: $(grep -i websocket "$WORK/proxy.log")"
+pass "the openai provider's WebSocket was refused, and its calls came over HTTP"
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.

@@ -1265,6 +1265,25 @@ fn codexs_calls_go_upstream_as_the_present() {
         side.to_string().into_bytes()
     );
 
+    // Codex's `openai` provider asks for a WebSocket first: refused at once, never forwarded,
+    // so that it sends its calls over HTTP.
+    let ws = reqwest::blocking::Client::new()
+        .get(proxy.url("/v1/responses"))
+        .header("connection", "Upgrade")
+        .header("upgrade", "websocket")
+        .header("sec-websocket-version", "13")
+        .header("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==")
+        .send()
+        .expect("the proxy answers");
+    assert_eq!(ws.status().as_u16(), 426);
+    assert!(
+        up.received
+            .recv_timeout(Duration::from_millis(500))
+            .is_err(),
+        "the WebSocket's request reached upstream"
+    );
+    assert!(proxy.says("a WebSocket was asked for"), "the log says why");
+
     // --observe, a user's first look: the call goes as it came, and the proxy says what it
     // would have sent instead.
     drop(proxy);

@@ -57,6 +57,16 @@ fn hop_by_hop(name: &HeaderName) -> bool {
     )
 }
 
+/// Whether a request asks to turn its connection into a WebSocket (`Upgrade: websocket`).
+fn asks_websocket(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::UPGRADE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|p| p.trim().eq_ignore_ascii_case("websocket"))
+}
+
 fn copy_headers(from: &HeaderMap, to: &mut HeaderMap) {
     for (k, v) in from {
         if !hop_by_hop(k) {
@@ -167,6 +177,20 @@ fn error_response(status: StatusCode, message: &str) -> Response<Body> {
 
 async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<Response<Body>> {
     let (parts, body) = req.into_parts();
+    // Codex's `openai` provider first asks for a WebSocket to send its calls over. Its frames
+    // would pass unread, and over one Codex sends each call's new items alone, which leaves no
+    // history to replace. Refused with 426, Codex sends its calls over HTTP at once (observed,
+    // 0.171); any other refusal, it asks again for about seven seconds at every start.
+    if asks_websocket(&parts.headers) {
+        tracing::info!(
+            "{}: a WebSocket was asked for: refused (426), so the calls come over HTTP",
+            parts.uri.path()
+        );
+        return Ok(error_response(
+            StatusCode::UPGRADE_REQUIRED,
+            "WebSockets are not forwarded; send the request over HTTP",
+        ));
+    }
     let path_and_query = parts
         .uri
         .path_and_query()
