@@ -18,7 +18,9 @@
 //!    `openai` provider Codex compacts by sending the conversation with a `compaction_trigger`
 //!    item last, and the answer's one `compaction` item, encrypted, stands for the history
 //!    before it from then on); then the developer messages of the history replaced (Codex
-//!    says there when permissions or the model change), once each;
+//!    says there when permissions or the model change), and its updates of the environment
+//!    context (what changed of the sandbox, the date or the working directory when a session
+//!    is resumed), once each, in order;
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), the images
@@ -81,6 +83,22 @@ const REPLACEABLE: [&str; 9] = [
     "web_search_call",
 ];
 
+/// How Codex opens the user message that tells the model its environment (working directory,
+/// date, sandbox): at the head, and again in the history with what changed when a resumed
+/// session runs with other settings (0.171).
+const ENVIRONMENT_CONTEXT: &str = "<environment_context>";
+
+/// Whether `item` is a developer message, or one of Codex's [`ENVIRONMENT_CONTEXT`] messages:
+/// what they say holds until another says otherwise, and nothing else in the request says it.
+fn is_instruction(item: &Value) -> bool {
+    kind(item) == "message"
+        && (role(item) == Some("developer")
+            || (is_user_message(item)
+                && texts(item)
+                    .first()
+                    .is_some_and(|t| t.trim_start().starts_with(ENVIRONMENT_CONTEXT))))
+}
+
 /// Item types of the compaction OpenAI's servers make of a conversation: opaque (encrypted), read
 /// by the model alone, so kept, the last one ([`Plan::compaction`]). `compaction_summary` is the
 /// name Codex took them by before.
@@ -100,7 +118,8 @@ pub struct Plan {
     /// The last compaction of the history replaced ([`COMPACTIONS`]): what the model wrote
     /// down of the conversation before it, which nothing else holds.
     pub compaction: Option<Value>,
-    /// The developer messages of the history replaced, once each.
+    /// The developer messages and environment updates of the history replaced
+    /// ([`is_instruction`]), once each, in order.
     pub instructions: Vec<Value>,
     /// Content parts of the history replaced that no file holds ([`prompt_media`],
     /// [`viewed_media`]).
@@ -204,7 +223,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     let mut seen = HashSet::new();
     let instructions = replaced
         .iter()
-        .filter(|it| kind(it) == "message" && role(it) == Some("developer"))
+        .filter(|it| is_instruction(it))
         // Each message has an id of its own: the same words twice are one instruction.
         .filter(|it| seen.insert(it.get("content").map(Value::to_string)))
         .cloned()
@@ -587,6 +606,10 @@ mod tests {
         again["id"] = json!("msg_2");
         input.insert(6, again);
         input.insert(6, developer("Approval policy changed to never."));
+        // A resumed session run read-only: Codex says so, and what changed of the environment.
+        let sandbox =
+            "<environment_context>\n  <filesystem>read-only</filesystem>\n</environment_context>";
+        input.insert(9, user(sandbox));
         input.extend([
             json!({"type": "reasoning", "id": "rs_x", "summary": [], "encrypted_content": "gAAAx"}),
             json!({"type": "function_call", "id": "fc_x", "name": "exec_command", "arguments": "{}", "call_id": "call_x"}),
@@ -596,7 +619,7 @@ mod tests {
         ]);
         let goal = format!("{PROMPT}{LATER_PROMPT}now the tests too");
         let plan = plan(&body, Some(&goal)).expect("plan");
-        assert_eq!(plan.instructions.len(), 1, "once each");
+        assert_eq!(plan.instructions.len(), 2, "once each");
         let projection = format!("# Goal\n\n{goal}\n\n## calc.py\n```\n1\tx\n```");
         let out = splice(&body, &plan, &projection).expect("splice");
         let input = out["input"].as_array().expect("input");
@@ -604,14 +627,15 @@ mod tests {
             input[3]["content"],
             developer("Approval policy changed to never.")["content"]
         );
-        let text = input[4]["content"][0]["text"].as_str().expect("text");
+        assert_eq!(input[4], user(sandbox));
+        let text = input[5]["content"][0]["text"].as_str().expect("text");
         assert!(
             text.starts_with("# Goal\n\nThen the user asked:\nnow the tests too\n\n## calc.py"),
             "{text}"
         );
         // Two parallel calls and their outputs: the last turn whole.
-        assert_eq!(input.len(), 10);
-        assert_eq!(input[5]["id"], "rs_x");
+        assert_eq!(input.len(), 11);
+        assert_eq!(input[6]["id"], "rs_x");
     }
 
     /// A `view_image` call of `path` and its output, an image of `data`.
