@@ -94,8 +94,9 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
         }
     );
     eprintln!(
-        "worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} (Codex: a model \
-         provider with base_url = \"http://{addr}/v1\")"
+        "worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} (Codex: \
+         openai_base_url = \"http://{addr}/v1\" in its config.toml, or a model provider with \
+         that base_url)"
     );
     loop {
         let accepted = tokio::select! {

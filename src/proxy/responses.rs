@@ -19,8 +19,8 @@
 //!    item last, and the answer's one `compaction` item, encrypted, stands for the history
 //!    before it from then on); then the developer messages of the history replaced (Codex
 //!    says there when permissions or the model change), and its updates of the environment
-//!    context (what changed of the sandbox, the date or the working directory when a session
-//!    is resumed), once each, in order;
+//!    context (what changed of the sandbox or the date when a session is resumed with other
+//!    settings), once each, in order;
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), the images
