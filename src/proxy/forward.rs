@@ -178,10 +178,10 @@ fn error_response(status: StatusCode, message: &str) -> Response<Body> {
 
 async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<Response<Body>> {
     let (parts, body) = req.into_parts();
-    // Codex's `openai` provider first asks for a WebSocket to send its calls over. Its frames
-    // would pass unread, and over one Codex sends each call's new items alone, which leaves no
-    // history to replace. Refused with 426, Codex sends its calls over HTTP at once (observed,
-    // 0.171); any other refusal, it asks again for about seven seconds at every start.
+    // Codex's `openai` provider first asks for a WebSocket to send its calls over: their
+    // frames would pass unread, with no history replaced. Refused with 426, Codex sends its
+    // calls over HTTP at once (observed, 0.171); any other refusal, and it asks again for
+    // about seven seconds at every start.
     if asks_websocket(&parts.headers) {
         tracing::info!(
             "{}: a WebSocket was asked for: refused (426), so the calls come over HTTP",
