@@ -14,7 +14,8 @@
 #
 # Then a new session with OpenAI's own provider (`model_provider = "openai"`, its
 # `openai_base_url` the proxy) fills its context, and Codex compacts it on the server (the
-# stand-in answers the `compaction_trigger` call with a `compaction` item).
+# stand-in answers the `compaction_trigger` call with a `compaction` item), and one with the
+# stand-in's own provider is compacted by a summary Codex asks the model for.
 #
 # Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
 # as the README says, and its prompt becomes the goal (INTERACTIVE=0 leaves it out).
@@ -125,7 +126,10 @@ cat > "$WORK/script.json" << 'EOF'
   {"text": "Noted: util.py still needs a docstring."},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}, "input_tokens": 250000},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
-  {"text": "Compacted: calc.py is fixed."}
+  {"text": "Compacted: calc.py is fixed."},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}, "input_tokens": 250000},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"text": "Summarised: util.py is not documented."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -410,6 +414,41 @@ checks=$((checks + 1))
 grep -q "a WebSocket was asked for: refused (426)" "$WORK/proxy.log" \
   || fail "the proxy did not refuse the openai provider's WebSocket: $(grep -i websocket "$WORK/proxy.log")"
 pass "the openai provider's WebSocket was refused, and its calls came over HTTP"
+
+# With a provider of one's own, Codex compacts by asking the model for a summary (a call with
+# no tools, which the stand-in answers "Done."), and keeps it as a user message after the
+# prompts. Another new session whose first answer reports a context past the limit.
+before=$(wc -l < "$WORK/api.jsonl")
+set +e
+(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
+  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
+  -c model_auto_compact_token_limit=100000 "Is util.py documented?") > "$WORK/summary.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "codex exec compacting by a summary exited $rc: $(tail -20 "$WORK/summary.out")"
+grep -q "Summarised: util.py is not documented." "$WORK/summary.out" || fail "the summarising codex did not finish the script: $(tail -20 "$WORK/summary.out")"
+python3 - "$WORK" "$before" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+asked = [c for c in calls if "CONTEXT CHECKPOINT COMPACTION" in json.dumps(c["body"]["input"][-1:])]
+last = calls[-1]["body"]["input"]
+summary = [n for n, i in enumerate(last)
+           if "Another language model started to solve this problem" in json.dumps(i)]
+prompt = [n for n, i in enumerate(last) if "Is util.py documented?" in json.dumps(i)]
+after = json.dumps(last[summary[-1] + 1:-2]) if summary else ""
+if (len(asked) != 1 or len(summary) != 1 or not prompt or prompt[0] > summary[0]
+        or "def show(x):" not in after):
+    print(f"codex-live: FAILED: after Codex compacted by a summary, its calls hold the prompt, "
+          f"the summary once, then the projection: asked {len(asked)}, summary at {summary}, "
+          f"prompt at {prompt}: {after[-1500:]}", file=sys.stderr)
+    sys.exit(1)
+print("codex-live: ok: after Codex compacted by asking for a summary, its calls hold the "
+      "summary once, then the projection")
+PY
+checks=$((checks + 1))
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.
