@@ -192,28 +192,29 @@ env_key = "STAND_IN_KEY"
 trust_level = "trusted"
 EOF
 
+# codex_exec NAME SAYS ARGS...: `codex exec ARGS...` in the project, its hooks trusted, its
+# model calls through the proxy, its output in $WORK/NAME.out; fails unless it exits 0 having
+# said SAYS (the last answer of its part of the script).
+codex_exec() {
+  local name=$1 says=$2 rc=0
+  shift 2
+  (cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in OPENAI_API_KEY=sk-stand-in \
+    timeout 180 "$CODEX" exec --dangerously-bypass-hook-trust --skip-git-repo-check \
+    -s workspace-write "$@") > "$WORK/$name.out" 2>&1 || rc=$?
+  [ "$rc" = 0 ] || fail "codex exec ($name) exited $rc: $(tail -20 "$WORK/$name.out")"
+  grep -qF "$says" "$WORK/$name.out" \
+    || fail "codex exec ($name) did not finish its script: $(tail -20 "$WORK/$name.out")"
+}
+
 say "running codex exec in $PROJ (model calls through $PROXY)"
-set +e
-(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
-  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
-  "Fix add() in calc.py") > "$WORK/codex.out" 2>&1
-rc=$?
-set -e
-[ "$rc" = 0 ] || fail "codex exited $rc: $(tail -20 "$WORK/codex.out")"
-grep -q "Fixed: add() now adds." "$WORK/codex.out" || fail "codex did not finish the script: $(tail -20 "$WORK/codex.out")"
+codex_exec codex "Fixed: add() now adds." "Fix add() in calc.py"
 grep -q "return a + b" "$PROJ/calc.py" || fail "the patch was not applied: $(cat "$PROJ/calc.py")"
 grep -q '"type": "custom_tool_call"' "$WORK/api.jsonl" || fail "the patch was not made with the freeform apply_patch tool"
 pass "codex ran the fix through the mount"
 
 # A later prompt, with an image, in the same conversation.
-set +e
-(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
-  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write resume --last \
-  "Does util.py still look like this screenshot?" -i "$WORK/later.png") > "$WORK/resume.out" 2>&1
-rc=$?
-set -e
-[ "$rc" = 0 ] || fail "codex exec resume exited $rc: $(tail -20 "$WORK/resume.out")"
-grep -q "Noted: util.py" "$WORK/resume.out" || fail "the resumed codex did not finish the script: $(tail -20 "$WORK/resume.out")"
+codex_exec resume "Noted: util.py" resume --last \
+  "Does util.py still look like this screenshot?" -i "$WORK/later.png"
 pass "a resumed codex answered a later prompt with an image"
 
 "$BIN" ctl -C "$PROJ" goal.get '{}' > "$WORK/goal.json"
@@ -376,15 +377,8 @@ pass "the proxy says what it sent instead"
 # that stands for the history before it from then on. A new session, whose first answer
 # reports a context past the limit: Codex compacts before its next call.
 before=$(wc -l < "$WORK/api.jsonl")
-set +e
-(cd "$PROJ" && CODEX_HOME=$WORK/codex-home OPENAI_API_KEY=sk-stand-in timeout 180 "$CODEX" exec \
-  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
-  -c model_provider=openai -c "openai_base_url=\"$PROXY/v1\"" \
-  -c model_auto_compact_token_limit=100000 "Is calc.py fixed?") > "$WORK/compact.out" 2>&1
-rc=$?
-set -e
-[ "$rc" = 0 ] || fail "codex exec with the openai provider exited $rc: $(tail -20 "$WORK/compact.out")"
-grep -q "Compacted: calc.py is fixed." "$WORK/compact.out" || fail "the compacting codex did not finish the script: $(tail -20 "$WORK/compact.out")"
+codex_exec compact "Compacted: calc.py is fixed." -c model_provider=openai \
+  -c "openai_base_url=\"$PROXY/v1\"" -c model_auto_compact_token_limit=100000 "Is calc.py fixed?"
 python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
@@ -419,14 +413,8 @@ pass "the openai provider's WebSocket was refused, and its calls came over HTTP"
 # no tools, which the stand-in answers "Done."), and keeps it as a user message after the
 # prompts. Another new session whose first answer reports a context past the limit.
 before=$(wc -l < "$WORK/api.jsonl")
-set +e
-(cd "$PROJ" && CODEX_HOME=$WORK/codex-home STAND_IN_KEY=sk-stand-in timeout 180 "$CODEX" exec \
-  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
-  -c model_auto_compact_token_limit=100000 "Is util.py documented?") > "$WORK/summary.out" 2>&1
-rc=$?
-set -e
-[ "$rc" = 0 ] || fail "codex exec compacting by a summary exited $rc: $(tail -20 "$WORK/summary.out")"
-grep -q "Summarised: util.py is not documented." "$WORK/summary.out" || fail "the summarising codex did not finish the script: $(tail -20 "$WORK/summary.out")"
+codex_exec summary "Summarised: util.py is not documented." \
+  -c model_auto_compact_token_limit=100000 "Is util.py documented?"
 python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
