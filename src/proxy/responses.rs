@@ -19,8 +19,8 @@
 //!    item last, and the answer's one `compaction` item, encrypted, stands for the history
 //!    before it from then on); then the developer messages of the history replaced (Codex
 //!    says there when permissions or the model change), and its updates of the environment
-//!    context (what changed of the sandbox or the date when a session is resumed with other
-//!    settings), once each, in order;
+//!    context (the sandbox, the date, when a session is resumed with other settings), once
+//!    each, in order;
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), the images
@@ -84,8 +84,8 @@ const REPLACEABLE: [&str; 9] = [
 ];
 
 /// How Codex opens the user message that tells the model its environment (working directory,
-/// date, sandbox): at the head, and again in the history with what changed when a resumed
-/// session runs with other settings (0.171).
+/// date, sandbox): at the head, and again in the history when a resumed session runs with
+/// other settings (0.171: the date, the time zone and the sandbox then).
 const ENVIRONMENT_CONTEXT: &str = "<environment_context>";
 
 /// Whether `item` is a developer message, or one of Codex's [`ENVIRONMENT_CONTEXT`] messages:
@@ -606,7 +606,7 @@ mod tests {
         again["id"] = json!("msg_2");
         input.insert(6, again);
         input.insert(6, developer("Approval policy changed to never."));
-        // A resumed session run read-only: Codex says so, and what changed of the environment.
+        // A resumed session run read-only: Codex says so, and tells the environment again.
         let sandbox =
             "<environment_context>\n  <filesystem>read-only</filesystem>\n</environment_context>";
         input.insert(9, user(sandbox));
