@@ -16,7 +16,8 @@
 # the project and an issue (a Bash output that read no file); one that loads a skill; one that
 # asks an MCP server (a stand-in issue tracker, over stdio) for an issue; one that reads a Jupyter
 # notebook with a figure and edits a cell (NotebookEdit); one whose test run prints more than
-# Claude Code sends (it saves the output to a file, and shows where, and its head); and last,
+# Claude Code sends (it saves the output to a file, and shows where, and its head); one signed
+# in with a subscription (an OAuth token), whose prompt-cache breakpoints are hour-long; and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
 # answered with Enter), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
@@ -183,6 +184,9 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"text": "One test fails."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "Read on a subscription."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -218,12 +222,13 @@ for _ in $(seq 50); do grep -q "proxy on" "$WORK/proxy.log" && break; sleep 0.1;
 PROXY=$(sed -n 's/.*proxy on \(http:[^ ]*\).*/\1/p' "$WORK/proxy.log")
 [ -n "$PROXY" ] || fail "the proxy did not start: $(cat "$WORK/proxy.log")"
 
-# claude_run NAME PROMPT [ARGS...]: one `claude -p`, its JSON result in $WORK/NAME.json.
+# claude_run NAME PROMPT [ARGS...]: one `claude -p`, its JSON result in $WORK/NAME.json; signed
+# in with an API key, or as CLAUDE_AUTH (VAR=VALUE) says.
 claude_run() {
   local name=$1 prompt=$2 rc
   shift 2
   set +e
-  HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in \
+  env HOME="$WORK/home" ANTHROPIC_BASE_URL="$PROXY" "${CLAUDE_AUTH:-ANTHROPIC_API_KEY=sk-stand-in}" \
     CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 \
     timeout 180 "$CLAUDE" -p "$prompt" --allowedTools "Read,Edit,Bash,ToolSearch,TaskCreate" \
     --permission-mode acceptEdits --output-format json "$@" > "$WORK/$name.json" 2> "$WORK/$name.err"
@@ -360,6 +365,16 @@ say "a new session whose Read of a big file is refused, that runs the tests, who
 claude_run big "Run the tests" --allowedTools "Read,Bash"
 grep -q "One test fails." "$WORK/big.json" || fail "the test-run session did not finish: $(tail -c 500 "$WORK/big.json")"
 "$BIN" ctl entries.list '{}' > "$WORK/entries-big.json"
+BEFORE_SUB_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+# Signed in with a subscription (an OAuth token; the stand-in takes any), Claude Code asks for
+# an hour-long prompt cache: each of its breakpoints says `"ttl": "1h"`. The API refuses an
+# hour-long breakpoint after a five-minute one, so the projection's must be hour-long too.
+say "a new session signed in with a subscription (an OAuth token), whose breakpoints are hour-long"
+BEFORE_SUB_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
+CLAUDE_AUTH=CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-stand-in claude_run sub "Read calc.py and util.py"
+grep -q "Read on a subscription." "$WORK/sub.json" || fail "the subscription session did not finish: $(tail -c 500 "$WORK/sub.json")"
+SUB_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_SUB_REWRITTEN ))
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 # until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
@@ -421,7 +436,7 @@ fi
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
   "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_BIG_CALLS" \
-  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" << 'EOF'
+  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" "$BEFORE_SUB_CALLS" "$SUB_REWRITTEN" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -436,6 +451,7 @@ before_mcp = int(sys.argv[15])
 before_nb = int(sys.argv[16])
 before_big = int(sys.argv[17])
 before_tui, interactive = int(sys.argv[18]), sys.argv[19] == "1"
+before_sub, sub_rewritten = int(sys.argv[20]), int(sys.argv[21])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -469,7 +485,8 @@ image_calls = [c for c in every_call[before_image:before_skill] if c.get("answer
 skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer", 0) > 0]
 mcp_calls = [c for c in every_call[before_mcp:before_nb] if c.get("answer", 0) > 0]
 nb_calls = [c for c in every_call[before_nb:before_big] if c.get("answer", 0) > 0]
-big_calls = [c for c in every_call[before_big:before_tui] if c.get("answer", 0) > 0]
+big_calls = [c for c in every_call[before_big:before_sub] if c.get("answer", 0) > 0]
+sub_calls = [c for c in every_call[before_sub:before_tui] if c.get("answer", 0) > 0]
 tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
@@ -572,6 +589,29 @@ check(refusal and "generated.py" not in big_entries and "run_tests.py" in big_en
 saved = [json.dumps(c["body"]["messages"]).count("Full output saved to: ") for c in big_calls]
 check(saved == [0, 0, 1, 1, 1],
       f"a test run's output too large to send stays in the model's view as Claude Code showed it: where it was saved, and its first lines, once ({saved})")
+
+
+def marks(value, where=""):
+    """Every cache_control in `value`, with where it is."""
+    if isinstance(value, dict):
+        found = [(where, value["cache_control"])] if "cache_control" in value else []
+        return found + [m for k, v in value.items() for m in marks(v, f"{where}/{k}")]
+    if isinstance(value, list):
+        return [m for i, v in enumerate(value) for m in marks(v, f"{where}/{i}")]
+    return []
+
+
+sub_last = sub_calls[-1] if sub_calls else {"body": {}, "headers": {}}
+sub_marks = marks(sub_last["body"])
+# The projection's: on a message between the first and the last.
+sub_inner = [w for w, _ in sub_marks if w.startswith("/messages/")
+             and 0 < int(w.split("/")[2]) < len(sub_last["body"].get("messages", [])) - 1]
+check(len(sub_calls) >= 3 and sub_rewritten == len(sub_calls) - 1 and sub_inner
+      and 0 < len(sub_marks) <= 4 and all(m.get("ttl") == "1h" for _, m in sub_marks)
+      and {k.lower(): v for k, v in sub_last["headers"].items()}.get("authorization")
+      == "Bearer sk-ant-oat01-stand-in",
+      f"signed in with a subscription, the rewritten calls keep every breakpoint hour-long, the "
+      f"projection's too, and the token ({sub_rewritten} of {len(sub_calls) - 1} rewritten; {sub_marks})")
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
