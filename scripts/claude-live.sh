@@ -44,14 +44,9 @@ say() { echo "claude-live: $*"; }
 fail() { echo "claude-live: FAILED: $*" >&2; exit 1; }
 
 [ -x "$BIN" ] || fail "no worldfs at $BIN (make build)"
-command -v npm > /dev/null || fail "npm is needed to install Claude Code"
-if [ ! -x "$CLAUDE" ]; then
-  say "installing @anthropic-ai/claude-code@$VERSION into $PREFIX"
-  mkdir -p "$PREFIX"
-  npm install --prefix "$PREFIX" --no-fund --no-audit --loglevel=error \
-    "@anthropic-ai/claude-code@$VERSION" > /dev/null
-fi
-"$CLAUDE" --version > /dev/null 2>&1 || fail "$CLAUDE does not run"
+# shellcheck source=scripts/lib-npm.sh
+. "$WFS_ROOT/scripts/lib-npm.sh"
+npm_once @anthropic-ai/claude-code "$VERSION" "$PREFIX" claude || fail "no Claude Code to run"
 say "$("$CLAUDE" --version), $("$BIN" --version)"
 
 WORK=$(mktemp -d /tmp/worldfs-claude-live.XXXXXX)

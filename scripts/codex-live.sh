@@ -45,14 +45,9 @@ pass() { checks=$((checks + 1)); say "ok: $*"; }
 wfs_init
 wfs_find_bin
 BIN=$WORLDFS_BIN
-command -v npm > /dev/null || fail "npm is needed to install Codex"
-if [ ! -x "$CODEX" ]; then
-  say "installing @openai/codex@$VERSION into $PREFIX"
-  mkdir -p "$PREFIX"
-  npm install --prefix "$PREFIX" --no-fund --no-audit --loglevel=error \
-    "@openai/codex@$VERSION" > /dev/null
-fi
-"$CODEX" --version > /dev/null 2>&1 || fail "$CODEX does not run"
+# shellcheck source=scripts/lib-npm.sh
+. "$WFS_ROOT/scripts/lib-npm.sh"
+npm_once @openai/codex "$VERSION" "$PREFIX" codex || fail "no Codex to run"
 say "$("$CODEX" --version), $("$BIN" --version)"
 
 WORK=$(mktemp -d /tmp/worldfs-codex-live.XXXXXX)
