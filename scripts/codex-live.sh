@@ -362,8 +362,22 @@ check("<subagent_notification>" in middle and "prints its argument" in middle,
 text = said(resumed[-1]["body"]["input"])
 check("Does util.py still look like this screenshot?" in text and "return a + b" in text,
       "and the later prompt, with calc.py as it is now", text[-2000:])
+# The call after the slow command ended during its poll (its last call the poll): its last
+# turn is the command's, from its start, and what it printed is there once.
+polled = next(c["body"]["input"] for c in main if [
+    i.get("name") for i in c["body"]["input"] if i.get("type") == "function_call"][-1:]
+    == ["write_stdin"])
+started = [n for n, i in enumerate(polled) if i.get("type") == "function_call"
+           and "slow part done" in i.get("arguments", "")]
+printed = [t for i in polled for t in [i.get("output")] + [
+    p.get("text") for p in (i.get("content") if isinstance(i.get("content"), list) else [])]
+    if isinstance(t, str) and "slow part done\n" in t]
+check(started and started[0] > 3 and len(printed) == 1
+      and "session ID" in said(polled[started[0]:]) and "1 passed" in said(polled[started[0]:]),
+      "the call after a polled command ended holds the command from its start as it came, and "
+      "what it printed once", [said(i)[:200] for i in polled[3:]])
 PY
-checks=$((checks + 12))
+checks=$((checks + 13))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
 

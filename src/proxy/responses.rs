@@ -37,7 +37,10 @@
 //!    here, so the files are shown as text;
 //! 5. the real last turn, verbatim: the model's last output items (its reasoning, whose
 //!    encrypted content the API requires back as it was sent, its message, its calls) and
-//!    everything after them (the calls' outputs, a new prompt).
+//!    everything after them (the calls' outputs, a new prompt). When those calls poll a
+//!    command that outran Codex's wait (`write_stdin`), the turn starts where the command
+//!    did: what it printed before the last poll is in no hook's record until it ends (and
+//!    then as the step the turn shows), so it stays as the model read it, chunk by chunk.
 //!
 //! Every other field of the body (`instructions`, `tools`, `prompt_cache_key`, `reasoning`...)
 //! is left as it came.
@@ -83,6 +86,13 @@ const REPLACEABLE: [&str; 9] = [
     "web_search_call",
 ];
 
+/// Codex's tool that polls a command still running (and writes to its input), naming it by the
+/// `session_id` its start answered with ([`RUNNING`]).
+const POLL_TOOL: &str = "write_stdin";
+
+/// How Codex tells the model that a command outran its wait, before the command's session id.
+const RUNNING: &str = "Process running with session ID ";
+
 /// How Codex opens the user message that tells the model its environment (working directory,
 /// date, sandbox): at the head, and again in the history when a resumed session runs with
 /// other settings (0.171: the date, the time zone and the sandbox then).
@@ -109,11 +119,12 @@ const COMPACTIONS: [&str; 2] = ["compaction", "compaction_summary"];
 pub struct Plan {
     /// Items kept as they came before the projection: up to the first prompt's message.
     pub head_len: usize,
-    /// Index of the first item of the real last turn.
+    /// Index of the first item of the real last turn ([`last_turn_start`]).
     pub tail_start: usize,
     /// The call ids of the last turn's calls: the mount's last step is shown unless it is one
     /// of them (Codex's `apply_patch` is not yet a step when the call after it is made, so the
-    /// step before it is not in the turn).
+    /// step before it is not in the turn). A polled command's start is one: its step, recorded
+    /// when it ended, is the turn's.
     pub tail_calls: Vec<String>,
     /// The last compaction of the history replaced ([`COMPACTIONS`]): what the model wrote
     /// down of the conversation before it, which nothing else holds.
@@ -199,12 +210,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .filter(|&p| !items[..p].iter().any(is_output))
         .ok_or(Skip::OtherConversation)?;
     let head_len = prompt_at + 1;
-    // The last turn: the run of the model's output items before the trailing inputs.
-    let last_output = items.iter().rposition(is_output).ok_or(Skip::TooShort)?;
-    let tail_start = items[..=last_output]
-        .iter()
-        .rposition(|it| !is_output(it))
-        .map_or(0, |i| i + 1);
+    let tail_start = last_turn_start(items)?;
     if tail_start <= head_len {
         return Err(Skip::TooShort);
     }
@@ -248,6 +254,84 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         goal: goal.to_owned(),
         later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
     })
+}
+
+/// Where the real last turn starts: at the run of the model's last output items (before the
+/// trailing inputs), or earlier while that run polls a command ([`POLL_TOOL`]): at the run
+/// holding the call that started it.
+fn last_turn_start(items: &[Value]) -> Result<usize, Skip> {
+    let run_start = |end: usize| {
+        items[..end]
+            .iter()
+            .rposition(|it| !is_output(it))
+            .map_or(0, |i| i + 1)
+    };
+    let last_output = items.iter().rposition(is_output).ok_or(Skip::TooShort)?;
+    let mut start = run_start(last_output + 1);
+    // The runs taken in may poll other commands, started earlier still. Each move goes back,
+    // so this ends.
+    loop {
+        let began = items[start..]
+            .iter()
+            .enumerate()
+            .filter(|(_, it)| {
+                kind(it) == "function_call" && it.get("name") == Some(&json!(POLL_TOOL))
+            })
+            .filter_map(|(i, it)| command_start(&items[..start + i], &polled_session(it)?))
+            .min();
+        match began {
+            Some(b) if b < start => start = run_start(b),
+            _ => return Ok(start),
+        }
+    }
+}
+
+/// The session id a [`POLL_TOOL`] call names, as Codex prints it.
+fn polled_session(call: &Value) -> Option<String> {
+    let args: Value = serde_json::from_str(call.get("arguments")?.as_str()?).ok()?;
+    match args.get("session_id")? {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) if !s.is_empty() => Some(s.clone()),
+        _ => None,
+    }
+}
+
+/// Index of the call, not itself a poll, whose output says it left `session` running: the
+/// nearest in `items` (Codex may give a later command the id of one that ended), and none
+/// across a compaction (the history before it is not in the call).
+fn command_start(items: &[Value], session: &str) -> Option<usize> {
+    let said = format!("{RUNNING}{session}");
+    let since = items
+        .iter()
+        .rposition(|it| COMPACTIONS.contains(&kind(it)))
+        .map_or(0, |i| i + 1);
+    let items = &items[since..];
+    items.iter().enumerate().rev().find_map(|(i, it)| {
+        if kind(it) != "function_call_output" || !output_text(it).lines().any(|l| l.trim() == said)
+        {
+            return None;
+        }
+        let id = it.get("call_id")?;
+        let call = items[..i].iter().rposition(|c| {
+            kind(c) == "function_call"
+                && c.get("call_id") == Some(id)
+                && c.get("name") != Some(&json!(POLL_TOOL))
+        })?;
+        Some(since + call)
+    })
+}
+
+/// A call output's text: a string, or its text parts.
+fn output_text(item: &Value) -> String {
+    match item.get("output") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Array(parts)) => parts
+            .iter()
+            .filter_map(|p| p.get("text").and_then(Value::as_str))
+            .collect::<Vec<_>>()
+            .join("\n"),
+        _ => String::new(),
+    }
 }
 
 /// Whether a content part is an image or a file (what the model sees, and no text says).
@@ -801,6 +885,86 @@ mod tests {
             out["input"].as_array().and_then(|i| i.last()),
             Some(&json!({"type": "compaction_trigger"}))
         );
+    }
+
+    /// A call of `name` with its output, after its reasoning.
+    fn call(n: usize, name: &str, arguments: Value, output: &str) -> [Value; 3] {
+        [
+            json!({"type": "reasoning", "id": format!("rs_p{n}"), "summary": [],
+                   "encrypted_content": format!("gAAA-p{n}")}),
+            json!({"type": "function_call", "name": name, "arguments": arguments.to_string(),
+                   "call_id": format!("poll_{n}")}),
+            json!({"type": "function_call_output", "call_id": format!("poll_{n}"), "output": output}),
+        ]
+    }
+
+    fn running(session: u32, printed: &str) -> String {
+        format!(
+            "Chunk ID: 1f2e\nWall time: 0.2501 seconds\nProcess running with session ID {session}\nOriginal token count: 3\nOutput:\n{printed}"
+        )
+    }
+
+    #[test]
+    fn a_polled_command_is_the_last_turn_from_its_start() {
+        let slow = json!({"cmd": "python3 test_calc.py; sleep 1; echo done", "yield_time_ms": 250});
+        let poll = |s: Value| json!({"session_id": s, "chars": "", "yield_time_ms": 5000});
+        let mut body = request(2);
+        let input = body["input"].as_array_mut().expect("input");
+        // An earlier command that had the same session id, and ended polled.
+        input.extend(call(0, "exec_command", slow.clone(), &running(7, "")));
+        input.extend(call(
+            1,
+            POLL_TOOL,
+            poll(json!(7)),
+            "Process exited with code 0\nOutput:\n",
+        ));
+        let started = input.len();
+        input.extend(call(2, "exec_command", slow, &running(7, "1 passed\n")));
+        input.extend(call(3, POLL_TOOL, poll(json!(7)), &running(7, "")));
+        input.extend(call(
+            4,
+            POLL_TOOL,
+            poll(json!("7")),
+            "Process exited with code 0\nOutput:\ndone\n",
+        ));
+        let p = plan(&body, Some(PROMPT)).expect("plan");
+        assert_eq!(
+            p.tail_start, started,
+            "the turn starts with the command's reasoning"
+        );
+        assert_eq!(p.tail_calls, ["poll_2", "poll_3", "poll_4"]);
+        let out = splice(&body, &p, PROJECTION).expect("splice");
+        let sent = out["input"].as_array().expect("input");
+        assert_eq!(
+            &sent[4..],
+            &body["input"].as_array().expect("input")[started..]
+        );
+        assert_eq!(said(sent).matches("1 passed").count(), 1, "{sent:?}");
+
+        // While it runs, the same: what it printed first is in no record yet.
+        let mut running_now = body.clone();
+        running_now["input"]
+            .as_array_mut()
+            .expect("input")
+            .truncate(started + 6);
+        let p = plan(&running_now, Some(PROMPT)).expect("plan");
+        assert_eq!((p.tail_start, p.tail_calls.len()), (started, 2));
+
+        // A poll whose start is not in the call (compacted, or not Codex's words) moves nothing.
+        let mut compacted = body.clone();
+        let input = compacted["input"].as_array_mut().expect("input");
+        input.insert(
+            started + 2,
+            json!({"type": "compaction", "id": "cmp", "encrypted_content": "x"}),
+        );
+        let p = plan(&compacted, Some(PROMPT)).expect("plan");
+        assert_eq!(p.tail_calls, ["poll_4"]);
+        let mut unknown = body.clone();
+        for at in [started - 4, started + 2] {
+            unknown["input"][at]["output"] = json!("Output:\n1 passed\n");
+        }
+        let p = plan(&unknown, Some(PROMPT)).expect("plan");
+        assert_eq!(p.tail_calls, ["poll_4"]);
     }
 
     #[test]
