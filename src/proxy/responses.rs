@@ -49,7 +49,7 @@ use std::collections::HashSet;
 
 use serde_json::{Map, Value, json};
 
-use super::rewrite::{Invalid, Skip, last_views};
+use super::rewrite::{Invalid, Skip, last_views, result_text};
 use crate::claude_hook::LATER_PROMPT;
 
 /// Codex's shell tool, by the names it has had: the projection's files are what it reads.
@@ -307,7 +307,10 @@ fn command_start(items: &[Value], session: &str) -> Option<usize> {
         .map_or(0, |i| i + 1);
     let items = &items[since..];
     items.iter().enumerate().rev().find_map(|(i, it)| {
-        if kind(it) != "function_call_output" || !output_text(it).lines().any(|l| l.trim() == said)
+        if kind(it) != "function_call_output"
+            || !result_text(it.get("output"))
+                .lines()
+                .any(|l| l.trim() == said)
         {
             return None;
         }
@@ -319,19 +322,6 @@ fn command_start(items: &[Value], session: &str) -> Option<usize> {
         })?;
         Some(since + call)
     })
-}
-
-/// A call output's text: a string, or its text parts.
-fn output_text(item: &Value) -> String {
-    match item.get("output") {
-        Some(Value::String(s)) => s.clone(),
-        Some(Value::Array(parts)) => parts
-            .iter()
-            .filter_map(|p| p.get("text").and_then(Value::as_str))
-            .collect::<Vec<_>>()
-            .join("\n"),
-        _ => String::new(),
-    }
 }
 
 /// Whether a content part is an image or a file (what the model sees, and no text says).

@@ -601,8 +601,9 @@ pub fn read_gutter(body: &Value) -> Option<LineNumbers> {
         .find_map(|b| LineNumbers::of_read_result(&result_text(b.get("content"))))
 }
 
-/// The text of a tool result's content (a string, or text blocks).
-fn result_text(content: Option<&Value>) -> String {
+/// The text of a tool result's content (a string, or text blocks); a Responses call output's
+/// `output` is of the same shape.
+pub(super) fn result_text(content: Option<&Value>) -> String {
     match content {
         Some(Value::String(s)) => s.clone(),
         Some(Value::Array(blocks)) => blocks
