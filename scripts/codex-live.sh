@@ -124,7 +124,14 @@ cat > "$WORK/script.json" << 'EOF'
   {"text": "Compacted: calc.py is fixed."},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}, "input_tokens": 250000},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
-  {"text": "Summarised: util.py is not documented."}
+  {"text": "Summarised: util.py is not documented."},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
+  {"text": "Goal turn one: util.py read."},
+  {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
+  {"tool": "update_goal", "input": {"status": "complete"}},
+  {"text": "Goal met: util.py prints its argument."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -485,20 +492,40 @@ if [ "${INTERACTIVE:-1}" = 1 ]; then
   fi
   screen_has "Ask Codex" 30 || fail "Codex did not start after the hooks were trusted: $(tmux capture-pane -p -t "$TUI")"
   grep -q "trusted_hash" "$WORK/codex-home-tui/config.toml" || fail "trusting wrote no hook trust: $(cat "$WORK/codex-home-tui/config.toml")"
-  # The input box shows before it takes keys.
+  # The input box shows before it takes keys. A thread goal, which Codex pursues over turns
+  # of its own, and which reaches the hooks as no prompt.
   sleep 1
-  tmux send-keys -t "$TUI" -l "What does util.py do?"
+  before=$(wc -l < "$WORK/api.jsonl")
+  tmux send-keys -t "$TUI" -l "/goal What does util.py do?"
   sleep 0.3
   tmux send-keys -t "$TUI" Enter
-  for _ in $(seq 100); do
-    "$BIN" ctl -C "$PROJ" goal.get '{}' 2> /dev/null | grep -q "What does util.py do?" && break
-    sleep 0.2
-  done
-  "$BIN" ctl -C "$PROJ" goal.get '{}' | grep -q "What does util.py do?" \
+  screen_has "Goal met" 30 || fail "the goal's turns did not end: $(tmux capture-pane -p -t "$TUI")"
+  "$BIN" ctl -C "$PROJ" goal.get '{}' | grep -q '"goal": "What does util.py do?"' \
     || fail "the trusted hooks did not set the interactive session's goal: $("$BIN" ctl -C "$PROJ" goal.get '{}'); the screen: $(tmux capture-pane -p -t "$TUI")"
   # Codex's working directory is in the mount: it must be gone before the unmount.
   tmux kill-session -t "$TUI"
-  pass "after \"Trust all and continue\", an interactive Codex's hooks set its goal"
+  pass "after \"Trust all and continue\", an interactive Codex's hooks set its goal: the objective of its /goal"
+  python3 - "$WORK" "$before" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line)["body"]["input"] for line in open(f"{work}/api.jsonl")][before:]
+calls = [c for c in calls if any(i.get("name") == "goal_objective" for i in c)]
+last = calls[-1] if calls else []
+text = json.dumps(last)
+# Two turns: two reads, an answer; two reads, update_goal, the answer.
+made = [i.get("name") for i in last if i.get("type") == "function_call"]
+if (len(calls) != 7 or "/project/NOTES.md\\n```" not in text or made != ["update_goal"]
+        or text.count("Continue working toward") != 1):
+    print(f"codex-live: FAILED: the goal's last call holds the objective, Codex's word on the "
+          f"goal once, the projection and the last call: {len(calls)} calls, {made}; "
+          f"{text[-3000:]}", file=sys.stderr)
+    sys.exit(1)
+print("codex-live: ok: the calls of the goal's turns went with the projection in place of "
+      "their history, Codex's word on the goal once")
+PY
+  checks=$((checks + 1))
 fi
 
 say "all $checks checks passed"

@@ -127,17 +127,22 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     let event: Value = serde_json::from_str(&text).context("the hook event is not JSON")?;
     let plan = plan(&event);
     // Codex's `apply_patch` calls that ended since the turn's previous event: steps no event
-    // of their own tells, recorded before this event's (they came first).
+    // of their own tells, recorded before this event's (they came first). And its thread
+    // goal, which no prompt told.
     let own = event.get("tool_use_id").and_then(Value::as_str);
-    // A subagent's patches are its own conversation's steps, as its other calls are.
-    let mut patches = if in_subagent(&event) {
-        Vec::new()
+    // A subagent's patches are its own conversation's steps, as its other calls are, and its
+    // task is not the user's goal.
+    let codex::RolloutNews {
+        mut patches,
+        objective,
+    } = if in_subagent(&event) {
+        codex::RolloutNews::default()
     } else {
-        codex::finished_patches(&event)
+        codex::rollout_news(&event)
     };
     // A freeform `apply_patch`'s own PostToolUse tells it, with what the model was told.
     patches.retain(|p| p.get("tool_use_id").and_then(Value::as_str) != own);
-    if plan == Plan::Nothing && patches.is_empty() {
+    if plan == Plan::Nothing && patches.is_empty() && objective.is_none() {
         return Ok(());
     }
     // The event's `cwd` is the agent's; the hook may run elsewhere. The hook's own directory
@@ -154,6 +159,11 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
     let in_session = |params: Value| of_session(params, session);
+    if let Some(objective) = objective
+        && let Err(e) = add_objective(&mut c, in_session(json!({})), &objective)
+    {
+        tracing::info!("worldfs hook: Codex's thread goal is not recorded: {e}");
+    }
     for patch in patches {
         if let Err(e) = record_step(&mut c, in_session(patch)) {
             tracing::info!("worldfs hook: an apply_patch step is not recorded: {e}");
@@ -299,6 +309,20 @@ fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
         }
         other => other.map(drop),
     }
+}
+
+/// Adds a Codex thread goal's `objective` to the goal of the session `params` names, as a
+/// prompt, unless one of its prompts says it already: every event of a turn reads it again.
+fn add_objective(c: &mut Client, params: Value, objective: &str) -> anyhow::Result<()> {
+    let now = c.call("goal.get", params.clone())?;
+    let now = now.get("goal").and_then(Value::as_str);
+    if now.is_some_and(|g| g.split(LATER_PROMPT).any(|p| p.trim() == objective)) {
+        return Ok(());
+    }
+    let mut params = params;
+    params["goal"] = goal_with(now, objective).into();
+    c.call("goal.set", params)?;
+    Ok(())
 }
 
 /// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.

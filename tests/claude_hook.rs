@@ -1058,6 +1058,47 @@ fn a_codex_command_read_over_several_polls_is_cached_whole() {
     assert_eq!(cached["output"], format!("Exit code 3\n{whole}"), "{r}");
 }
 
+/// A Codex session begun with `/goal OBJECTIVE` has no prompt: the goal is the objective its
+/// rollout tells of, once, and a later prompt is added to it as to any goal.
+#[test]
+fn a_codex_thread_goal_is_the_goal() {
+    let (_m, mut c, cwd) = calc_mount();
+    let rollouts = tempfile::tempdir().expect("tempdir");
+    let rollout = rollouts.path().join("rollout.jsonl");
+    let goal_set = |objective: &str| {
+        let record = json!({"type": "event_msg", "payload": {"type": "thread_goal_updated",
+            "threadId": "s1", "goal": {"threadId": "s1", "objective": objective,
+                                       "status": "active", "tokensUsed": 0}}});
+        let mut text = std::fs::read_to_string(&rollout).unwrap_or_default();
+        text.push_str(&format!("{record}\n"));
+        std::fs::write(&rollout, text).expect("rollout");
+    };
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "SessionStart", "source": "startup"}),
+    );
+    goal_set("Fix calc");
+    let cat = Some(("Bash", "call_1", "cat calc.py"));
+    tell_codex(&cwd, &rollout, "PreToolUse", "t1", cat, None);
+    assert_eq!(goal(&mut c), "Fix calc");
+    tell_codex(&cwd, &rollout, "PostToolUse", "t1", cat, Some("x = 1\n"));
+    tell_codex(&cwd, &rollout, "Stop", "t1", None, None);
+    assert_eq!(goal(&mut c), "Fix calc", "told once");
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "UserPromptSubmit", "turn_id": "t2", "prompt": "Now test it"}),
+    );
+    // The objective edited: the new one is added as a later prompt would be.
+    goal_set("Fix calc and test it");
+    tell_codex(&cwd, &rollout, "Stop", "t2", None, None);
+    assert_eq!(
+        goal(&mut c),
+        "Fix calc\n\nThen the user asked:\nNow test it\n\nThen the user asked:\nFix calc and test it"
+    );
+}
+
 /// Codex tells no hook when an `apply_patch` is done: the turn's next event reads it back from
 /// the rollout and records it as a step, once, before its own; a patch of another turn is not
 /// this turn's to record.

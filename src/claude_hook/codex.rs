@@ -135,10 +135,22 @@ pub fn is_apply_patch(event: &Value) -> bool {
 /// Most patch steps one event records: those since the turn's previous event are a few.
 const MAX_PATCHES: usize = 16;
 
-/// `step.record` params (recorded `once`) for the `apply_patch` calls Codex has finished in
-/// this event's turn, oldest first, as its rollout tells them; none for an event not of Codex
-/// (which names its turn), or one that comes before no patch could have ended.
-pub fn finished_patches(event: &Value) -> Vec<Value> {
+/// What Codex's rollout tells that no hook event does, read at the turn's tool events and its
+/// `Stop`.
+#[derive(Debug, Default, PartialEq)]
+pub struct RolloutNews {
+    /// `step.record` params (recorded `once`) for the `apply_patch` calls Codex has finished
+    /// in this event's turn, oldest first.
+    pub patches: Vec<Value>,
+    /// The objective of the thread goal set last, when the rollout's end tells of one. A goal
+    /// set with `/goal OBJECTIVE` reaches no hook as a prompt, and while it runs Codex starts
+    /// turns of its own: the objective is the user's task then, as a prompt would be.
+    pub objective: Option<String>,
+}
+
+/// What the rollout tells of this event's turn ([`RolloutNews`]); nothing for an event not of
+/// Codex (which names its turn), or one that comes before a patch could have ended.
+pub fn rollout_news(event: &Value) -> RolloutNews {
     let field = |k: &str| {
         event
             .get(k)
@@ -149,33 +161,42 @@ pub fn finished_patches(event: &Value) -> Vec<Value> {
         field("hook_event_name"),
         Some("PreToolUse" | "PostToolUse" | "Stop")
     ) {
-        return Vec::new();
+        return RolloutNews::default();
     }
     let (Some(turn), Some(path)) = (
         field("turn_id"),
         field("transcript_path").filter(|p| p.starts_with('/')),
     ) else {
-        return Vec::new();
+        return RolloutNews::default();
     };
-    match patches_in(Path::new(path), turn) {
-        Ok(steps) => steps,
+    match news_in(Path::new(path), turn) {
+        Ok(news) => news,
         Err(e) => {
             tracing::info!("worldfs hook: reading Codex's rollout {path}: {e}");
-            Vec::new()
+            RolloutNews::default()
         }
     }
 }
 
-/// The patches of turn `turn` ended in the rollout's last part, as steps.
-fn patches_in(path: &Path, turn: &str) -> std::io::Result<Vec<Value>> {
+/// The record type Codex writes when a thread goal is set or changes (0.171), with the goal
+/// (`objective`, `status`...).
+const GOAL_UPDATED: &str = "thread_goal_updated";
+
+/// What the rollout's last part tells: the patches of turn `turn` ended, as steps, and the
+/// thread goal's objective.
+fn news_in(path: &Path, turn: &str) -> std::io::Result<RolloutNews> {
     let mut file = std::fs::File::open(path)?;
     let text = tail(&mut file, TAILS[0])?;
     // The model's call of each patch, written before it ran: its command is the step's input.
     let mut calls: HashMap<String, Value> = HashMap::new();
     let mut steps = Vec::new();
+    let mut objective = None;
     for line in text.lines() {
-        // Most records are neither; parsing only those that may be keeps this cheap.
-        if !(line.contains("\"FileChange\"") || line.contains("_call\"")) {
+        // Most records are none of these; parsing only those that may be keeps this cheap.
+        if !(line.contains("\"FileChange\"")
+            || line.contains("_call\"")
+            || line.contains(GOAL_UPDATED))
+        {
             continue;
         }
         let Ok(record) = serde_json::from_str::<Value>(line) else {
@@ -189,6 +210,16 @@ fn patches_in(path: &Path, turn: &str) -> std::io::Result<Vec<Value>> {
             Some("function_call" | "custom_tool_call") => {
                 if let Some(call) = id(payload, "call_id") {
                     calls.insert(call, payload.clone());
+                }
+            }
+            Some(GOAL_UPDATED) => {
+                if let Some(o) = payload
+                    .pointer("/goal/objective")
+                    .and_then(Value::as_str)
+                    .map(str::trim)
+                    .filter(|o| !o.is_empty())
+                {
+                    objective = Some(o.to_owned());
                 }
             }
             Some("item_completed")
@@ -205,7 +236,10 @@ fn patches_in(path: &Path, turn: &str) -> std::io::Result<Vec<Value>> {
         }
     }
     let skip = steps.len().saturating_sub(MAX_PATCHES);
-    Ok(steps.split_off(skip))
+    Ok(RolloutNews {
+        patches: steps.split_off(skip),
+        objective,
+    })
 }
 
 /// The step of patch call `id`, ended as `item` says (`status`, `stdout`, `stderr`, the

@@ -13,14 +13,19 @@
 //! 1. every item up to the first prompt's message, and that message, as they came: Codex's
 //!    developer messages (its instructions, the skills), its environment context, the
 //!    project's AGENTS.md. They are the same at every call, so a prompt cache keeps them; and
-//!    the projection leaves out the AGENTS.md they show while it is as they show it;
+//!    the projection leaves out the AGENTS.md they show while it is as they show it. A
+//!    session begun with a thread goal (`/goal OBJECTIVE`) has no prompt's message: its
+//!    objective comes as an output of no call, `goal_objective` ([`GOAL_OBJECTIVE`]), which
+//!    stands for it;
 //! 2. the last compaction OpenAI's servers made of the conversation, as it came (with the
 //!    `openai` provider Codex compacts by sending the conversation with a `compaction_trigger`
 //!    item last, and the answer's one `compaction` item, encrypted, stands for the history
 //!    before it from then on); then the developer messages of the history replaced (Codex
 //!    says there when permissions or the model change), and its updates of the environment
 //!    context (the sandbox, the date, when a session is resumed with other settings), once
-//!    each, in order;
+//!    each, in order, and the last of each kind of what Codex tells the model of its thread
+//!    goal (`<codex_internal_context source="goal">`, repeated at every turn a goal runs,
+//!    about 6 KB, with the tokens used so far: only the last is still true);
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), the images
@@ -45,7 +50,7 @@
 //! Every other field of the body (`instructions`, `tools`, `prompt_cache_key`, `reasoning`...)
 //! is left as it came.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde_json::{Map, Value, json};
 
@@ -109,6 +114,38 @@ fn is_instruction(item: &Value) -> bool {
                     .is_some_and(|t| t.trim_start().starts_with(ENVIRONMENT_CONTEXT))))
 }
 
+/// How Codex opens a user message that tells the model what it keeps of the thread, before
+/// the kind (`source="goal"`: go on with the thread's goal; `source="user_goal"`: the user set
+/// it).
+const INTERNAL_CONTEXT: &str = "<codex_internal_context source=\"";
+
+/// The kind of one of Codex's [`INTERNAL_CONTEXT`] messages. Each kind says where the thread
+/// stands now, so a later one of a kind replaces an earlier one.
+fn internal_context(item: &Value) -> Option<&str> {
+    if !is_user_message(item) {
+        return None;
+    }
+    let rest = texts(item)
+        .first()?
+        .trim_start()
+        .strip_prefix(INTERNAL_CONTEXT)?;
+    rest.split_once('"').map(|(source, _)| source)
+}
+
+/// The name of the output, answering no call, in which Codex gives the model its thread
+/// goal's objective: after the head, in place of a prompt, when a session begins with a goal.
+const GOAL_OBJECTIVE: &str = "goal_objective";
+
+/// Whether `item` gives the thread goal's objective as `objective`.
+fn is_objective(item: &Value, objective: &str) -> bool {
+    kind(item) == "function_call_output"
+        && item.get("name").and_then(Value::as_str) == Some(GOAL_OBJECTIVE)
+        && item
+            .get("output")
+            .and_then(Value::as_str)
+            .is_some_and(|o| o.trim() == objective)
+}
+
 /// Item types of the compaction OpenAI's servers make of a conversation: opaque (encrypted), read
 /// by the model alone, so kept, the last one ([`Plan::compaction`]). `compaction_summary` is the
 /// name Codex took them by before.
@@ -130,7 +167,8 @@ pub struct Plan {
     /// down of the conversation before it, which nothing else holds.
     pub compaction: Option<Value>,
     /// The developer messages and environment updates of the history replaced
-    /// ([`is_instruction`]), once each, in order.
+    /// ([`is_instruction`]), once each, and the last of each kind of [`internal_context`], in
+    /// order.
     pub instructions: Vec<Value>,
     /// Content parts of the history replaced that no file holds ([`prompt_media`],
     /// [`viewed_media`]).
@@ -202,11 +240,15 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         None => (goal, None),
     };
     let prompt = prompt.trim();
-    // The prompt's message is the first user message saying it; before it, only what Codex
-    // puts at the head of every conversation (no model output).
+    // The prompt's message is the first user message saying it (or the objective of the
+    // thread goal that began the session); before it, only what Codex puts at the head of
+    // every conversation (no model output).
     let prompt_at = items
         .iter()
-        .position(|it| is_user_message(it) && texts(it).iter().any(|t| t.trim() == prompt))
+        .position(|it| {
+            (is_user_message(it) && texts(it).iter().any(|t| t.trim() == prompt))
+                || is_objective(it, prompt)
+        })
         .filter(|&p| !items[..p].iter().any(is_output))
         .ok_or(Skip::OtherConversation)?;
     let head_len = prompt_at + 1;
@@ -227,9 +269,19 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .rfind(|it| COMPACTIONS.contains(&kind(it)))
         .cloned();
     let mut seen = HashSet::new();
+    let last_of_kind: HashMap<&str, usize> = replaced
+        .iter()
+        .enumerate()
+        .filter_map(|(i, it)| Some((internal_context(it)?, i)))
+        .collect();
     let instructions = replaced
         .iter()
-        .filter(|it| is_instruction(it))
+        .enumerate()
+        .filter(|&(i, it)| match internal_context(it) {
+            Some(k) => last_of_kind.get(k) == Some(&i),
+            None => is_instruction(it),
+        })
+        .map(|(_, it)| it)
         // Each message has an id of its own: the same words twice are one instruction.
         .filter(|it| seen.insert(it.get("content").map(Value::to_string)))
         .cloned()
@@ -573,6 +625,9 @@ fn check(body: &Value) -> Result<(), Invalid> {
                 Some(id) if called.contains(id) => {
                     answered.insert(id);
                 }
+                // Codex's own context ([`GOAL_OBJECTIVE`]) answers no call: a cut cannot have
+                // orphaned it.
+                None if it.get("name").is_some() => {}
                 _ => problems.push(format!("/input/{i}: an output of no call before it")),
             },
             _ => {}
@@ -955,6 +1010,68 @@ mod tests {
         }
         let p = plan(&unknown, Some(PROMPT)).expect("plan");
         assert_eq!(p.tail_calls, ["poll_4"]);
+    }
+
+    #[test]
+    fn a_session_begun_with_a_thread_goal_is_cut_after_its_objective() {
+        let goal = |used: usize| {
+            user(&format!(
+                "<codex_internal_context source=\"goal\">\nContinue working toward the active \
+                 thread goal.\n\nBudget:\n- Tokens used: {used}\n</codex_internal_context>"
+            ))
+        };
+        let mut input = vec![
+            developer("You are Codex, a coding agent."),
+            user(
+                "<codex_internal_context source=\"user_goal\">\nUser set the goal: \"Fix add() in calc.py\"\n</codex_internal_context>",
+            ),
+            user("<environment_context>\n  <cwd>/p</cwd>\n</environment_context>"),
+            json!({"type": "function_call_output", "name": GOAL_OBJECTIVE, "namespace": "agent",
+                   "output": PROMPT}),
+        ];
+        for turn in 0..3 {
+            input.push(goal(turn * 4));
+            input.extend(call(
+                turn,
+                "exec_command",
+                json!({"cmd": "cat calc.py"}),
+                "def add(a, b):\n",
+            ));
+            input.push(json!({"type": "message", "role": "assistant",
+                              "content": [{"type": "output_text", "text": format!("Turn {turn}.")}]}));
+        }
+        input.push(user("Now read NOTES.md"));
+        input.extend(call(
+            3,
+            "exec_command",
+            json!({"cmd": "cat NOTES.md"}),
+            "# Notes\n",
+        ));
+        input.extend(call(
+            4,
+            "exec_command",
+            json!({"cmd": "cat NOTES.md"}),
+            "# Notes\n",
+        ));
+        let mut body = request(0);
+        body["input"] = Value::Array(input);
+        let goal_text = format!("{PROMPT}{LATER_PROMPT}Now read NOTES.md");
+        let p = plan(&body, Some(&goal_text)).expect("a goal's session is the session's");
+        assert_eq!(p.head_len, 4, "the head ends with the objective");
+        // Of Codex's word on the goal, the last turn's alone: the earlier ones' budgets are
+        // out of date.
+        assert_eq!(p.instructions, [goal(8)]);
+        let out = splice(&body, &p, &format!("# Goal\n\n{goal_text}\n\n{PROJECTION}"))
+            .expect("Codex's objective, an output of no call, is no cut gone wrong");
+        let sent = said(out["input"].as_array().expect("input"));
+        assert_eq!(sent.matches("Continue working toward").count(), 1, "{sent}");
+        assert_eq!(sent.matches("Now read NOTES.md").count(), 1, "{sent}");
+
+        // A goal the mount does not know of (no hook told it) is not taken for this one.
+        assert_eq!(
+            plan(&body, Some("Now read NOTES.md")),
+            Err(Skip::OtherConversation)
+        );
     }
 
     #[test]
