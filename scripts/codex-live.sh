@@ -526,6 +526,10 @@ print("codex-live: ok: the calls of the goal's turns went with the projection in
       "their history, Codex's word on the goal once")
 PY
   checks=$((checks + 1))
+  "$BIN" ctl -C "$PROJ" commands.list '{}' > "$WORK/commands-goal.json"
+  ! grep -q '"tool": "update_goal"' "$WORK/commands-goal.json" \
+    || fail "update_goal's answer was kept as an output: $(cat "$WORK/commands-goal.json")"
+  pass "update_goal's answer (the goal, which the projection says) is not kept as an output"
 fi
 
 say "all $checks checks passed"

@@ -590,7 +590,9 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
 /// (the world shows the file as it is now; a Read of a file it leaves out is kept by
 /// `keep_unshown`), Bash (its output is cached, or kept by `untracked_tool`), the searches
 /// (cached), the task tools (the structured state), ToolSearch and Skill (the proxy keeps what
-/// they load), and a background shell's kill. Every other tool's result is kept: a subagent's
+/// they load), a background shell's kill, and Codex's goal tools (the objective is the goal,
+/// and Codex tells the model where its goal stands at every turn it runs). Every other tool's
+/// result is kept: a subagent's
 /// report (the work of many calls, in a few paragraphs), a fetched page, a web search, an MCP
 /// tool's answer (an issue, a query's rows), the user's answers to the agent's questions.
 const NOT_KEPT: &[&str] = &[
@@ -616,6 +618,9 @@ const NOT_KEPT: &[&str] = &[
     "Skill",
     "KillShell",
     "KillBash",
+    "get_goal",
+    "create_goal",
+    "update_goal",
 ];
 
 /// How much of an output too large to send Claude Code shows the model (its "Preview (first
@@ -1107,6 +1112,23 @@ mod tests {
                 .is_some_and(|o| o.contains("a.py sets x.")),
             "{kept}"
         );
+    }
+
+    /// Codex's thread goal: what its tools answer is the goal and its budget, which the
+    /// projection's goal and Codex's own word at each turn tell; kept, each answer would be an
+    /// output in every projection until it faded.
+    #[test]
+    fn codexs_goal_tools_answers_are_not_kept() {
+        let goal = "{\"goal\":{\"objective\":\"Fix calc\",\"status\":\"active\",\"tokensUsed\":6}}";
+        for (tool, input) in [
+            ("get_goal", json!({})),
+            ("create_goal", json!({"objective": "Fix calc"})),
+            ("update_goal", json!({"status": "complete"})),
+        ] {
+            let ev = post(tool, input, json!(goal));
+            assert_eq!(command_params(&ev), None, "{tool}");
+            assert_eq!(step_params(&ev)["tool_name"], tool, "still the last step");
+        }
     }
 
     fn pre(tool: &str, input: Value) -> Value {
