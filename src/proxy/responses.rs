@@ -43,8 +43,8 @@
 //! 5. the real last turn, verbatim: the model's last output items (its reasoning, whose
 //!    encrypted content the API requires back as it was sent, its message, its calls) and
 //!    everything after them (the calls' outputs, a new prompt). When those calls poll a
-//!    command that outran Codex's wait (`write_stdin`), the turn starts where the command
-//!    did: what it printed before the last poll is in no hook's record until it ends (and
+//!    command that outran Codex's wait (`write_stdin`), with nothing but polls since it began,
+//!    the turn starts where the command did: what it printed before the last poll is in no hook's record until it ends (and
 //!    then as the step the turn shows), so it stays as the model read it, chunk by chunk.
 //!
 //! Every other field of the body (`instructions`, `tools`, `prompt_cache_key`, `reasoning`...)
@@ -310,8 +310,13 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
 
 /// Where the real last turn starts: at the run of the model's last output items (before the
 /// trailing inputs), or earlier while that run polls a command ([`POLL_TOOL`]): at the run
-/// holding the call that started it.
+/// holding the call that started it, when the model has done nothing but poll since. A
+/// command polled now and then among other work (a server left running) stays where it was:
+/// its start may be a hundred turns back, and the history since then is the projection's.
 fn last_turn_start(items: &[Value]) -> Result<usize, Skip> {
+    let is_call = |it: &&Value| kind(it).ends_with("_call");
+    let is_poll =
+        |it: &Value| kind(it) == "function_call" && it.get("name") == Some(&json!(POLL_TOOL));
     let run_start = |end: usize| {
         items[..end]
             .iter()
@@ -326,10 +331,9 @@ fn last_turn_start(items: &[Value]) -> Result<usize, Skip> {
         let began = items[start..]
             .iter()
             .enumerate()
-            .filter(|(_, it)| {
-                kind(it) == "function_call" && it.get("name") == Some(&json!(POLL_TOOL))
-            })
+            .filter(|(_, it)| is_poll(it))
             .filter_map(|(i, it)| command_start(&items[..start + i], &polled_session(it)?))
+            .filter(|&b| b < start && items[b + 1..start].iter().filter(is_call).all(is_poll))
             .min();
         match began {
             Some(b) if b < start => start = run_start(b),
@@ -1003,6 +1007,19 @@ mod tests {
             json!({"type": "compaction", "id": "cmp", "encrypted_content": "x"}),
         );
         let p = plan(&compacted, Some(PROMPT)).expect("plan");
+        assert_eq!(p.tail_calls, ["poll_4"]);
+        // Other work since the command began (a server polled now and then): its start stays
+        // in the history replaced.
+        let mut busy = body.clone();
+        let input = busy["input"].as_array_mut().expect("input");
+        let other = call(
+            9,
+            "exec_command",
+            json!({"cmd": "cat calc.py"}),
+            "def add(a, b):\n",
+        );
+        input.splice(started + 3..started + 3, other);
+        let p = plan(&busy, Some(PROMPT)).expect("plan");
         assert_eq!(p.tail_calls, ["poll_4"]);
         let mut unknown = body.clone();
         for at in [started - 4, started + 2] {
