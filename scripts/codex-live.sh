@@ -124,6 +124,7 @@ cat > "$WORK/script.json" << 'EOF'
   {"text": "Compacted: calc.py is fixed."},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}, "input_tokens": 250000},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "create_goal", "input": {"objective": "Document util.py"}},
   {"text": "Summarised: util.py is not documented."},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
@@ -453,6 +454,11 @@ print("codex-live: ok: after Codex compacted by asking for a summary, its calls 
       "summary once, then the projection")
 PY
 checks=$((checks + 1))
+# That session's model made a thread goal at last (`create_goal`, as at a user's word): the
+# goal of its next calls, which no prompt says.
+"$BIN" ctl -C "$PROJ" goal.get '{}' | grep -qF 'Is util.py documented?\n\nThen the user asked:\nDocument util.py"' \
+  || fail "the goal the model created is not the session's: $("$BIN" ctl -C "$PROJ" goal.get '{}')"
+pass "a thread goal the model created joins the session's goal"
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.

@@ -140,9 +140,14 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
     } else {
         codex::rollout_news(&event)
     };
+    // The goal the rollout tells of came before one this event's `create_goal` made.
+    let objectives: Vec<String> = objective
+        .into_iter()
+        .chain(codex::created_goal(&event).filter(|_| !in_subagent(&event)))
+        .collect();
     // A freeform `apply_patch`'s own PostToolUse tells it, with what the model was told.
     patches.retain(|p| p.get("tool_use_id").and_then(Value::as_str) != own);
-    if plan == Plan::Nothing && patches.is_empty() && objective.is_none() {
+    if plan == Plan::Nothing && patches.is_empty() && objectives.is_empty() {
         return Ok(());
     }
     // The event's `cwd` is the agent's; the hook may run elsewhere. The hook's own directory
@@ -159,10 +164,10 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         .and_then(Value::as_str)
         .filter(|s| !s.is_empty());
     let in_session = |params: Value| of_session(params, session);
-    if let Some(objective) = objective
-        && let Err(e) = add_objective(&mut c, in_session(json!({})), &objective)
-    {
-        tracing::info!("worldfs hook: Codex's thread goal is not recorded: {e}");
+    for objective in &objectives {
+        if let Err(e) = add_objective(&mut c, in_session(json!({})), objective) {
+            tracing::info!("worldfs hook: Codex's thread goal is not recorded: {e}");
+        }
     }
     for patch in patches {
         if let Err(e) = record_step(&mut c, in_session(patch)) {

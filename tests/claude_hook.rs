@@ -1097,6 +1097,25 @@ fn a_codex_thread_goal_is_the_goal() {
         goal(&mut c),
         "Fix calc\n\nThen the user asked:\nNow test it\n\nThen the user asked:\nFix calc and test it"
     );
+
+    // A goal the model creates (at the user's word) has no record in the rollout: its
+    // `create_goal` tells it.
+    tell_as(
+        &cwd,
+        "s1",
+        json!({"hook_event_name": "PostToolUse", "turn_id": "t3", "model": "gpt-5-codex",
+               "transcript_path": rollouts.path().join("none.jsonl").to_string_lossy(),
+               "tool_name": "create_goal", "tool_use_id": "call_g",
+               "tool_input": {"objective": "Document calc"},
+               "tool_response": "{\"goal\":{\"objective\":\"Document calc\",\"status\":\"active\"}}"}),
+    );
+    assert!(
+        goal(&mut c)
+            .as_str()
+            .is_some_and(|g| g.ends_with("\n\nThen the user asked:\nDocument calc")),
+        "{}",
+        goal(&mut c)
+    );
 }
 
 /// Codex tells no hook when an `apply_patch` is done: the turn's next event reads it back from

@@ -178,6 +178,32 @@ pub fn rollout_news(event: &Value) -> RolloutNews {
     }
 }
 
+/// The objective of the thread goal this `PostToolUse` of Codex's `create_goal` made: a goal
+/// the model set at the user's word, which Codex pursues from then on (0.171 writes no
+/// [`GOAL_UPDATED`] record for it).
+pub fn created_goal(event: &Value) -> Option<String> {
+    if event.get("turn_id").is_none()
+        || event.get("hook_event_name").and_then(Value::as_str) != Some("PostToolUse")
+        || event.get("tool_name").and_then(Value::as_str) != Some("create_goal")
+    {
+        return None;
+    }
+    // The goal as Codex made it (its answer), else as the model asked for it.
+    let answer = match event.get("tool_response") {
+        Some(Value::String(s)) => serde_json::from_str::<Value>(s).ok(),
+        Some(other) => Some(other.clone()),
+        None => None,
+    };
+    answer
+        .as_ref()
+        .and_then(|a| a.pointer("/goal/objective"))
+        .or_else(|| event.pointer("/tool_input/objective"))
+        .and_then(Value::as_str)
+        .map(str::trim)
+        .filter(|o| !o.is_empty())
+        .map(str::to_owned)
+}
+
 /// The record type Codex writes when a thread goal is set or changes (0.171), with the goal
 /// (`objective`, `status`...).
 const GOAL_UPDATED: &str = "thread_goal_updated";
