@@ -182,6 +182,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "Read on a subscription."},
+  {"tool": "Bash", "input": {"command": "sleep 1; python3 calc.py; echo background run done", "description": "Run calc.py in the background", "run_in_background": true}},
+  {"tool": "Bash", "input": {"command": "sleep 3", "description": "Wait for it"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "The background run ended."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -370,6 +374,30 @@ BEFORE_SUB_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
 CLAUDE_AUTH=CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-stand-in claude_run sub "Read calc.py and util.py"
 grep -q "Read on a subscription." "$WORK/sub.json" || fail "the subscription session did not finish: $(tail -c 500 "$WORK/sub.json")"
 SUB_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_SUB_REWRITTEN ))
+
+# A command run in the background: when it ends, Claude Code tells the model with a
+# <task-notification>, which it also passes to UserPromptSubmit hooks as if it were a prompt.
+say "a new session that runs a command in the background, and hears that it ended"
+BEFORE_BG_CALLS=$(wc -l < "$WORK/api.jsonl")
+claude_run bg "Run calc.py in the background" --allowedTools "Read,Bash"
+grep -q "The background run ended." "$WORK/bg.json" || fail "the background session did not finish: $(tail -c 500 "$WORK/bg.json")"
+"$BIN" ctl goal.get '{}' > "$WORK/goal-bg.json"
+python3 - "$WORK" "$BEFORE_BG_CALLS" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+goal = json.load(open(f"{work}/goal-bg.json")).get("goal")
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+last = json.dumps(calls[-1]["body"]["messages"]) if calls else ""
+if goal != "Run calc.py in the background" or last.count("<task-notification>") != 1:
+    print(f"claude-live: FAILED: a background command's end is not a prompt of the user's, and "
+          f"its notification stays in the model's view once: goal {goal!r}; "
+          f"{last.count('<task-notification>')} notifications in {last[-3000:]}", file=sys.stderr)
+    sys.exit(1)
+print("claude-live: ok: a background command's <task-notification> is not taken for a prompt "
+      "of the user's (the goal is the prompt alone), and stays in the model's view once")
+PY
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 
 # until SECONDS WHAT CMD...: polls CMD every 0.2 s; fails saying WHAT (and the screen) if it
@@ -431,7 +459,7 @@ fi
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
   "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_BIG_CALLS" \
-  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" "$BEFORE_SUB_CALLS" "$SUB_REWRITTEN" << 'EOF'
+  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" "$BEFORE_SUB_CALLS" "$SUB_REWRITTEN" "$BEFORE_BG_CALLS" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -447,6 +475,7 @@ before_nb = int(sys.argv[16])
 before_big = int(sys.argv[17])
 before_tui, interactive = int(sys.argv[18]), sys.argv[19] == "1"
 before_sub, sub_rewritten = int(sys.argv[20]), int(sys.argv[21])
+before_bg = int(sys.argv[22])
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -481,7 +510,7 @@ skill_calls = [c for c in every_call[before_skill:before_mcp] if c.get("answer",
 mcp_calls = [c for c in every_call[before_mcp:before_nb] if c.get("answer", 0) > 0]
 nb_calls = [c for c in every_call[before_nb:before_big] if c.get("answer", 0) > 0]
 big_calls = [c for c in every_call[before_big:before_sub] if c.get("answer", 0) > 0]
-sub_calls = [c for c in every_call[before_sub:before_tui] if c.get("answer", 0) > 0]
+sub_calls = [c for c in every_call[before_sub:before_bg] if c.get("answer", 0) > 0]
 tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")

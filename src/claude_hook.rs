@@ -330,6 +330,19 @@ fn add_objective(c: &mut Client, params: Value, objective: &str) -> anyhow::Resu
     Ok(())
 }
 
+/// How Claude Code opens what it tells the model of a background task that ended (a command
+/// run with `run_in_background`, a background agent). It passes that to `UserPromptSubmit`
+/// hooks as a prompt (2.1.332), while it tells the model, in a system message, that it is
+/// "NOT a message from the user": a goal saying the user asked it would mislead the model.
+/// The system message, which says where the task's output is, stays in the conversation.
+const NOTICES: [&str; 2] = ["<task-notification>", "<task_notification>"];
+
+/// Whether a prompt is Claude Code's notice of a background task ([`NOTICES`]).
+fn is_notice(prompt: &str) -> bool {
+    let p = prompt.trim_start();
+    NOTICES.iter().any(|n| p.starts_with(n))
+}
+
 /// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.
 pub const LATER_PROMPT: &str = "\n\nThen the user asked:\n";
 
@@ -350,6 +363,7 @@ pub fn plan(event: &Value) -> Plan {
         // the user's: the goal is not theirs.
         Some("UserPromptSubmit" | "SessionStart") if in_subagent(event) => Plan::Nothing,
         Some("UserPromptSubmit") => match field("prompt") {
+            Some(p) if is_notice(p) => Plan::Nothing,
             Some(p) if !p.trim().is_empty() => Plan::AddToGoal(p.to_owned()),
             _ => Plan::Nothing,
         },
@@ -1810,6 +1824,12 @@ mod tests {
         let task = json!({"hook_event_name": "UserPromptSubmit", "prompt": "Summarize a.py",
                           "agent_id": "019a", "agent_type": "default", "turn_id": "t2"});
         assert_eq!(plan(&task), Plan::Nothing, "a Codex subagent's task");
+        // Claude Code's notice that a background command ended, passed on as a prompt.
+        let notice = json!({"hook_event_name": "UserPromptSubmit", "prompt":
+            "<task-notification>\n<task-id>b3r6</task-id>\n<status>completed</status>\n\
+             <summary>Background command \"Run it\" completed (exit code 0)</summary>\n\
+             </task-notification>"});
+        assert_eq!(plan(&notice), Plan::Nothing, "a background task's notice");
         let start =
             json!({"hook_event_name": "SessionStart", "source": "startup", "agent_id": "a1"});
         assert_eq!(plan(&start), Plan::Nothing, "a subagent's start");
