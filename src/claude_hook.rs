@@ -346,12 +346,25 @@ fn is_notice(prompt: &str) -> bool {
 /// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.
 pub const LATER_PROMPT: &str = "\n\nThen the user asked:\n";
 
-/// The goal once `prompt` is added to the goal `now`.
+/// The goal once `prompt` is added to the goal `now`. A prompt said again (a "continue", a
+/// prompt scheduled to come back every few minutes) is said once, where it was said last: the
+/// goal says what the user asked, the last ask last, and does not grow with each repeat. The
+/// first prompt stays where it is (the proxy knows the conversation by it), so a prompt is
+/// in the goal at most twice.
 pub fn goal_with(now: Option<&str>, prompt: &str) -> String {
-    match now.map(str::trim_end).filter(|g| !g.is_empty()) {
-        Some(g) => format!("{g}{LATER_PROMPT}{prompt}"),
-        None => prompt.to_owned(),
+    let Some(g) = now.map(str::trim_end).filter(|g| !g.is_empty()) else {
+        return prompt.to_owned();
+    };
+    let said = prompt.trim();
+    let mut parts: Vec<&str> = g.split(LATER_PROMPT).collect();
+    if parts.last().is_some_and(|p| p.trim() == said) {
+        return g.to_owned();
     }
+    if let Some(i) = parts.iter().skip(1).position(|p| p.trim() == said) {
+        parts.remove(i + 1);
+    }
+    parts.push(prompt);
+    parts.join(LATER_PROMPT)
 }
 
 /// What `event` asks of the socket.
@@ -1839,6 +1852,26 @@ mod tests {
             goal_with(Some("Fix it\n"), "and the tests"),
             "Fix it\n\nThen the user asked:\nand the tests"
         );
+        // Said again: once, where it was said last; the first prompt stays first.
+        let prompts = [
+            "Fix it",
+            "continue",
+            "Run the tests",
+            "continue",
+            "continue",
+            "Fix it",
+        ];
+        let goal = prompts.iter().fold(None, |g: Option<String>, p| {
+            Some(goal_with(g.as_deref(), p))
+        });
+        assert_eq!(
+            goal.as_deref(),
+            Some(
+                "Fix it\n\nThen the user asked:\nRun the tests\n\nThen the user asked:\ncontinue\
+                 \n\nThen the user asked:\nFix it"
+            )
+        );
+        assert_eq!(goal_with(Some("Fix it"), "Fix it "), "Fix it");
     }
 
     #[test]
