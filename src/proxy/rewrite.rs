@@ -31,7 +31,8 @@
 //! 3. the `role: "system"` messages Claude Code put in the history replaced, once each: those
 //!    it put before the first answer (its environment block, about 2,000 tokens in 2.1.332) where
 //!    they were, before the projection's first call, so they stay in the cached prefix; the
-//!    later ones (its mid-conversation instructions) after the projection;
+//!    later ones (its mid-conversation instructions, and the last [`NOTICES_KEPT`] of its
+//!    notices that a background task ended) after the projection;
 //! 4. the real last turn, verbatim: the last assistant message (its thinking block and signature
 //!    included, which the API requires as sent) and everything after it.
 //!
@@ -342,7 +343,14 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
             .collect()
     };
     let opening_instructions = system_messages(head_len..first_answer);
-    let instructions = system_messages(first_answer..tail_start);
+    let mut instructions = system_messages(first_answer..tail_start);
+    let notices = instructions.iter().filter(|m| is_task_notice(m)).count();
+    let mut dropped = notices.saturating_sub(NOTICES_KEPT);
+    instructions.retain(|m| {
+        let drop = dropped > 0 && is_task_notice(m);
+        dropped -= usize::from(drop);
+        !drop
+    });
     let tool_loads = tool_loads(&messages[head_len..tail_start]);
     let replaced = &messages[head_len..tail_start];
     let mut kept_blocks = skill_loads(replaced);
@@ -599,6 +607,21 @@ pub fn read_gutter(body: &Value) -> Option<LineNumbers> {
                 .is_some_and(|id| read_ids.contains(id))
         })
         .find_map(|b| LineNumbers::of_read_result(&result_text(b.get("content"))))
+}
+
+/// Claude Code's notices of background tasks that ended ([`TASK_NOTICE`]) kept: each names
+/// one task and the file its output went to. The last few are what the model may still act
+/// on; a session that runs a command in the background now and then would otherwise carry
+/// every notice it ever got (about 150 tokens each).
+const NOTICES_KEPT: usize = 4;
+
+/// What opens the body of Claude Code's notice of a background task that ended, in a `system`
+/// message of its own (2.1.332).
+const TASK_NOTICE: &str = "<task-notification>";
+
+/// Whether `m` is Claude Code's notice of a background task ([`TASK_NOTICE`]).
+fn is_task_notice(m: &Value) -> bool {
+    any_text(m.get("content"), |t| t.contains(TASK_NOTICE))
 }
 
 /// The text of a tool result's content (a string, or text blocks); a Responses call output's
@@ -1203,6 +1226,29 @@ mod tests {
         assert_eq!(m[n - 1], env, "the environment block stays last");
         assert_eq!(m[n - 4], mode, "instructions before the last turn");
         assert_eq!(m.iter().filter(|x| **x == mode).count(), 1);
+    }
+
+    /// Each background task that ended is a system message of its own: the last few stay.
+    #[test]
+    fn the_last_notices_of_background_tasks_stay() {
+        let mut body = request(8);
+        let notice = |n: usize| {
+            json!({"role": "system", "content": format!(
+                "[SYSTEM NOTIFICATION - NOT USER INPUT]\n<task-notification>\n<task-id>b{n}</task-id>\n\
+                 <status>completed</status>\n</task-notification>")})
+        };
+        let mode = json!({"role": "system", "content": "Plan mode is on."});
+        let m = body["messages"].as_array_mut().expect("messages");
+        for n in 0..6 {
+            m.insert(3 + 2 * n, notice(n));
+        }
+        m.insert(4, mode.clone());
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(
+            plan.instructions,
+            [mode, notice(2), notice(3), notice(4), notice(5)],
+            "other instructions, and the last four notices, in order"
+        );
     }
 
     /// Claude Code 2.1.332 sends its environment block (about 2,000 tokens) as a system message
