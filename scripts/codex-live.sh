@@ -127,6 +127,9 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "create_goal", "input": {"objective": "Document util.py"}},
   {"text": "Summarised: util.py is not documented."},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Styled: util.py needs a docstring."},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "sed -n 1,2p util.py"}},
   {"text": "Goal turn one: util.py read."},
   {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
@@ -459,6 +462,30 @@ checks=$((checks + 1))
 "$BIN" ctl -C "$PROJ" goal.get '{}' | grep -qF 'Is util.py documented?\n\nThen the user asked:\nDocument util.py"' \
   || fail "the goal the model created is not the session's: $("$BIN" ctl -C "$PROJ" goal.get '{}')"
 pass "a thread goal the model created joins the session's goal"
+
+# A skill the user names in a prompt (`$house-style`): Codex sends its SKILL.md in a user
+# message after the prompt's, and the model follows it from then on.
+mkdir -p "$WORK/codex-home/skills/house-style"
+printf -- '---\nname: house-style\ndescription: The house style for Python files.\n---\n\nHOUSE RULE: every function gets a docstring.\n' \
+  > "$WORK/codex-home/skills/house-style/SKILL.md"
+before=$(wc -l < "$WORK/api.jsonl")
+codex_exec skill "Styled: util.py needs a docstring." 'Use $house-style on util.py'
+python3 - "$WORK" "$before" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line)["body"]["input"] for line in open(f"{work}/api.jsonl")][before:]
+calls = [c for c in calls if any("Use $house-style" in json.dumps(i) for i in c)]
+last = json.dumps(calls[-1]) if calls else ""
+if len(calls) != 3 or last.count("HOUSE RULE") != 1 or "/project/util.py\\n```" not in last:
+    print(f"codex-live: FAILED: the skill the user named stays in the calls after the first, once, "
+          f"beside the projection: {len(calls)} calls; {last[-2500:]}", file=sys.stderr)
+    sys.exit(1)
+print("codex-live: ok: a skill the user named ($house-style) stays in the model's view after "
+      "the first call, once")
+PY
+checks=$((checks + 1))
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.

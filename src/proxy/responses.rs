@@ -22,8 +22,10 @@
 //!    item last, and the answer's one `compaction` item, encrypted, stands for the history
 //!    before it from then on); then the developer messages of the history replaced (Codex
 //!    says there when permissions or the model change), and its updates of the environment
-//!    context (the sandbox, the date, when a session is resumed with other settings), once
-//!    each, in order, and the last of each kind of what Codex tells the model of its thread
+//!    context (the sandbox, the date, when a session is resumed with other settings), and the
+//!    skills the user named in a prompt (`$house-style`: Codex sends the `SKILL.md` in a user
+//!    message after the prompt's, which the model follows from then on), once each, in
+//!    order, and the last of each kind of what Codex tells the model of its thread
 //!    goal (`<codex_internal_context source="goal">`, repeated at every turn a goal runs,
 //!    about 6 KB, with the tokens used so far: only the last is still true);
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
@@ -103,15 +105,21 @@ const RUNNING: &str = "Process running with session ID ";
 /// other settings (0.171: the date, the time zone and the sandbox then).
 const ENVIRONMENT_CONTEXT: &str = "<environment_context>";
 
-/// Whether `item` is a developer message, or one of Codex's [`ENVIRONMENT_CONTEXT`] messages:
-/// what they say holds until another says otherwise, and nothing else in the request says it.
+/// How Codex opens the user message that gives the model a skill the user named in a prompt
+/// (`$house-style`): its name, its path, then its `SKILL.md` whole.
+const SKILL: &str = "<skill>";
+
+/// Whether `item` is a developer message, one of Codex's [`ENVIRONMENT_CONTEXT`] messages, or
+/// a skill the user named ([`SKILL`]): what they say holds until another says otherwise, and
+/// nothing else in the request says it.
 fn is_instruction(item: &Value) -> bool {
     kind(item) == "message"
         && (role(item) == Some("developer")
             || (is_user_message(item)
-                && texts(item)
-                    .first()
-                    .is_some_and(|t| t.trim_start().starts_with(ENVIRONMENT_CONTEXT))))
+                && texts(item).first().is_some_and(|t| {
+                    let t = t.trim_start();
+                    t.starts_with(ENVIRONMENT_CONTEXT) || t.starts_with(SKILL)
+                })))
 }
 
 /// How Codex opens a user message that tells the model what it keeps of the thread, before
@@ -769,6 +777,25 @@ mod tests {
         // Two parallel calls and their outputs: the last turn whole.
         assert_eq!(input.len(), 11);
         assert_eq!(input[6]["id"], "rs_x");
+    }
+
+    /// A skill the user named (`$house-style`) comes as a user message after the prompt's: the
+    /// model follows it from then on, so it stays, once.
+    #[test]
+    fn a_skill_the_user_named_stays() {
+        let skill = user(
+            "<skill>\n<name>house-style</name>\n<path>/h/skills/house-style/SKILL.md</path>\n\
+             HOUSE RULE: every function gets a docstring.\n</skill>",
+        );
+        let mut body = request(3);
+        let input = body["input"].as_array_mut().expect("input");
+        input.insert(3, skill.clone());
+        input.insert(7, skill.clone());
+        let plan = plan(&body, Some(PROMPT)).expect("plan");
+        assert_eq!(plan.instructions, [skill]);
+        let out = splice(&body, &plan, PROJECTION).expect("splice");
+        let sent = said(out["input"].as_array().expect("input"));
+        assert_eq!(sent.matches("HOUSE RULE").count(), 1, "{sent}");
     }
 
     /// A `view_image` call of `path` and its output, an image of `data`.
