@@ -624,9 +624,9 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
 /// (cached), the task tools (the structured state), ToolSearch and Skill (the proxy keeps what
 /// they load), a background shell's kill, and Codex's goal tools (the objective is the goal,
 /// and Codex tells the model where its goal stands at every turn it runs). Every other tool's
-/// result is kept: a subagent's
-/// report (the work of many calls, in a few paragraphs), a fetched page, a web search, an MCP
-/// tool's answer (an issue, a query's rows), the user's answers to the agent's questions.
+/// result is kept: a subagent's report (the work of many calls, in a few paragraphs), a
+/// fetched page, a web search, an MCP tool's answer (an issue, a query's rows), the user's
+/// answers to the agent's questions.
 const NOT_KEPT: &[&str] = &[
     "Read",
     "NotebookRead",
