@@ -233,9 +233,11 @@ pass "the prompts are the goal"
 "$BIN" ctl -C "$PROJ" stats '{}' > "$WORK/stats.json"
 "$BIN" ctl -C "$PROJ" goal.list '{}' > "$WORK/conversations.json"
 "$BIN" projection -C "$PROJ" --format text > "$WORK/projection.txt" 2> "$WORK/projection.err"
-python3 - "$WORK" << 'PY' || exit 1
+PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" << 'PY' || exit 1
 import json
 import sys
+
+from live_check import check
 
 work = sys.argv[1]
 load = lambda name: json.load(open(f"{work}/{name}.json"))
@@ -244,12 +246,6 @@ commands = load("commands")["commands"]
 stats = load("stats")
 projection = open(f"{work}/projection.txt").read()
 
-
-def check(ok, what, detail):
-    if not ok:
-        print(f"codex-live: FAILED: {what}: {detail}", file=sys.stderr)
-        sys.exit(1)
-    print(f"codex-live: ok: {what}")
 
 
 check(not any(p.startswith(".codex") for p in entries),
@@ -296,22 +292,18 @@ check(not any(c.get("tool") == "view_image" for c in commands) and "base64" not 
 PY
 checks=$((checks + 13))
 
-python3 - "$WORK" << 'PY' || exit 1
+PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" << 'PY' || exit 1
 import json
 import sys
 
+from live_check import calls, check
+
 work = sys.argv[1]
-calls = [json.loads(line) for line in open(f"{work}/api.jsonl")]
+calls = calls(work)
 main = [c for c in calls if c["path"] == "/v1/responses" and c.get("answer", 0) > 0
         and not c.get("subagent")]
 subagent = [c for c in calls if c.get("subagent")]
 
-
-def check(ok, what, detail):
-    if not ok:
-        print(f"codex-live: FAILED: {what}: {detail}", file=sys.stderr)
-        sys.exit(1)
-    print(f"codex-live: ok: {what}")
 
 
 def said(item):
@@ -399,28 +391,24 @@ pass "the proxy says what it sent instead"
 before=$(wc -l < "$WORK/api.jsonl")
 codex_exec compact "Compacted: calc.py is fixed." -c model_provider=openai \
   -c "openai_base_url=\"$PROXY/v1\"" -c model_auto_compact_token_limit=100000 "Is calc.py fixed?"
-python3 - "$WORK" "$before" << 'PY' || exit 1
+PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
 
+from live_check import calls, check
+
 work, before = sys.argv[1], int(sys.argv[2])
-calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+calls = calls(work, before)
 asked = [c for c in calls if c.get("compaction")]
-if len(asked) != 1:
-    print(f"codex-live: FAILED: Codex asked for no compaction on the server: {len(calls)} calls",
-          file=sys.stderr)
-    sys.exit(1)
 last = calls[-1]["body"]["input"]
 kinds = [i.get("type") for i in last]
 at = kinds.index("compaction") if "compaction" in kinds else -1
 after = json.dumps(last[at + 1:-2]) if at >= 0 else ""
-if (kinds.count("compaction") != 1 or "return a + b" not in after
-        or "Is calc.py fixed?" not in json.dumps(last[:at])):
-    print(f"codex-live: FAILED: the call after the compaction, rewritten, holds the prompt, the "
-          f"compaction, then calc.py as it is now: {kinds} {after[-1500:]}", file=sys.stderr)
-    sys.exit(1)
-print("codex-live: ok: after Codex compacted on the server, its calls hold the compaction, "
-      "then the projection in place of what came since")
+check(len(asked) == 1 and kinds.count("compaction") == 1 and "return a + b" in after
+      and "Is calc.py fixed?" in json.dumps(last[:at]),
+      "after Codex compacted on the server, its calls hold the prompt, the compaction, then "
+      "the projection (calc.py as it is now) in place of what came since",
+      f"{len(asked)} compactions asked for; {kinds} {after[-1500:]}")
 PY
 checks=$((checks + 1))
 # The `openai` provider asks for a WebSocket first; refused, Codex sends its calls over HTTP at
@@ -435,26 +423,25 @@ pass "the openai provider's WebSocket was refused, and its calls came over HTTP"
 before=$(wc -l < "$WORK/api.jsonl")
 codex_exec summary "Summarised: util.py is not documented." \
   -c model_auto_compact_token_limit=100000 "Is util.py documented?"
-python3 - "$WORK" "$before" << 'PY' || exit 1
+PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
 
+from live_check import calls, check
+
 work, before = sys.argv[1], int(sys.argv[2])
-calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+calls = calls(work, before)
 asked = [c for c in calls if "CONTEXT CHECKPOINT COMPACTION" in json.dumps(c["body"]["input"][-1:])]
 last = calls[-1]["body"]["input"]
 summary = [n for n, i in enumerate(last)
            if "Another language model started to solve this problem" in json.dumps(i)]
 prompt = [n for n, i in enumerate(last) if "Is util.py documented?" in json.dumps(i)]
 after = json.dumps(last[summary[-1] + 1:-2]) if summary else ""
-if (len(asked) != 1 or len(summary) != 1 or not prompt or prompt[0] > summary[0]
-        or "def show(x):" not in after):
-    print(f"codex-live: FAILED: after Codex compacted by a summary, its calls hold the prompt, "
-          f"the summary once, then the projection: asked {len(asked)}, summary at {summary}, "
-          f"prompt at {prompt}: {after[-1500:]}", file=sys.stderr)
-    sys.exit(1)
-print("codex-live: ok: after Codex compacted by asking for a summary, its calls hold the "
-      "summary once, then the projection")
+check(len(asked) == 1 and len(summary) == 1 and prompt and prompt[0] < summary[0]
+      and "def show(x):" in after,
+      "after Codex compacted by asking for a summary, its calls hold the prompt, the summary "
+      "once, then the projection",
+      f"asked {len(asked)}, summary at {summary}, prompt at {prompt}: {after[-1500:]}")
 PY
 checks=$((checks + 1))
 # That session's model made a thread goal at last (`create_goal`, as at a user's word): the
@@ -470,20 +457,19 @@ printf -- '---\nname: house-style\ndescription: The house style for Python files
   > "$WORK/codex-home/skills/house-style/SKILL.md"
 before=$(wc -l < "$WORK/api.jsonl")
 codex_exec skill "Styled: util.py needs a docstring." 'Use $house-style on util.py'
-python3 - "$WORK" "$before" << 'PY' || exit 1
+PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
 
+from live_check import calls, check
+
 work, before = sys.argv[1], int(sys.argv[2])
-calls = [json.loads(line)["body"]["input"] for line in open(f"{work}/api.jsonl")][before:]
-calls = [c for c in calls if any("Use $house-style" in json.dumps(i) for i in c)]
-last = json.dumps(calls[-1]) if calls else ""
-if len(calls) != 3 or last.count("HOUSE RULE") != 1 or "/project/util.py\\n```" not in last:
-    print(f"codex-live: FAILED: the skill the user named stays in the calls after the first, once, "
-          f"beside the projection: {len(calls)} calls; {last[-2500:]}", file=sys.stderr)
-    sys.exit(1)
-print("codex-live: ok: a skill the user named ($house-style) stays in the model's view after "
-      "the first call, once")
+inputs = [c["body"]["input"] for c in calls(work, before)]
+inputs = [i for i in inputs if any("Use $house-style" in json.dumps(item) for item in i)]
+last = json.dumps(inputs[-1]) if inputs else ""
+check(len(inputs) == 3 and last.count("HOUSE RULE") == 1 and "/project/util.py\\n```" in last,
+      "a skill the user named ($house-style) stays in the model's view after the first call, "
+      "once, beside the projection", f"{len(inputs)} calls; {last[-2500:]}")
 PY
 checks=$((checks + 1))
 
@@ -538,25 +524,23 @@ if [ "${INTERACTIVE:-1}" = 1 ]; then
   # Codex's working directory is in the mount: it must be gone before the unmount.
   tmux kill-session -t "$TUI"
   pass "after \"Trust all and continue\", an interactive Codex's hooks set its goal: the objective of its /goal"
-  python3 - "$WORK" "$before" << 'PY' || exit 1
+  PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
 import sys
 
+from live_check import calls, check
+
 work, before = sys.argv[1], int(sys.argv[2])
-calls = [json.loads(line)["body"]["input"] for line in open(f"{work}/api.jsonl")][before:]
-calls = [c for c in calls if any(i.get("name") == "goal_objective" for i in c)]
-last = calls[-1] if calls else []
+inputs = [c["body"]["input"] for c in calls(work, before)]
+inputs = [i for i in inputs if any(item.get("name") == "goal_objective" for item in i)]
+last = inputs[-1] if inputs else []
 text = json.dumps(last)
 # Two turns: two reads, an answer; two reads, update_goal, the answer.
 made = [i.get("name") for i in last if i.get("type") == "function_call"]
-if (len(calls) != 7 or "/project/NOTES.md\\n```" not in text or made != ["update_goal"]
-        or text.count("Continue working toward") != 1):
-    print(f"codex-live: FAILED: the goal's last call holds the objective, Codex's word on the "
-          f"goal once, the projection and the last call: {len(calls)} calls, {made}; "
-          f"{text[-3000:]}", file=sys.stderr)
-    sys.exit(1)
-print("codex-live: ok: the calls of the goal's turns went with the projection in place of "
-      "their history, Codex's word on the goal once")
+check(len(inputs) == 7 and "/project/NOTES.md\\n```" in text and made == ["update_goal"]
+      and text.count("Continue working toward") == 1,
+      "the calls of the goal's turns went with the projection in place of their history, "
+      "Codex's word on the goal once", f"{len(inputs)} calls, {made}; {text[-3000:]}")
 PY
   checks=$((checks + 1))
   "$BIN" ctl -C "$PROJ" commands.list '{}' > "$WORK/commands-goal.json"
