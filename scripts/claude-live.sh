@@ -182,6 +182,7 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "Read on a subscription."},
+  {"tool": "Agent", "input": {"description": "Look at util in the background", "prompt": "Read util.py and say what show() does.", "subagent_type": "general-purpose", "run_in_background": true}},
   {"tool": "Bash", "input": {"command": "sleep 1; python3 calc.py; echo background run done", "description": "Run calc.py in the background", "run_in_background": true}},
   {"tool": "Bash", "input": {"command": "sleep 3", "description": "Wait for it"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -375,13 +376,15 @@ CLAUDE_AUTH=CLAUDE_CODE_OAUTH_TOKEN=sk-ant-oat01-stand-in claude_run sub "Read c
 grep -q "Read on a subscription." "$WORK/sub.json" || fail "the subscription session did not finish: $(tail -c 500 "$WORK/sub.json")"
 SUB_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_SUB_REWRITTEN ))
 
-# A command run in the background: when it ends, Claude Code tells the model with a
-# <task-notification>, which it also passes to UserPromptSubmit hooks as if it were a prompt.
-say "a new session that runs a command in the background, and hears that it ended"
+# An agent and a command run in the background: when each ends, Claude Code tells the model
+# with a <task-notification> (the agent's holds its report), which it also passes to
+# UserPromptSubmit hooks as if it were a prompt.
+say "a new session that runs an agent and a command in the background, and hears that they ended"
 BEFORE_BG_CALLS=$(wc -l < "$WORK/api.jsonl")
-claude_run bg "Run calc.py in the background" --allowedTools "Read,Bash"
+claude_run bg "Run calc.py in the background" --allowedTools "Read,Bash,Agent"
 grep -q "The background run ended." "$WORK/bg.json" || fail "the background session did not finish: $(tail -c 500 "$WORK/bg.json")"
 "$BIN" ctl goal.get '{}' > "$WORK/goal-bg.json"
+"$BIN" ctl commands.list '{}' > "$WORK/commands-bg.json"
 python3 - "$WORK" "$BEFORE_BG_CALLS" << 'PY' || exit 1
 import json
 import sys
@@ -389,14 +392,20 @@ import sys
 work, before = sys.argv[1], int(sys.argv[2])
 goal = json.load(open(f"{work}/goal-bg.json")).get("goal")
 calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
-last = json.dumps(calls[-1]["body"]["messages"]) if calls else ""
-if goal != "Run calc.py in the background" or last.count("<task-notification>") != 1:
-    print(f"claude-live: FAILED: a background command's end is not a prompt of the user's, and "
-          f"its notification stays in the model's view once: goal {goal!r}; "
-          f"{last.count('<task-notification>')} notifications in {last[-3000:]}", file=sys.stderr)
+main = [c for c in calls if c.get("answer", 0) > 0 and not c.get("subagent")]
+last = json.dumps(main[-1]["body"]["messages"]) if main else ""
+reports = [c for c in json.load(open(f"{work}/commands-bg.json"))["commands"]
+           if c.get("tool") == "Agent" and "Look at util in the background" in c.get("command", "")
+           and "prints its argument" in c.get("output", "")]
+if goal != "Run calc.py in the background" or last.count("<task-notification>") != 2 or not reports:
+    print(f"claude-live: FAILED: the ends of background tasks are not prompts of the user's, "
+          f"their notices stay in the model's view once each, and the agent's report is kept: "
+          f"goal {goal!r}; {last.count('<task-notification>')} notices; {len(reports)} reports; "
+          f"{last[-3000:]}", file=sys.stderr)
     sys.exit(1)
-print("claude-live: ok: a background command's <task-notification> is not taken for a prompt "
-      "of the user's (the goal is the prompt alone), and stays in the model's view once")
+print("claude-live: ok: the <task-notification>s of background tasks are not taken for prompts "
+      "of the user's (the goal is the prompt alone), stay in the model's view once each, and "
+      "the background agent's report in one is kept as its result")
 PY
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 

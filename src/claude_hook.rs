@@ -93,6 +93,9 @@ pub enum Plan {
     Resumed,
     /// `command.begin` for the Bash call with this `tool_use_id`, about to run.
     Begin(String),
+    /// `command.record` with a result no tool call's event brought: a background agent's
+    /// report, which comes in Claude Code's notice that it ended ([`notice_report`]).
+    Keep(Value),
     /// `state.patch` with a change to the task list alone (a subagent's, which is shared).
     Tasks(Value),
     /// `step.record` with `step`, after `command.record` with `command` (a Bash call's output,
@@ -193,6 +196,9 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
         }
         Plan::Begin(key) => {
             c.call("command.begin", json!({ "key": key }))?;
+        }
+        Plan::Keep(params) => {
+            record_command(&mut c, in_session(params))?;
         }
         Plan::Tasks(params) => {
             c.call("state.patch", in_session(params))?;
@@ -334,13 +340,45 @@ fn add_objective(c: &mut Client, params: Value, objective: &str) -> anyhow::Resu
 /// run with `run_in_background`, a background agent). It passes that to `UserPromptSubmit`
 /// hooks as a prompt (2.1.332), while it tells the model, in a system message, that it is
 /// "NOT a message from the user": a goal saying the user asked it would mislead the model.
-/// The system message, which says where the task's output is, stays in the conversation.
+/// The system message, which says where the task's output is, stays in the conversation; a
+/// background agent's report in it is kept as the agent's result ([`notice_report`]).
 const NOTICES: [&str; 2] = ["<task-notification>", "<task_notification>"];
 
 /// Whether a prompt is Claude Code's notice of a background task ([`NOTICES`]).
 fn is_notice(prompt: &str) -> bool {
     let p = prompt.trim_start();
     NOTICES.iter().any(|n| p.starts_with(n))
+}
+
+/// `command.record` params keeping the report a background agent's notice carries
+/// (`<result>`), as the report of an agent in the foreground is kept (its call's result): the
+/// notice is the only place it comes, and behind `worldfs proxy` the notice itself is one of
+/// the last few kept. A notice with no result (a background command's: its output is in a
+/// file the model reads) keeps nothing.
+fn notice_report(event: &Value, notice: &str) -> Option<Value> {
+    let tag = |name: &str| {
+        let open = format!("<{name}>");
+        let start = notice.find(&open)? + open.len();
+        let end = notice[start..].find(&format!("</{name}>"))?;
+        Some(notice[start..start + end].trim())
+    };
+    let report = tag("result").filter(|r| !r.is_empty())?;
+    let summary = tag("summary").unwrap_or_default();
+    // `Agent "Look at util" finished`: the tool is the summary's first word.
+    let tool = summary
+        .split_whitespace()
+        .next()
+        .filter(|t| crate::projection::valid_tool_name(t))
+        .unwrap_or("Agent");
+    // One task may notify more than once: its latest report replaces the one before.
+    let input = json!({ "task": tag("task-id").unwrap_or_default(), "summary": summary });
+    Some(json!({
+        "command": format!("{tool} {input}"),
+        "cwd": agent_cwd(event)?,
+        "output": fit::cut_head(report.to_owned(), MAX_RESULT_BYTES),
+        "files": [],
+        "tool": tool,
+    }))
 }
 
 /// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.
@@ -376,7 +414,7 @@ pub fn plan(event: &Value) -> Plan {
         // the user's: the goal is not theirs.
         Some("UserPromptSubmit" | "SessionStart") if in_subagent(event) => Plan::Nothing,
         Some("UserPromptSubmit") => match field("prompt") {
-            Some(p) if is_notice(p) => Plan::Nothing,
+            Some(p) if is_notice(p) => notice_report(event, p).map_or(Plan::Nothing, Plan::Keep),
             Some(p) if !p.trim().is_empty() => Plan::AddToGoal(p.to_owned()),
             _ => Plan::Nothing,
         },
@@ -1144,6 +1182,34 @@ mod tests {
                 .is_some_and(|o| o.contains("a.py sets x.")),
             "{kept}"
         );
+    }
+
+    /// A background agent's report comes only in Claude Code's notice that it ended: kept as
+    /// its result, as a report of an agent in the foreground is; a background command's notice
+    /// (its output is in a file) keeps nothing.
+    #[test]
+    fn a_background_agents_report_is_kept_from_its_notice() {
+        let notice = |summary: &str, result: &str| {
+            json!({"hook_event_name": "UserPromptSubmit", "cwd": "/p", "session_id": "s1",
+                   "prompt": format!("<task-notification>\n<task-id>ad3a</task-id>\n\
+                    <status>completed</status>\n<summary>{summary}</summary>\n{result}\
+                    </task-notification>")})
+        };
+        let ev = notice(
+            "Agent \"Look at util\" finished",
+            "<result>show() prints its argument.</result>\n",
+        );
+        let Plan::Keep(kept) = plan(&ev) else {
+            panic!("kept: {:?}", plan(&ev));
+        };
+        assert_eq!(kept["output"], "show() prints its argument.");
+        assert_eq!(kept["tool"], "Agent");
+        assert!(
+            kept["command"].as_str().is_some_and(|c| c.contains("ad3a")),
+            "{kept}"
+        );
+        let command = notice("Background command \"Run it\" completed (exit code 0)", "");
+        assert_eq!(plan(&command), Plan::Nothing);
     }
 
     /// Codex's thread goal: what its tools answer is the goal and its budget, which the
