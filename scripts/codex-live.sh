@@ -126,6 +126,7 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "create_goal", "input": {"objective": "Document util.py"}},
   {"text": "Summarised: util.py is not documented."},
+  {"tool": "exec_command", "input": {"cmd": "cat ../codex-home/skills/.system/skill-creator/SKILL.md"}},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
   {"text": "Styled: util.py needs a docstring."},
@@ -451,7 +452,8 @@ checks=$((checks + 1))
 pass "a thread goal the model created joins the session's goal"
 
 # A skill the user names in a prompt (`$house-style`): Codex sends its SKILL.md in a user
-# message after the prompt's, and the model follows it from then on.
+# message after the prompt's, and the model follows it from then on. And one the model opens
+# itself (Codex's own skill-creator, a `cat` of its SKILL.md outside the project).
 mkdir -p "$WORK/codex-home/skills/house-style"
 printf -- '---\nname: house-style\ndescription: The house style for Python files.\n---\n\nHOUSE RULE: every function gets a docstring.\n' \
   > "$WORK/codex-home/skills/house-style/SKILL.md"
@@ -467,11 +469,18 @@ work, before = sys.argv[1], int(sys.argv[2])
 inputs = [c["body"]["input"] for c in calls(work, before)]
 inputs = [i for i in inputs if any("Use $house-style" in json.dumps(item) for item in i)]
 last = json.dumps(inputs[-1]) if inputs else ""
-check(len(inputs) == 3 and last.count("HOUSE RULE") == 1 and "/project/util.py\\n```" in last,
+check(len(inputs) == 4 and last.count("HOUSE RULE") == 1 and "/project/util.py\\n```" in last,
       "a skill the user named ($house-style) stays in the model's view after the first call, "
       "once, beside the projection", f"{len(inputs)} calls; {last[-2500:]}")
+check(last.count("name: skill-creator") == 1
+      and "skill-creator/SKILL.md, a skill you opened" in last,
+      "a skill the model opened itself (a cat of its SKILL.md) stays in its view, once",
+      last[-2500:])
 PY
-checks=$((checks + 1))
+checks=$((checks + 2))
+"$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q 'SKILL.md' \
+  && fail "the hook kept the skill's read as an output too: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
+pass "the hook keeps no output of it (the proxy keeps the skill)"
 
 # The way the README says to trust the hooks: Codex's own screen, in its interactive UI (in
 # tmux), with a CODEX_HOME that trusts the project and not yet the hooks.

@@ -65,7 +65,7 @@ use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError, fit};
 use crate::world::notebook;
 
-mod codex;
+pub(crate) mod codex;
 pub mod install;
 pub(crate) mod tasks;
 
@@ -458,9 +458,13 @@ pub fn plan(event: &Value) -> Plan {
                         step["result"] = format!("Exit code {code}\n{said}").into();
                         step["is_error"] = true.into();
                     }
-                    let command = command_output(event, failed, codex_exit, &step)
-                        .or_else(|| search_output(event, failed, &step))
-                        .or_else(|| kept_result(event, failed, &step));
+                    let command = if codex::reads_skill(event) {
+                        None
+                    } else {
+                        command_output(event, failed, codex_exit, &step)
+                            .or_else(|| search_output(event, failed, &step))
+                            .or_else(|| kept_result(event, failed, &step))
+                    };
                     if codex::is_freeform_patch(event) {
                         freeform_patch(event, &mut step);
                     }
@@ -1210,6 +1214,23 @@ mod tests {
         );
         let command = notice("Background command \"Run it\" completed (exit code 0)", "");
         assert_eq!(plan(&command), Plan::Nothing);
+    }
+
+    /// A skill Codex's model opened itself: `worldfs proxy` keeps what the read printed, so
+    /// the hook keeps no output of it; a read of another file outside the project is kept.
+    #[test]
+    fn a_skill_codexs_model_opened_is_no_output_of_the_hooks() {
+        let read = |command: &str| {
+            json!({"hook_event_name": "PostToolUse", "turn_id": "t1", "cwd": "/p",
+                   "session_id": "s1", "tool_name": "Bash", "tool_use_id": "call_1",
+                   "tool_input": {"command": command}, "tool_response": "RULE: docstrings\n"})
+        };
+        let command = |ev: &Value| match plan(ev) {
+            Plan::Step { command, .. } => command,
+            other => panic!("a step: {other:?}"),
+        };
+        assert_eq!(command(&read("cat /h/.codex/skills/style/SKILL.md")), None);
+        assert!(command(&read("cat /h/notes.txt")).is_some());
     }
 
     /// Codex's thread goal: what its tools answer is the goal and its budget, which the

@@ -132,6 +132,55 @@ pub fn is_apply_patch(event: &Value) -> bool {
             == Some("apply_patch")
 }
 
+/// The name of the file a skill's instructions are in.
+const SKILL_FILE: &str = "SKILL.md";
+
+/// The `SKILL.md` outside the working directory `cwd` that shell `command` reads, absolute: a
+/// skill the model opened itself (Codex lists its skills, each with its file, and tells the
+/// model to open one when it applies, and not to read it again). One in the project is a
+/// file of the world like any other.
+pub fn skill_read(command: &str, cwd: &str) -> Option<String> {
+    if !cwd.starts_with('/') {
+        return None;
+    }
+    command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c| matches!(c, '\'' | '"' | ';' | '(' | ')')))
+        .filter(|w| *w == SKILL_FILE || w.ends_with(&format!("/{SKILL_FILE}")))
+        .map(|w| absolute(w, cwd))
+        .find(|p| !Path::new(p).starts_with(cwd))
+}
+
+/// `path` from `cwd`, with `.` and `..` taken out (by name: a skill's file is no symlink
+/// puzzle).
+fn absolute(path: &str, cwd: &str) -> String {
+    let mut out = std::path::PathBuf::from("/");
+    for c in Path::new(cwd).join(path).components() {
+        match c {
+            std::path::Component::ParentDir => {
+                out.pop();
+            }
+            std::path::Component::Normal(n) => out.push(n),
+            _ => {}
+        }
+    }
+    out.to_string_lossy().into_owned()
+}
+
+/// Whether this Codex `PostToolUse` is of a command that read a skill's `SKILL.md` outside the
+/// project ([`skill_read`]): `worldfs proxy` keeps what it printed as the skill, so the hook
+/// keeps no output of it (it would show twice).
+pub fn reads_skill(event: &Value) -> bool {
+    event.get("turn_id").is_some()
+        && event.get("tool_name").and_then(Value::as_str) == Some("Bash")
+        && event
+            .pointer("/tool_input/command")
+            .and_then(Value::as_str)
+            .zip(event.get("cwd").and_then(Value::as_str))
+            .and_then(|(command, cwd)| skill_read(command, cwd))
+            .is_some()
+}
+
 /// Most patch steps one event records: those since the turn's previous event are a few.
 const MAX_PATCHES: usize = 16;
 
@@ -484,6 +533,28 @@ mod tests {
                 &json!({"command": "*** Begin Patch"})
             )
         );
+    }
+
+    #[test]
+    fn a_skill_is_a_skill_md_outside_the_project() {
+        let cwd = "/w/project";
+        assert_eq!(
+            skill_read("cat /h/.codex/skills/style/SKILL.md", cwd).as_deref(),
+            Some("/h/.codex/skills/style/SKILL.md")
+        );
+        assert_eq!(
+            skill_read(
+                "sed -n '1,200p' '../codex-home/skills/.system/x/SKILL.md'",
+                cwd
+            )
+            .as_deref(),
+            Some("/w/codex-home/skills/.system/x/SKILL.md")
+        );
+        // In the project: a file of the world. Not a skill's file, or no directory to be in.
+        assert_eq!(skill_read("cat .agents/skills/style/SKILL.md", cwd), None);
+        assert_eq!(skill_read("cat /h/notes/README.md", cwd), None);
+        assert_eq!(skill_read("cat /h/SKILL.md.bak", cwd), None);
+        assert_eq!(skill_read("cat /h/skills/x/SKILL.md", "relative"), None);
     }
 
     #[test]

@@ -57,7 +57,7 @@ use std::collections::{HashMap, HashSet};
 use serde_json::{Map, Value, json};
 
 use super::rewrite::{Invalid, Skip, last_views, result_text};
-use crate::claude_hook::LATER_PROMPT;
+use crate::claude_hook::{LATER_PROMPT, codex};
 
 /// Codex's shell tool, by the names it has had: the projection's files are what it reads.
 const SHELL_TOOLS: [&str; 3] = ["exec_command", "shell", "shell_command"];
@@ -295,6 +295,9 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .cloned()
         .collect();
     let mut kept = compaction_summary(replaced);
+    if let Some(cwd) = working_directory(items) {
+        kept.extend(skill_reads(replaced, cwd));
+    }
     kept.extend(prompt_media(replaced));
     kept.extend(viewed_media(replaced, &items[tail_start..]));
     kept.extend(subagent_reports(replaced));
@@ -527,6 +530,80 @@ fn subagent_reports(replaced: &[Value]) -> Vec<Value> {
         .collect();
     let skip = reports.len().saturating_sub(SUBAGENT_REPORTS_KEPT);
     reports.split_off(skip)
+}
+
+/// Skills the model opened itself kept ([`skill_reads`]): the last read of each of the last
+/// few.
+const SKILL_READS_KEPT: usize = 4;
+
+/// The working directory Codex's first environment context names (`<cwd>...</cwd>`).
+fn working_directory(items: &[Value]) -> Option<&str> {
+    items
+        .iter()
+        .filter(|it| is_user_message(it))
+        .flat_map(texts)
+        .find_map(|t| {
+            let start = t.find("<cwd>")? + "<cwd>".len();
+            let end = t[start..].find("</cwd>")?;
+            Some(t[start..start + end].trim())
+        })
+}
+
+/// What the shell calls of the history replaced printed of the skills the model opened
+/// itself (a `SKILL.md` outside the project, [`codex::skill_read`]), as text parts: the last
+/// read of each of the last [`SKILL_READS_KEPT`]. Codex tells the model to follow a skill it
+/// opened and not to read it again; no file of the world holds it, and the hook keeps no
+/// output of such a read, so without this it would leave the model's view after one call.
+fn skill_reads(replaced: &[Value], cwd: &str) -> Vec<Value> {
+    let mut reads: Vec<(String, Value)> = Vec::new();
+    for (i, call) in replaced.iter().enumerate() {
+        let Some(command) = shell_command(call) else {
+            continue;
+        };
+        let Some(path) = codex::skill_read(&command, cwd) else {
+            continue;
+        };
+        let id = call.get("call_id");
+        let Some(output) = replaced[i + 1..]
+            .iter()
+            .find(|o| kind(o) == "function_call_output" && o.get("call_id") == id)
+        else {
+            continue;
+        };
+        let text = format!(
+            "{path}, a skill you opened, as `{command}` showed it:\n{}",
+            result_text(output.get("output"))
+        );
+        reads.retain(|(p, _)| *p != path);
+        reads.push((path, json!({"type": "input_text", "text": text})));
+    }
+    let skip = reads.len().saturating_sub(SKILL_READS_KEPT);
+    reads.split_off(skip).into_iter().map(|(_, t)| t).collect()
+}
+
+/// The command of a call of Codex's shell tool ([`SHELL_TOOLS`]): its `cmd` (or `command`), a
+/// string or a list of words.
+fn shell_command(call: &Value) -> Option<String> {
+    if kind(call) != "function_call"
+        || !call
+            .get("name")
+            .and_then(Value::as_str)
+            .is_some_and(|n| SHELL_TOOLS.contains(&n))
+    {
+        return None;
+    }
+    let args: Value = serde_json::from_str(call.get("arguments")?.as_str()?).ok()?;
+    match args.get("cmd").or_else(|| args.get("command"))? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(words) => Some(
+            words
+                .iter()
+                .filter_map(Value::as_str)
+                .collect::<Vec<_>>()
+                .join(" "),
+        ),
+        _ => None,
+    }
 }
 
 /// How Codex heads the project's AGENTS.md in the messages that open a conversation (0.171):
@@ -796,6 +873,39 @@ mod tests {
         let out = splice(&body, &plan, PROJECTION).expect("splice");
         let sent = said(out["input"].as_array().expect("input"));
         assert_eq!(sent.matches("HOUSE RULE").count(), 1, "{sent}");
+    }
+
+    /// A skill the model opened itself (a `cat` of a `SKILL.md` outside the project) stays in
+    /// view: the last read of each of the last four, as it printed.
+    #[test]
+    fn the_skills_the_model_opened_stay() {
+        let mut body = request(2);
+        let input = body["input"].as_array_mut().expect("input");
+        // Read in this order, after the prompt.
+        for (n, skill) in ["a", "b", "c", "d", "e", "a"].iter().enumerate() {
+            let cmd = json!({"cmd": format!("cat /h/skills/{skill}/SKILL.md")});
+            let printed = format!("Output:\nRULE {skill}{n}\n");
+            input.splice(3 + 3 * n..3 + 3 * n, call(n, "exec_command", cmd, &printed));
+        }
+        // One in the project is the world's.
+        let local = json!({"cmd": "cat skills/z/SKILL.md"});
+        input.splice(3..3, call(9, "exec_command", local, "Output:\nRULE z\n"));
+        let p = plan(&body, Some(PROMPT)).expect("plan");
+        let kept = said(&p.kept);
+        let order: Vec<usize> = ["RULE c2", "RULE d3", "RULE e4", "RULE a5"]
+            .iter()
+            .map(|r| kept.find(r).unwrap_or_else(|| panic!("{r}: {kept}")))
+            .collect();
+        assert!(order.is_sorted(), "in the order read: {kept}");
+        for gone in ["RULE a0", "RULE b1", "RULE z"] {
+            assert!(!kept.contains(gone), "{gone}: {kept}");
+        }
+        assert!(
+            kept.contains(
+                "/h/skills/a/SKILL.md, a skill you opened, as `cat /h/skills/a/SKILL.md` showed it"
+            ),
+            "{kept}"
+        );
     }
 
     /// A `view_image` call of `path` and its output, an image of `data`.
