@@ -30,8 +30,8 @@
 //!    about 6 KB, with the tokens used so far: only the last is still true);
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
-//!    asking the model, and puts the answer in a user message after the prompts), the images
-//!    the user
+//!    asking the model, and puts the answer in a user message after the prompts), what the
+//!    model read of the skills it opened itself ([`skill_reads`]), the images the user
 //!    attached to later prompts (a screenshot of the bug), once each, the last images
 //!    `view_image` returned, each after a line naming it, and the last reports of subagents
 //!    Codex told the conversation of (`<subagent_notification>`). The projection's text cannot
@@ -46,8 +46,9 @@
 //!    encrypted content the API requires back as it was sent, its message, its calls) and
 //!    everything after them (the calls' outputs, a new prompt). When those calls poll a
 //!    command that outran Codex's wait (`write_stdin`), with nothing but polls since it began,
-//!    the turn starts where the command did: what it printed before the last poll is in no hook's record until it ends (and
-//!    then as the step the turn shows), so it stays as the model read it, chunk by chunk.
+//!    the turn starts where the command did: what it printed before the last poll is in no
+//!    hook's record until it ends (and then as the step the turn shows), so it stays as the
+//!    model read it, chunk by chunk.
 //!
 //! Every other field of the body (`instructions`, `tools`, `prompt_cache_key`, `reasoning`...)
 //! is left as it came.
@@ -178,8 +179,8 @@ pub struct Plan {
     /// ([`is_instruction`]), once each, and the last of each kind of [`internal_context`], in
     /// order.
     pub instructions: Vec<Value>,
-    /// Content parts of the history replaced that no file holds ([`prompt_media`],
-    /// [`viewed_media`]).
+    /// Content parts of the history replaced that no file holds ([`skill_reads`],
+    /// [`prompt_media`], [`viewed_media`], [`subagent_reports`]).
     pub kept: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
@@ -347,8 +348,8 @@ fn last_turn_start(items: &[Value]) -> Result<usize, Skip> {
             .filter(|&b| b < start && items[b + 1..start].iter().filter(is_call).all(is_poll))
             .min();
         match began {
-            Some(b) if b < start => start = run_start(b),
-            _ => return Ok(start),
+            Some(b) => start = run_start(b),
+            None => return Ok(start),
         }
     }
 }
