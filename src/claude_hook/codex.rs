@@ -135,10 +135,14 @@ pub fn is_apply_patch(event: &Value) -> bool {
 /// The name of the file a skill's instructions are in.
 const SKILL_FILE: &str = "SKILL.md";
 
-/// The `SKILL.md` outside the working directory `cwd` that shell `command` reads, absolute: a
-/// skill the model opened itself (Codex lists its skills, each with its file, and tells the
-/// model to open one when it applies, and not to read it again). One in the project is a
-/// file of the world like any other.
+/// The directories of a project Codex keeps skills in (`.agents/skills`) or its own files,
+/// which the world leaves out by default (docs/worldfs.toml.md).
+const SKILL_DIRS: [&str; 2] = [".agents", ".codex"];
+
+/// The `SKILL.md` that shell `command` reads outside the working directory `cwd`, or in its
+/// [`SKILL_DIRS`], absolute: a skill the model opened itself (Codex lists its skills, each
+/// with its file, and tells the model to open one when it applies, and not to read it again).
+/// Another one in the project is a file of the world like any other.
 pub fn skill_read(command: &str, cwd: &str) -> Option<String> {
     if !cwd.starts_with('/') {
         return None;
@@ -148,7 +152,13 @@ pub fn skill_read(command: &str, cwd: &str) -> Option<String> {
         .map(|w| w.trim_matches(|c| matches!(c, '\'' | '"' | ';' | '(' | ')')))
         .filter(|w| *w == SKILL_FILE || w.ends_with(&format!("/{SKILL_FILE}")))
         .map(|w| absolute(w, cwd))
-        .find(|p| !Path::new(p).starts_with(cwd))
+        .find(|p| {
+            let p = Path::new(p);
+            !p.starts_with(cwd)
+                || SKILL_DIRS
+                    .iter()
+                    .any(|d| p.starts_with(Path::new(cwd).join(d)))
+        })
 }
 
 /// `path` from `cwd`, with `.` and `..` taken out (by name: a skill's file is no symlink
@@ -550,8 +560,13 @@ mod tests {
             .as_deref(),
             Some("/w/codex-home/skills/.system/x/SKILL.md")
         );
-        // In the project: a file of the world. Not a skill's file, or no directory to be in.
-        assert_eq!(skill_read("cat .agents/skills/style/SKILL.md", cwd), None);
+        // The project's own skills, which the world leaves out.
+        assert_eq!(
+            skill_read("cat .agents/skills/style/SKILL.md", cwd).as_deref(),
+            Some("/w/project/.agents/skills/style/SKILL.md")
+        );
+        // Elsewhere in the project: a file of the world. Not a skill's file, or no directory.
+        assert_eq!(skill_read("cat docs/skills/style/SKILL.md", cwd), None);
         assert_eq!(skill_read("cat /h/notes/README.md", cwd), None);
         assert_eq!(skill_read("cat /h/SKILL.md.bak", cwd), None);
         assert_eq!(skill_read("cat /h/skills/x/SKILL.md", "relative"), None);
