@@ -339,18 +339,7 @@ fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
         ),
         _ => {
             let command = call
-                .and_then(|c| c.get("arguments")?.as_str())
-                .and_then(|a| serde_json::from_str::<Value>(a).ok())
-                .and_then(|a| a.get("cmd").or_else(|| a.get("command")).cloned())
-                .map(|c| match c {
-                    Value::Array(words) => words
-                        .iter()
-                        .filter_map(Value::as_str)
-                        .collect::<Vec<_>>()
-                        .join(" "),
-                    Value::String(s) => s,
-                    other => other.to_string(),
-                })
+                .and_then(call_command)
                 .unwrap_or_else(|| "apply_patch".to_owned());
             // As the hook's other events name a Codex shell call: `Bash`, with its command.
             ("Bash", json!({ "command": command }))
@@ -376,6 +365,22 @@ fn patch_step(id: &str, item: &Value, call: Option<&Value>) -> Value {
         "is_error": text("status") != "completed",
         "files": files,
         "once": true,
+    })
+}
+
+/// The command a call of Codex's shell tool gives (a `function_call` item, in the model
+/// calls and the rollout alike): its `arguments`' `cmd` (or `command`), a string or a list
+/// of words.
+pub fn call_command(call: &Value) -> Option<String> {
+    let args: Value = serde_json::from_str(call.get("arguments")?.as_str()?).ok()?;
+    Some(match args.get("cmd").or_else(|| args.get("command"))? {
+        Value::Array(words) => words
+            .iter()
+            .filter_map(Value::as_str)
+            .collect::<Vec<_>>()
+            .join(" "),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
     })
 }
 

@@ -582,29 +582,14 @@ fn skill_reads(replaced: &[Value], cwd: &str) -> Vec<Value> {
     reads.split_off(skip).into_iter().map(|(_, t)| t).collect()
 }
 
-/// The command of a call of Codex's shell tool ([`SHELL_TOOLS`]): its `cmd` (or `command`), a
-/// string or a list of words.
+/// The command of a call of Codex's shell tool ([`SHELL_TOOLS`], [`codex::call_command`]).
 fn shell_command(call: &Value) -> Option<String> {
-    if kind(call) != "function_call"
-        || !call
+    let shell = kind(call) == "function_call"
+        && call
             .get("name")
             .and_then(Value::as_str)
-            .is_some_and(|n| SHELL_TOOLS.contains(&n))
-    {
-        return None;
-    }
-    let args: Value = serde_json::from_str(call.get("arguments")?.as_str()?).ok()?;
-    match args.get("cmd").or_else(|| args.get("command"))? {
-        Value::String(s) => Some(s.clone()),
-        Value::Array(words) => Some(
-            words
-                .iter()
-                .filter_map(Value::as_str)
-                .collect::<Vec<_>>()
-                .join(" "),
-        ),
-        _ => None,
-    }
+            .is_some_and(|n| SHELL_TOOLS.contains(&n));
+    shell.then(|| codex::call_command(call)).flatten()
 }
 
 /// How Codex heads the project's AGENTS.md in the messages that open a conversation (0.171):
