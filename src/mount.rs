@@ -795,7 +795,8 @@ fn resolved(p: &Path) -> PathBuf {
     p
 }
 
-fn normalize(p: &Path) -> PathBuf {
+/// `p` with `.` and `..` taken out by name (no symlink is followed).
+pub(crate) fn normalize(p: &Path) -> PathBuf {
     let mut out = PathBuf::new();
     for c in p.components() {
         match c {

@@ -164,17 +164,9 @@ pub fn skill_read(command: &str, cwd: &str) -> Option<String> {
 /// `path` from `cwd`, with `.` and `..` taken out (by name: a skill's file is no symlink
 /// puzzle).
 fn absolute(path: &str, cwd: &str) -> String {
-    let mut out = std::path::PathBuf::from("/");
-    for c in Path::new(cwd).join(path).components() {
-        match c {
-            std::path::Component::ParentDir => {
-                out.pop();
-            }
-            std::path::Component::Normal(n) => out.push(n),
-            _ => {}
-        }
-    }
-    out.to_string_lossy().into_owned()
+    crate::mount::normalize(&Path::new(cwd).join(path))
+        .to_string_lossy()
+        .into_owned()
 }
 
 /// Whether this Codex `PostToolUse` is of a command that read a skill's `SKILL.md` outside the
