@@ -252,7 +252,9 @@ impl Default for IgnoreConfig {
                 ".codex",
                 ".agents",
             ]),
-            patterns: Vec::new(),
+            // Claude Code's project MCP configuration: it reads it at every start, its model
+            // never sees it, and its servers' `env` and `headers` often hold tokens.
+            patterns: strings(&[".mcp.json"]),
             use_gitignore: true,
             max_file_bytes: 1 << 20,
             extra_secrets: Vec::new(),

@@ -302,6 +302,27 @@ mod tests {
     }
 
     #[test]
+    fn an_agents_own_configuration_is_left_out() {
+        let (_d, r) = rules(IgnoreConfig::default(), &[]);
+        for p in [
+            ".mcp.json",
+            "web/.mcp.json",
+            ".claude/settings.json",
+            ".codex/config.toml",
+        ] {
+            assert!(matches!(v(&r, p), PathVerdict::Ignored(_)), "{p}");
+        }
+        assert_eq!(v(&r, "docs/mcp.json"), PathVerdict::Keep);
+        // A list of patterns replaces the default, as every list does.
+        let cfg = IgnoreConfig {
+            patterns: vec!["*.snap".into()],
+            ..IgnoreConfig::default()
+        };
+        let (_d, r) = rules(cfg, &[]);
+        assert_eq!(v(&r, ".mcp.json"), PathVerdict::Keep);
+    }
+
+    #[test]
     fn secrets_are_withheld_unless_allowed() {
         let cfg = IgnoreConfig {
             allow: vec!["config/.env.example".into()],
