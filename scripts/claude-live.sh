@@ -17,7 +17,9 @@
 # asks an MCP server (a stand-in issue tracker, over stdio) for an issue; one that reads a Jupyter
 # notebook with a figure and edits a cell (NotebookEdit); one whose test run prints more than
 # Claude Code sends (it saves the output to a file, and shows where, and its head); one signed
-# in with a subscription (an OAuth token), whose prompt-cache breakpoints are hour-long; and last,
+# in with a subscription (an OAuth token), whose prompt-cache breakpoints are hour-long; one that
+# runs an agent and a command in the background; one that reads in a directory with a CLAUDE.md
+# of its own (the project also has a `.mcp.json`, which must stay out of the world); and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
 # answered with Enter), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
@@ -128,6 +130,12 @@ for i in range(3000):
     print(f"tests/test_calc.py::test_case_{i} PASSED")
 print("FAILED tests/test_calc.py::test_edge - AssertionError: 3 != 4")
 EOF
+# A directory with instructions of its own: Claude Code attaches them to the result of the first
+# Read there. And Claude Code's project MCP configuration, which it reads at every start.
+mkdir -p "$PROJ/pkg"
+echo 'RATE = 3' > "$PROJ/pkg/rates.py"
+echo 'PKG RULE: rates are integers.' > "$PROJ/pkg/CLAUDE.md"
+echo '{"mcpServers": {}}' > "$PROJ/.mcp.json"
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -187,6 +195,10 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Bash", "input": {"command": "sleep 3", "description": "Wait for it"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "The background run ended."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/pkg/rates.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "Rates read."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -406,6 +418,40 @@ if goal != "Run calc.py in the background" or last.count("<task-notification>") 
 print("claude-live: ok: the <task-notification>s of background tasks are not taken for prompts "
       "of the user's (the goal is the prompt alone), stay in the model's view once each, and "
       "the background agent's report in one is kept as its result")
+PY
+
+# A CLAUDE.md below the root comes into the conversation once, with the first Read in its
+# directory. Behind the proxy it must stay in the model's view with the instructions, once in
+# each call, however many calls later.
+say "a new session that reads a file in a directory with its own CLAUDE.md, then two files"
+BEFORE_NESTED_CALLS=$(wc -l < "$WORK/api.jsonl")
+claude_run nested "Read the rates" --allowedTools "Read"
+grep -q "Rates read." "$WORK/nested.json" || fail "the nested-instructions session did not finish: $(tail -c 500 "$WORK/nested.json")"
+"$BIN" ctl entries.list '{}' > "$WORK/entries-nested.json"
+python3 - "$WORK" "$BEFORE_NESTED_CALLS" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+every = [json.loads(line) for line in open(f"{work}/api.jsonl")]
+calls = every[before:]
+main = [c for c in calls if not c.get("subagent") and "PKG RULE" in json.dumps(c.get("body"))]
+counts = [json.dumps(c["body"]["messages"]).count("PKG RULE") for c in main]
+if len(main) < 3 or counts != [1] * len(main):
+    print(f"claude-live: FAILED: a CLAUDE.md below the root stays in the model's view, once in "
+          f"each call: 'PKG RULE' in the calls after the Read that brought it: {counts}",
+          file=sys.stderr)
+    sys.exit(1)
+print(f"claude-live: ok: a CLAUDE.md below the root stays in the model's view, once in each of "
+      f"the {len(main)} calls after the Read that brought it")
+entries = [e["path"] for e in json.load(open(f"{work}/entries-nested.json"))["entries"]]
+sent = sum("mcpServers" in json.dumps(c.get("body")) for c in every)
+if ".mcp.json" in entries or sent:
+    print(f"claude-live: FAILED: Claude Code's .mcp.json is not in the world: entries "
+          f"{entries}; {sent} calls hold it", file=sys.stderr)
+    sys.exit(1)
+print("claude-live: ok: Claude Code's .mcp.json, read at every start, is not in the world nor "
+      "in any call")
 PY
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 

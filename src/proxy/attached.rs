@@ -42,21 +42,24 @@ pub struct Shown {
 }
 
 /// The files shown whole in what the request sent for `plan` keeps verbatim: the opening
-/// messages, the `role: "system"` messages of the history, and the last turn (a prompt naming
-/// a file with `@` is in it). Their texts are read as one, in order: 2.1.332 puts a Read call in
+/// messages, the `role: "system"` messages of the history, what it keeps of the history (the
+/// instruction files attached to tool results), and the last turn (a prompt naming a file
+/// with `@` is in it). Their texts are read as one, in order: 2.1.332 puts a Read call in
 /// a message of its own and its result at the head of the next.
 pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
     let tail = body
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
+    let kept = Value::Array(plan.kept_blocks.clone());
     let joined = plan
         .head
         .iter()
         .chain(&plan.opening_instructions)
         .chain(&plan.instructions)
-        .chain(tail)
         .flat_map(|m| texts(m.get("content")))
+        .chain(texts(Some(&kept)))
+        .chain(tail.iter().flat_map(|m| texts(m.get("content"))))
         .collect::<Vec<_>>()
         .join("\n");
     let mut out: Vec<Shown> = Vec::new();
@@ -140,8 +143,10 @@ fn last_turn_reads(tail: &[Value]) -> Vec<Shown> {
 }
 
 /// Every instruction file in `text`, as Claude Code puts them in the first message:
-/// `Contents of PATH (what it is):`, a blank line, then the file's text. A file whose text it
-/// changed on the way (an `@` import expanded) has another hash, and is projected as usual.
+/// `Contents of PATH (what it is):`, a blank line, then the file's text; or, for one below the
+/// root attached to a tool result, `Contents of PATH:` with an absolute path. A file whose
+/// text it changed on the way (an `@` import expanded) has another hash, and is projected as
+/// usual.
 fn instruction_copies(text: &str) -> Vec<Shown> {
     let mut out = Vec::new();
     let mut at = 0;
@@ -157,7 +162,10 @@ fn instruction_copies(text: &str) -> Vec<Shown> {
         let Some(body) = body.strip_prefix('\n') else {
             continue;
         };
-        let Some((path, _what)) = heading.strip_suffix("):").and_then(|h| h.rsplit_once(" ("))
+        let described = heading.strip_suffix("):").and_then(|h| h.rsplit_once(" ("));
+        let Some(path) = described
+            .map(|(path, _what)| path)
+            .or_else(|| heading.strip_suffix(':').filter(|p| p.starts_with('/')))
         else {
             continue;
         };
@@ -259,6 +267,16 @@ mod tests {
             [Shown {
                 path: "/w/CLAUDE.md".into(),
                 hash: shown_hash(claude_md.as_bytes())
+            }]
+        );
+        // One below the root, attached to a tool result, says only its path.
+        let nested =
+            "<system-reminder>\nContents of /w/src/CLAUDE.md:\n\nSpaces.\n\n</system-reminder>";
+        assert_eq!(
+            instruction_copies(nested),
+            [Shown {
+                path: "/w/src/CLAUDE.md".into(),
+                hash: shown_hash(b"Spaces.\n")
             }]
         );
         // Mid-line, or without its heading's shape, it is someone's prose.
@@ -364,7 +382,9 @@ mod tests {
             opening_instructions: Vec::new(),
             instructions: vec![messages[3].clone()],
             tool_loads: Vec::new(),
-            kept_blocks: Vec::new(),
+            kept_blocks: vec![
+                json!({"type": "text", "text": "<system-reminder>\nContents of /w/sub/CLAUDE.md:\n\nkept\n\n</system-reminder>"}),
+            ],
             goal: String::new(),
             later_prompts: None,
             compacted: false,
@@ -382,6 +402,7 @@ mod tests {
                 "/w/system.py",
                 "/w/tail.py",
                 "/w/tail-system.py",
+                "/w/sub/CLAUDE.md",
                 "/w/read.py",
                 "/w/blocks.py",
                 "/w/n.ipynb"

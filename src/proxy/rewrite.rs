@@ -354,6 +354,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let tool_loads = tool_loads(&messages[head_len..tail_start]);
     let replaced = &messages[head_len..tail_start];
     let mut kept_blocks = skill_loads(replaced);
+    kept_blocks.extend(nested_instructions(replaced));
     kept_blocks.extend(prompt_media(replaced));
     kept_blocks.extend(read_media(replaced, &messages[tail_start..]));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
@@ -440,6 +441,40 @@ fn skill_loads(history: &[Value]) -> Vec<Value> {
         .map(without_breakpoints)
         .filter(|b| seen.insert(b.to_string()))
         .collect()
+}
+
+/// How Claude Code (2.1.332) opens the reminder that brings an instruction file below the
+/// project's root (`src/CLAUDE.md`) into the conversation: it adds it to the result of the
+/// first call that reads a file in that directory, as `Contents of PATH:`, a blank line and
+/// the file's text. (The files of the first message say what they are: `Contents of PATH
+/// (project instructions, ...):`.)
+const NESTED_INSTRUCTIONS: &str = "Contents of /";
+const REMINDER: &str = "<system-reminder>\n";
+
+/// The instruction files Claude Code attached to tool results in `history`
+/// ([`NESTED_INSTRUCTIONS`] in a reminder of its own), the last copy of each file, without breakpoints. They are
+/// instructions for the rest of the session, as the first message's CLAUDE.md is: with the
+/// history they would go one call after the result that brought them, and as a file of the
+/// world they would fade with its age, while the agent still works in that directory.
+fn nested_instructions(history: &[Value]) -> Vec<Value> {
+    let mut out: Vec<(&str, Value)> = Vec::new();
+    for b in blocks_of(history, "user").filter(|b| kind(b) == Some("text")) {
+        let Some(text) = b.get("text").and_then(Value::as_str) else {
+            continue;
+        };
+        let Some(heading) = text
+            .strip_prefix(REMINDER)
+            .filter(|t| t.starts_with(NESTED_INSTRUCTIONS))
+            .and_then(|t| t.split_once('\n'))
+            .map(|(heading, _)| heading)
+            .filter(|h| h.ends_with(':'))
+        else {
+            continue;
+        };
+        out.retain(|(h, _)| *h != heading);
+        out.push((heading, without_breakpoints(b)));
+    }
+    out.into_iter().map(|(_, b)| b).collect()
 }
 
 /// The images and documents that tool calls of `history` returned (Claude Code's Read of a
@@ -942,6 +977,45 @@ mod tests {
             1,
             "{out}"
         );
+    }
+
+    /// A CLAUDE.md below the root, which Claude Code attached to a tool result, is kept as the
+    /// instructions it is: the last copy of each file, once. One the last turn brings is left
+    /// to it.
+    #[test]
+    fn instructions_attached_to_results_are_kept_the_last_of_each_file() {
+        let mut body = request(5);
+        let nested = |path: &str, text: &str| {
+            format!("<system-reminder>\nContents of {path}:\n\n{text}\n\n</system-reminder>")
+        };
+        for (call, path, text) in [
+            (0, "/p/src/CLAUDE.md", "Tabs, not spaces."),
+            (1, "/p/web/CLAUDE.md", "No jQuery."),
+            (2, "/p/src/CLAUDE.md", "Spaces, not tabs."),
+            (4, "/p/docs/CLAUDE.md", "British spelling."),
+        ] {
+            body["messages"][2 + 2 * call]["content"]
+                .as_array_mut()
+                .expect("blocks")
+                .push(json!({"type": "text", "text": nested(path, text)}));
+        }
+        // Not such a reminder: a prompt that says the words.
+        body["messages"][4]["content"]
+            .as_array_mut()
+            .expect("blocks")
+            .push(json!({"type": "text", "text": "Contents of /p/x.md:\n\nno"}));
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(
+            plan.kept_blocks,
+            [
+                json!({"type": "text", "text": nested("/p/web/CLAUDE.md", "No jQuery.")}),
+                json!({"type": "text", "text": nested("/p/src/CLAUDE.md", "Spaces, not tabs.")}),
+            ]
+        );
+        let out = splice(&body, &plan, &projection()).expect("valid");
+        let sent = out["messages"].to_string();
+        assert_eq!(sent.matches("not tabs").count(), 1, "{out}");
+        assert_eq!(sent.matches("British spelling").count(), 1, "{out}");
     }
 
     /// An image or a PDF a Read returned is in no file the projection can show: the last copy
