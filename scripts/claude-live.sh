@@ -203,7 +203,17 @@ cat > "$WORK/script.json" << EOF
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "Bold it is."},
-  {"text": "Still bold."}
+  {"text": "Still bold."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"tool": "Write", "input": {"file_path": "\$PLAN_FILE", "content": "# Fix add()\\n\\n1. Make add() add.\\n"}},
+  {"tool": "ToolSearch", "input": {"query": "select:ExitPlanMode"}},
+  {"tool": "ExitPlanMode", "input": {}},
+  {"tool": "Write", "input": {"file_path": "\$PLAN_FILE", "content": "# Fix add()\\n\\n1. Make add() sum its arguments.\\n\\nPLAN: SUMS\\n"}},
+  {"tool": "ExitPlanMode", "input": {}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "Planned."}
 ]
 EOF
 cat > "$WORK/subagent.json" << EOF
@@ -509,12 +519,69 @@ PY
   type_prompt "Is it still bold?"
   until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 5))
   tui_done
+  AFTER_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
+
+  # Plan mode: the agent writes a plan (to a file under ~/.claude/plans) and asks for approval
+  # (ExitPlanMode). The user sends it back with a note, then approves the second one. Neither
+  # the note nor the approved plan reaches a hook as anything it keeps, and with the history
+  # they would leave the model's view one call later.
+  say "an interactive session in plan mode: a plan sent back with a note, then one approved"
+  BEFORE_PLAN_CALLS=$(wc -l < "$WORK/api.jsonl")
+  TUI=worldfs-live-plan-$$
+  tmux new-session -d -s "$TUI" -x 200 -y 50 -c "$PROJ" \
+    "HOME=$WORK/home ANTHROPIC_BASE_URL=$PROXY ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 DISABLE_AUTOUPDATER=1 $CLAUDE --allowedTools Read,ToolSearch --permission-mode plan 2> $WORK/tui-plan.err; sleep 30"
+  until_ok 30 "Claude Code did not show its prompt in plan mode" screen_has "plan mode on"
+  N0=$(main_calls)
+  type_prompt "Plan how to fix add()"
+  until_ok 30 "the first plan was not shown for approval" screen_has "Would you like to proceed?"
+  # The third option takes the note typed over it.
+  tmux send-keys -t "$TUI" Down
+  sleep 0.3
+  tmux send-keys -t "$TUI" Down
+  until_ok 10 "the option to send the plan back was not chosen" screen_has "❯ 3."
+  tmux send-keys -t "$TUI" "Use sums instead"
+  until_ok 10 "the note did not show as typed" screen_has "Use sums instead"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  until_ok 30 "the second plan was not shown for approval" screen_has "PLAN: SUMS"
+  until_ok 10 "the second plan's question was not shown" screen_has "Would you like to proceed?"
+  # "Yes, manually approve edits".
+  tmux send-keys -t "$TUI" Down
+  until_ok 10 "the option to approve was not chosen" screen_has "❯ 2."
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  until_ok 30 "the plan-mode session's turn did not finish" answered $((N0 + 10))
+  until_ok 10 "its last answer was not shown" screen_has "Planned."
+  tui_done
+  python3 - "$WORK" "$BEFORE_PLAN_CALLS" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+main = [json.dumps(c["body"]["messages"]) for c in calls if c.get("answer", 0) > 0]
+note = [m.count("Use sums instead") for m in main]
+plan = [m.count("## Approved Plan") for m in main]
+faded = sum("earlier ExitPlanMode" in m for m in main)
+# The note is in the model's view from the call after it was typed on, once in each call; the
+# approved plan from the call after the approval on.
+after_note = note[note.index(1):] if 1 in note else []
+after_plan = plan[plan.index(1):] if 1 in plan else []
+if len(after_note) < 5 or set(after_note) != {1} or len(after_plan) < 3 or set(after_plan) != {1} or faded:
+    print(f"claude-live: FAILED: interactive: in plan mode, the user's note on a plan sent back "
+          f"and the plan approved stay in the model's view, once each: the note {note}, the "
+          f"approved plan {plan}, {faded} calls with the plan as an output", file=sys.stderr)
+    sys.exit(1)
+print(f"claude-live: ok: interactive: in plan mode, the user's note on a plan sent back stays in "
+      f"the model's view ({after_note}), and so does the plan approved ({after_plan}), once each")
+PY
 fi
 
 python3 - "$WORK" "$PROJ" "$FIRST_CALLS" "$FIRST_REWRITTEN" "$BEFORE_AGENT_CALLS" "$AGENT_REWRITTEN" "$ASID" \
   "$BEFORE_AT_CALLS" "$AT_REWRITTEN" "$BEFORE_AUTO_CALLS" "$BEFORE_EDITOR_CALLS" "$BEFORE_SEARCH_CALLS" \
   "$BEFORE_IMAGE_CALLS" "$BEFORE_SKILL_CALLS" "$BEFORE_MCP_CALLS" "$BEFORE_NB_CALLS" "$BEFORE_BIG_CALLS" \
-  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" "$BEFORE_SUB_CALLS" "$SUB_REWRITTEN" "$BEFORE_BG_CALLS" << 'EOF'
+  "$BEFORE_TUI_CALLS" "${INTERACTIVE:-1}" "$BEFORE_SUB_CALLS" "$SUB_REWRITTEN" "$BEFORE_BG_CALLS" \
+  "${AFTER_TUI_CALLS:-0}" << 'EOF'
 import json, sys
 work, proj = sys.argv[1], sys.argv[2]
 first_calls, first_rewritten = int(sys.argv[3]), int(sys.argv[4])
@@ -531,6 +598,7 @@ before_big = int(sys.argv[17])
 before_tui, interactive = int(sys.argv[18]), sys.argv[19] == "1"
 before_sub, sub_rewritten = int(sys.argv[20]), int(sys.argv[21])
 before_bg = int(sys.argv[22])
+after_tui = int(sys.argv[23]) or None
 fails = []
 def check(ok, what):
     print(("  ok    " if ok else "  MISS  ") + what)
@@ -566,7 +634,7 @@ mcp_calls = [c for c in every_call[before_mcp:before_nb] if c.get("answer", 0) >
 nb_calls = [c for c in every_call[before_nb:before_big] if c.get("answer", 0) > 0]
 big_calls = [c for c in every_call[before_big:before_sub] if c.get("answer", 0) > 0]
 sub_calls = [c for c in every_call[before_sub:before_bg] if c.get("answer", 0) > 0]
-tui_calls = [c for c in every_call[before_tui:] if c.get("answer", 0) > 0]
+tui_calls = [c for c in every_call[before_tui:after_tui] if c.get("answer", 0) > 0]
 main = [c for c in calls if c.get("answer", 0) > 0]
 check(len(main) == 7, f"the session made 7 model calls of its main conversation ({len(main)})")
 tasks = json.load(open(f"{work}/state.json"))["state"].get("tasks", [])

@@ -12,7 +12,9 @@ define a `Read` tool) get its answers in turn, so a real Claude Code can be driv
 session: `{"tool": NAME, "input": {...}}` calls a tool, `{"calls": [{"tool": ...}, ...]}` calls
 several at once, `{"text": "..."}` ends the turn. An answer's `"input_tokens": N` is the usage
 it reports (a full context makes Claude Code compact on its own). Past the end, the last answer
-is given again. Other requests (titles, summaries) get the short answer.
+is given again. Other requests (titles, summaries) get the short answer. "$PLAN_FILE" in an
+answer becomes the plan file the request names (Claude Code's plan mode: its name has random
+words).
 With --subagent-script FILE and --subagent-prompt TEXT, the requests of a subagent (their
 first message holds TEXT, the task the main conversation gave it) get that list's answers in
 turn instead.
@@ -158,7 +160,13 @@ class Handler(BaseHTTPRequestHandler):
         with self.lock:
             n = Handler.answered
             Handler.answered += 1
-        return self.script[min(n, len(self.script) - 1)], n + 1
+        answer = self.script[min(n, len(self.script) - 1)]
+        # Plan mode names the plan file the model is to write (its name has random words).
+        plan_files = re.findall(r"(?:create your plan at|plan mode at:|plan file \() ?(/[^\s)\\]+\.md)",
+                                json.dumps(body))
+        if plan_files and "$PLAN_FILE" in json.dumps(answer):
+            answer = json.loads(json.dumps(answer).replace("$PLAN_FILE", plan_files[-1]))
+        return answer, n + 1
 
     def responses_answer_for(self, body):
         """The answer to a `/v1/responses` request (Codex's) and its number in its script."""

@@ -664,7 +664,8 @@ fn search_output(event: &Value, failed: bool, step: &Value) -> Option<Value> {
 /// (the world shows the file as it is now; a Read of a file it leaves out is kept by
 /// `keep_unshown`), Bash (its output is cached, or kept by `untracked_tool`), the searches
 /// (cached), the task tools (the structured state), ToolSearch and Skill (the proxy keeps what
-/// they load), a background shell's kill, and Codex's goal tools (the objective is the goal,
+/// they load), ExitPlanMode (the proxy keeps the plan approved), a background shell's kill,
+/// and Codex's goal tools (the objective is the goal,
 /// and Codex tells the model where its goal stands at every turn it runs). Every other tool's
 /// result is kept: a subagent's report (the work of many calls, in a few paragraphs), a
 /// fetched page, a web search, an MCP tool's answer (an issue, a query's rows), the user's
@@ -695,6 +696,8 @@ const NOT_KEPT: &[&str] = &[
     "get_goal",
     "create_goal",
     "update_goal",
+    // The plan the user approved: `worldfs proxy` keeps it whole for the rest of the session.
+    "ExitPlanMode",
 ];
 
 /// How much of an output too large to send Claude Code shows the model (its "Preview (first
@@ -1248,6 +1251,23 @@ mod tests {
             assert_eq!(command_params(&ev), None, "{tool}");
             assert_eq!(step_params(&ev)["tool_name"], tool, "still the last step");
         }
+    }
+
+    /// The plan the user approved is the proxy's to keep: as an output it would fade.
+    #[test]
+    fn the_approved_plan_is_no_output_of_the_hooks() {
+        let ev = post(
+            "ExitPlanMode",
+            json!({}),
+            json!({"plan": "# Fix add()\n\n1. Make it add.\n", "isAgent": false,
+                   "filePath": "/h/.claude/plans/fix-add-blue-kettle.md"}),
+        );
+        assert_eq!(command_params(&ev), None);
+        assert_eq!(
+            step_params(&ev)["tool_name"],
+            "ExitPlanMode",
+            "still the last step"
+        );
     }
 
     fn pre(tool: &str, input: Value) -> Value {

@@ -57,6 +57,8 @@ const SUBAGENT_MARK: &str = "cc_is_subagent=true";
 pub const MAX_BREAKPOINTS: usize = 4;
 /// The tool the projection's synthesized calls use; Claude Code defines it.
 pub const READ_TOOL: &str = "Read";
+/// Claude Code's tool that asks the user to approve the plan made in plan mode.
+pub const EXIT_PLAN_MODE: &str = "ExitPlanMode";
 /// How Claude Code's summary of a compacted conversation begins. These words have stayed since
 /// 2025; the sentence after them changed ("The conversation is summarized below", then "The
 /// summary below covers the earlier portion of the conversation").
@@ -355,6 +357,8 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     let replaced = &messages[head_len..tail_start];
     let mut kept_blocks = skill_loads(replaced);
     kept_blocks.extend(nested_instructions(replaced));
+    kept_blocks.extend(approved_plan(replaced));
+    kept_blocks.extend(user_feedback(replaced));
     kept_blocks.extend(prompt_media(replaced));
     kept_blocks.extend(read_media(replaced, &messages[tail_start..]));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
@@ -475,6 +479,64 @@ fn nested_instructions(history: &[Value]) -> Vec<Value> {
         out.push((heading, without_breakpoints(b)));
     }
     out.into_iter().map(|(_, b)| b).collect()
+}
+
+/// How Claude Code (2.1.332) opens the result of an `ExitPlanMode` call the user approved; the
+/// plan follows, after `## Approved Plan:`.
+const PLAN_APPROVED: &str = "User has approved your plan.";
+
+/// The last plan the user approved in `history` (an `ExitPlanMode` call's result), as a text
+/// block. The agent works through it for the rest of the session, as it does through its task
+/// list: with the history it would go one call after the approval. (The plan file is under
+/// `~/.claude/plans`, outside the project.)
+fn approved_plan(history: &[Value]) -> Option<Value> {
+    let exits: HashSet<&str> = blocks_of(history, "assistant")
+        .filter(|b| kind(b) == Some("tool_use"))
+        .filter(|b| b.get("name").and_then(Value::as_str) == Some(EXIT_PLAN_MODE))
+        .filter_map(|b| b.get("id")?.as_str())
+        .collect();
+    let text = blocks_of(history, "user")
+        .filter(|b| kind(b) == Some("tool_result"))
+        .filter(|b| {
+            b.get("tool_use_id")
+                .and_then(Value::as_str)
+                .is_some_and(|id| exits.contains(id))
+        })
+        .map(|b| texts(b.get("content")).join("\n"))
+        .filter(|t| t.starts_with(PLAN_APPROVED))
+        .last()?;
+    Some(serde_json::json!({ "type": "text", "text": text }))
+}
+
+/// What Claude Code (2.1.332) puts before the user's words in the result of a call the user
+/// turned down with a reason ("Tell Claude what to change" on a plan, "No" with a note on an
+/// edit): no hook hears of such a call, nor of the words.
+const USER_SAID: &str = "To tell you how to proceed, the user said:\n";
+
+/// What the user said when turning down the agent's calls in `history`, as text blocks, once
+/// each, in order. They are the user's words, as a prompt is: with the history they would go
+/// one call after, while the agent still has to act on them.
+fn user_feedback(history: &[Value]) -> Vec<Value> {
+    let names: HashMap<&str, &str> = blocks_of(history, "assistant")
+        .filter(|b| kind(b) == Some("tool_use"))
+        .filter_map(|b| Some((b.get("id")?.as_str()?, b.get("name")?.as_str()?)))
+        .collect();
+    let mut seen = HashSet::new();
+    blocks_of(history, "user")
+        .filter(|b| kind(b) == Some("tool_result"))
+        .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
+        .filter_map(|b| {
+            let tool = names.get(b.get("tool_use_id")?.as_str()?)?;
+            let text = texts(b.get("content")).join("\n");
+            let (_, said) = text.split_once(USER_SAID)?;
+            let said = said.trim();
+            (!said.is_empty()).then(|| {
+                format!("The user turned down the agent's `{tool}` call and said:\n{said}")
+            })
+        })
+        .filter(|t| seen.insert(t.clone()))
+        .map(|text| serde_json::json!({ "type": "text", "text": text }))
+        .collect()
 }
 
 /// The images and documents that tool calls of `history` returned (Claude Code's Read of a
@@ -1016,6 +1078,79 @@ mod tests {
         let sent = out["messages"].to_string();
         assert_eq!(sent.matches("not tabs").count(), 1, "{out}");
         assert_eq!(sent.matches("British spelling").count(), 1, "{out}");
+    }
+
+    /// The plan the user approved (an ExitPlanMode call's result) is kept for the session: the
+    /// last one approved. A plan sent back, and one approved in the last turn, are not.
+    #[test]
+    fn the_last_plan_approved_is_kept() {
+        let approved = |plan: &str| {
+            format!(
+                "{PLAN_APPROVED} You can now start coding.\n\nYour plan has been saved to: \
+                 /h/.claude/plans/p.md\n\n## Approved Plan:\n{plan}\n"
+            )
+        };
+        let mut body = request(6);
+        for (call, tool, result) in [
+            (0, EXIT_PLAN_MODE, approved("1. Make add() add.")),
+            (
+                1,
+                EXIT_PLAN_MODE,
+                "The user doesn't want to proceed: use sums".to_owned(),
+            ),
+            (2, EXIT_PLAN_MODE, approved("1. Make add() sum.")),
+            // Not ExitPlanMode's: a Bash that printed the words.
+            (3, "Bash", approved("1. Echoed.")),
+            (5, EXIT_PLAN_MODE, approved("1. In the last turn.")),
+        ] {
+            let m = &mut body["messages"];
+            m[1 + 2 * call]["content"][1] = json!({"type": "tool_use",
+                "id": format!("toolu_{call}"), "name": tool, "input": {}});
+            m[2 + 2 * call]["content"][0]["content"] = json!(result);
+        }
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(
+            plan.kept_blocks,
+            [json!({"type": "text", "text": approved("1. Make add() sum.")})]
+        );
+        let none = plan_of(&request(6));
+        assert!(none.kept_blocks.is_empty());
+    }
+
+    /// What the user said when turning a call down reached no hook: it is kept, once each, as
+    /// the user's words. A refusal without words, and one in the last turn, are not.
+    #[test]
+    fn what_the_user_said_turning_a_call_down_is_kept() {
+        let refused = "The user doesn't want to proceed with this tool use. The tool use was \
+                       rejected (eg. if it was a file edit, the new_string was NOT written to the \
+                       file).";
+        let said = |words: &str| format!("{refused} {USER_SAID}{words}");
+        let mut body = request(6);
+        for (call, tool, result) in [
+            (0, EXIT_PLAN_MODE, said("Use sums instead")),
+            (
+                1,
+                "Edit",
+                format!("{refused} STOP what you are doing and wait."),
+            ),
+            (2, "Edit", said("Keep the old name")),
+            (3, EXIT_PLAN_MODE, said("Use sums instead")),
+            (5, "Bash", said("Not in the last turn")),
+        ] {
+            let m = &mut body["messages"];
+            m[1 + 2 * call]["content"][1] = json!({"type": "tool_use",
+                "id": format!("toolu_{call}"), "name": tool, "input": {}});
+            m[2 + 2 * call]["content"][0]["content"] = json!(result);
+            m[2 + 2 * call]["content"][0]["is_error"] = json!(true);
+        }
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        assert_eq!(
+            plan.kept_blocks,
+            [
+                json!({"type": "text", "text": "The user turned down the agent's `ExitPlanMode` call and said:\nUse sums instead"}),
+                json!({"type": "text", "text": "The user turned down the agent's `Edit` call and said:\nKeep the old name"}),
+            ]
+        );
     }
 
     /// An image or a PDF a Read returned is in no file the projection can show: the last copy
