@@ -18,7 +18,8 @@
 # stand-in's own provider is compacted by a summary Codex asks the model for.
 #
 # Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
-# as the README says, and its prompt becomes the goal (INTERACTIVE=0 leaves it out).
+# as the README says, and its prompt becomes the goal; then, in Plan mode, it proposes a plan
+# and carries it out (INTERACTIVE=0 leaves both out).
 #
 # Needs root (mounting), npm, python3 and tmux. Exits non-zero, saying which check failed, on any
 # miss. KEEP=1 keeps the work directory; WORLDFS_BIN=PATH runs another build (lib-mount.sh).
@@ -136,7 +137,13 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
   {"tool": "update_goal", "input": {"status": "complete"}},
-  {"text": "Goal met: util.py prints its argument."}
+  {"text": "Goal met: util.py prints its argument."},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Here is the plan.\n\n<proposed_plan>\n# Document util.py\n\n1. Give show() a docstring.\n\nPLAN: DOCSTRING\n</proposed_plan>"},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Plan carried out."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -556,6 +563,43 @@ PY
   ! grep -q '"tool": "update_goal"' "$WORK/commands-goal.json" \
     || fail "update_goal's answer was kept as an output: $(cat "$WORK/commands-goal.json")"
   pass "update_goal's answer (the goal, which the projection says) is not kept as an output"
+
+  # Plan mode (shift+tab): the model proposes a plan (`<proposed_plan>` in its answer), the user
+  # chooses "Yes, implement this plan", and Codex sends "Implement the plan." and nothing more.
+  # The plan is in the history alone: it must stay in the model's view while it is carried out.
+  before=$(wc -l < "$WORK/api.jsonl")
+  tmux new-session -d -s "$TUI" -x 160 -y 45 \
+    "cd '$PROJ' && CODEX_HOME='$WORK/codex-home-tui' STAND_IN_KEY=sk-stand-in '$CODEX'"
+  screen_has "Ask Codex" 30 || fail "Codex did not start again: $(tmux capture-pane -p -t "$TUI")"
+  sleep 1
+  for _ in 1 2 3 4 5; do
+    tmux send-keys -t "$TUI" BTab
+    screen_has "Plan mode" 1 && break
+  done
+  screen_has "Plan mode" 1 || fail "shift+tab did not switch to Plan mode: $(tmux capture-pane -p -t "$TUI")"
+  tmux send-keys -t "$TUI" -l "Plan how to document util.py"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Implement this plan?" 30 || fail "Codex did not offer to implement the plan: $(tmux capture-pane -p -t "$TUI")"
+  screen_has "› 1. Yes, implement this plan" 5 || fail "the first choice is not to implement: $(tmux capture-pane -p -t "$TUI")"
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Plan carried out." 30 || fail "the plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
+  tmux kill-session -t "$TUI"
+  PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
+import json
+import sys
+
+from live_check import calls, check
+
+work, before = sys.argv[1], int(sys.argv[2])
+inputs = [json.dumps(c["body"]["input"]) for c in calls(work, before) if c.get("answer", 0) > 0]
+# From the call that answers "Implement the plan." on.
+carried = [i.count("PLAN: DOCSTRING") for i in inputs if "Implement the plan." in i]
+check(len(carried) >= 4 and set(carried) == {1},
+      "the plan proposed in Plan mode stays in the model's view, once, in every call while it "
+      "is carried out", f"the plan's marker in each call after \"Implement the plan.\": {carried}")
+PY
+  checks=$((checks + 1))
 fi
 
 say "all $checks checks passed"

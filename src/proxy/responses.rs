@@ -33,9 +33,11 @@
 //!    asking the model, and puts the answer in a user message after the prompts), what the
 //!    model read of the skills it opened itself ([`skill_reads`]), the images the user
 //!    attached to later prompts (a screenshot of the bug), once each, the last images
-//!    `view_image` returned, each after a line naming it, and the last reports of subagents
-//!    Codex told the conversation of (`<subagent_notification>`). The projection's text cannot
-//!    show them, and without them they would leave the model's view at the next call;
+//!    `view_image` returned, each after a line naming it, the last reports of subagents
+//!    Codex told the conversation of (`<subagent_notification>`), and the last plan the model
+//!    proposed in Plan mode (`<proposed_plan>`, which "Implement the plan." refers to). The
+//!    projection's text cannot show them, and without them they would leave the model's view
+//!    at the next call;
 //! 4. the projection, as one user message (the `text` format): the prompts after the first,
 //!    then the files and command outputs as they are now, then the agent's state, and the last
 //!    step the mount knows when the last turn does not hold it (Codex runs `apply_patch` itself,
@@ -302,6 +304,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     kept.extend(prompt_media(replaced));
     kept.extend(viewed_media(replaced, &items[tail_start..]));
     kept.extend(subagent_reports(replaced));
+    kept.extend(proposed_plan(replaced));
     let tail_calls = items[tail_start..]
         .iter()
         .filter(|it| is_output(it))
@@ -531,6 +534,34 @@ fn subagent_reports(replaced: &[Value]) -> Vec<Value> {
         .collect();
     let skip = reports.len().saturating_sub(SUBAGENT_REPORTS_KEPT);
     reports.split_off(skip)
+}
+
+/// How the model wraps the plan it proposes in Codex's Plan mode (0.171: its instructions say
+/// so, and the UI then asks the user "Implement this plan?").
+const PLAN_OPEN: &str = "<proposed_plan>";
+const PLAN_CLOSE: &str = "</proposed_plan>";
+
+/// The last plan the model proposed in Plan mode in `replaced`, as a text part. Choosing to
+/// implement it sends the prompt "Implement the plan." and nothing else: the plan itself is in
+/// the model's answer, in the history, which without this would leave the model's view one
+/// call into the work it plans. A later plan replaces an earlier one whole (the model is told
+/// so).
+fn proposed_plan(replaced: &[Value]) -> Option<Value> {
+    let plan = replaced
+        .iter()
+        .rev()
+        .filter(|it| kind(it) == "message" && role(it) == Some("assistant"))
+        .flat_map(|it| texts(it).into_iter().rev())
+        .filter_map(|t| {
+            let start = t.find(PLAN_OPEN)?;
+            let end = t[start..].find(PLAN_CLOSE)? + start + PLAN_CLOSE.len();
+            Some(&t[start..end])
+        })
+        .next()?;
+    Some(json!({
+        "type": "input_text",
+        "text": format!("The plan you proposed last, in Plan mode:\n{plan}"),
+    }))
 }
 
 /// Skills the model opened itself kept ([`skill_reads`]): the last read of each of the last
@@ -859,6 +890,45 @@ mod tests {
         let out = splice(&body, &plan, PROJECTION).expect("splice");
         let sent = said(out["input"].as_array().expect("input"));
         assert_eq!(sent.matches("HOUSE RULE").count(), 1, "{sent}");
+    }
+
+    /// The plan the model proposed in Plan mode stays in view while it implements it: the last
+    /// one, once. One the last turn holds is left to it.
+    #[test]
+    fn the_last_plan_proposed_stays() {
+        let answer = |text: &str| {
+            json!({"type": "message", "role": "assistant",
+                   "content": [{"type": "output_text", "text": text}]})
+        };
+        let mut body = request(4);
+        let input = body["input"].as_array_mut().expect("input");
+        // After the second command, a plan; after the third, its replacement.
+        input.insert(
+            9,
+            answer("Here it is.\n\n<proposed_plan>\n1. Subtract.\n</proposed_plan>"),
+        );
+        input.insert(10, user("No: it must add"));
+        input.insert(
+            14,
+            answer("Revised.\n<proposed_plan>\n1. Add.\n</proposed_plan>\nThat's all."),
+        );
+        input.insert(15, user("Implement the plan."));
+        let p = plan(&body, Some(PROMPT)).expect("plan");
+        assert_eq!(
+            said(&p.kept),
+            said(&[json!({"type": "input_text", "text":
+                "The plan you proposed last, in Plan mode:\n<proposed_plan>\n1. Add.\n</proposed_plan>"})])
+        );
+        let out = splice(&body, &p, PROJECTION).expect("splice");
+        let sent = said(out["input"].as_array().expect("input"));
+        assert_eq!(sent.matches("1. Add.").count(), 1, "{sent}");
+        assert!(!sent.contains("Subtract"), "{sent}");
+        assert!(
+            plan(&request(4), Some(PROMPT))
+                .expect("plan")
+                .kept
+                .is_empty()
+        );
     }
 
     /// A skill the model opened itself (a `cat` of a `SKILL.md` outside the project) stays in
