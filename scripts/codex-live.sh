@@ -143,7 +143,13 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
-  {"text": "Plan carried out."}
+  {"text": "Plan carried out."},
+  {"text": "<proposed_plan>\n# Test util.py\n\n1. Test show().\n\nPLAN: TESTS\n</proposed_plan>"},
+  {"tool": "exec_command", "input": {"cmd": "cat $PLAN_FILE"}},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Second plan carried out."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -574,9 +580,9 @@ PY
   sleep 1
   for _ in 1 2 3 4 5; do
     tmux send-keys -t "$TUI" BTab
-    screen_has "Plan mode" 1 && break
+    screen_has "Plan mode (shift+tab to cycle)" 1 && break
   done
-  screen_has "Plan mode" 1 || fail "shift+tab did not switch to Plan mode: $(tmux capture-pane -p -t "$TUI")"
+  screen_has "Plan mode (shift+tab to cycle)" 1 || fail "shift+tab did not switch to Plan mode: $(tmux capture-pane -p -t "$TUI")"
   tmux send-keys -t "$TUI" -l "Plan how to document util.py"
   sleep 0.3
   tmux send-keys -t "$TUI" Enter
@@ -584,6 +590,22 @@ PY
   screen_has "› 1. Yes, implement this plan" 5 || fail "the first choice is not to implement: $(tmux capture-pane -p -t "$TUI")"
   tmux send-keys -t "$TUI" Enter
   screen_has "Plan carried out." 30 || fail "the plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
+  # Again, implemented in a fresh thread: Codex writes the plan to a file under its home and
+  # opens the thread with "Read the approved plan at PATH and implement it."
+  for _ in 1 2 3 4 5; do
+    tmux send-keys -t "$TUI" BTab
+    screen_has "Plan mode (shift+tab to cycle)" 1 && break
+  done
+  tmux send-keys -t "$TUI" -l "Plan tests for util.py"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Implement this plan?" 30 || fail "Codex did not offer to implement the second plan: $(tmux capture-pane -p -t "$TUI")"
+  for _ in 1 2 3 4 5; do
+    tmux send-keys -t "$TUI" Down
+    screen_has "› 2. Yes, clear context" 1 && break
+  done
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Second plan carried out." 30 || fail "the second plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
   tmux kill-session -t "$TUI"
   PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
@@ -598,8 +620,18 @@ carried = [i.count("PLAN: DOCSTRING") for i in inputs if "Implement the plan." i
 check(len(carried) >= 4 and set(carried) == {1},
       "the plan proposed in Plan mode stays in the model's view, once, in every call while it "
       "is carried out", f"the plan's marker in each call after \"Implement the plan.\": {carried}")
+# The fresh thread's calls, from the one after the model read the plan's file on.
+fresh = [i for i in inputs if "Read the approved plan at" in i]
+read = [i.count("PLAN: TESTS") for i in fresh if "approved-plan.md" in i and "function_call_output" in i]
+check(len(read) >= 4 and set(read) == {1},
+      "a plan implemented in a fresh thread, which the model reads from the file Codex wrote, "
+      "stays in the model's view, once, in every call after that read",
+      f"the plan's marker in each call after the read: {read}")
 PY
-  checks=$((checks + 1))
+  checks=$((checks + 2))
+  "$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q 'approved-plan.md' \
+    && fail "the hook kept the approved plan's read as an output, which fades: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
+  pass "the hook keeps no output of that read (the proxy keeps the plan, which does not fade)"
 fi
 
 say "all $checks checks passed"

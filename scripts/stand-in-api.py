@@ -24,7 +24,8 @@ the requests that define an `exec_command` tool get the script's answers, a tool
 tool's `custom_tool_call` with `{"tool": "apply_patch", "custom": "*** Begin Patch ..."}`. An
 input value "$LAST_SESSION" becomes the number of the last "session ID N" the request holds
 (Codex's answer for a command still running, which `write_stdin` then polls), and "$AGENT" the
-last `agent_id` (a subagent `spawn_agent` started); `"namespace": NAME` goes with the call (Codex's
+last `agent_id` (a subagent `spawn_agent` started), and "$PLAN_FILE" the plan file a thread
+begun with an approved plan names; `"namespace": NAME` goes with the call (Codex's
 `multi_agent_v1` tools). A request whose user messages hold --subagent-prompt is a subagent's,
 and gets --subagent-script's answers, as for Claude Code.
 With --summary TEXT, a request of the main conversation whose last user message asks for a
@@ -197,6 +198,9 @@ class Handler(BaseHTTPRequestHandler):
         agents = re.findall(r'agent_id\\*":\s*\\*"([0-9a-f-]+)', text)
         if agents:
             said = said.replace("$AGENT", agents[-1])
+        plans = re.findall(r"Read the approved plan at (/\S+) and implement it", text)
+        if plans:
+            said = said.replace("$PLAN_FILE", plans[-1])
         return json.loads(said), n + 1
 
     def log_message(self, *args):  # quiet: the record file is the log

@@ -458,7 +458,7 @@ pub fn plan(event: &Value) -> Plan {
                         step["result"] = format!("Exit code {code}\n{said}").into();
                         step["is_error"] = true.into();
                     }
-                    let command = if codex::reads_skill(event) {
+                    let command = if codex::reads_instructions(event) {
                         None
                     } else {
                         command_output(event, failed, codex_exit, &step)

@@ -135,22 +135,40 @@ pub fn is_apply_patch(event: &Value) -> bool {
 /// The name of the file a skill's instructions are in.
 const SKILL_FILE: &str = "SKILL.md";
 
+/// The name of the file Codex writes a plan to when the user approves it for a fresh thread
+/// ("Yes, clear context and implement" in Plan mode, 0.171: `CODEX_HOME/attachments/ID/`),
+/// whose first prompt is "Read the approved plan at PATH and implement it."
+const APPROVED_PLAN_FILE: &str = "approved-plan.md";
+
+/// What a file of instructions [`instructions_read`] finds is, for the model: a skill's, or
+/// the plan the user approved.
+pub fn instructions_kind(path: &str) -> &'static str {
+    if path.ends_with(APPROVED_PLAN_FILE) {
+        "the plan the user approved"
+    } else {
+        "a skill you opened"
+    }
+}
+
 /// The directories of a project Codex keeps skills in (`.agents/skills`) or its own files,
 /// which the world leaves out by default (docs/worldfs.toml.md).
 const SKILL_DIRS: [&str; 2] = [".agents", ".codex"];
 
-/// The `SKILL.md` that shell `command` reads outside the working directory `cwd`, or in its
-/// [`SKILL_DIRS`], absolute: a skill the model opened itself (Codex lists its skills, each
-/// with its file, and tells the model to open one when it applies, and not to read it again).
-/// Another one in the project is a file of the world like any other.
-pub fn skill_read(command: &str, cwd: &str) -> Option<String> {
+/// The file of instructions that shell `command` reads outside the working directory `cwd`, or
+/// in its [`SKILL_DIRS`], absolute: a skill the model opened itself (a `SKILL.md`: Codex lists
+/// its skills, each with its file, and tells the model to open one when it applies, and not to
+/// read it again), or the plan the user approved ([`APPROVED_PLAN_FILE`]), which the model
+/// carries out over the whole thread. Another such file in the project is a file of the world
+/// like any other.
+pub fn instructions_read(command: &str, cwd: &str) -> Option<String> {
     if !cwd.starts_with('/') {
         return None;
     }
+    let named = |w: &str, name: &str| w == name || w.ends_with(&format!("/{name}"));
     command
         .split_whitespace()
         .map(|w| w.trim_matches(|c| matches!(c, '\'' | '"' | ';' | '(' | ')')))
-        .filter(|w| *w == SKILL_FILE || w.ends_with(&format!("/{SKILL_FILE}")))
+        .filter(|w| named(w, SKILL_FILE) || named(w, APPROVED_PLAN_FILE))
         .map(|w| absolute(w, cwd))
         .find(|p| {
             let p = Path::new(p);
@@ -169,17 +187,17 @@ fn absolute(path: &str, cwd: &str) -> String {
         .into_owned()
 }
 
-/// Whether this Codex `PostToolUse` is of a command that read a skill's `SKILL.md` outside the
-/// project ([`skill_read`]): `worldfs proxy` keeps what it printed as the skill, so the hook
+/// Whether this Codex `PostToolUse` is of a command that read a file of instructions outside
+/// the project ([`instructions_read`]): `worldfs proxy` keeps what it printed, so the hook
 /// keeps no output of it (it would show twice).
-pub fn reads_skill(event: &Value) -> bool {
+pub fn reads_instructions(event: &Value) -> bool {
     event.get("turn_id").is_some()
         && event.get("tool_name").and_then(Value::as_str) == Some("Bash")
         && event
             .pointer("/tool_input/command")
             .and_then(Value::as_str)
             .zip(event.get("cwd").and_then(Value::as_str))
-            .and_then(|(command, cwd)| skill_read(command, cwd))
+            .and_then(|(command, cwd)| instructions_read(command, cwd))
             .is_some()
 }
 
@@ -546,11 +564,11 @@ mod tests {
     fn a_skill_is_a_skill_md_outside_the_project() {
         let cwd = "/w/project";
         assert_eq!(
-            skill_read("cat /h/.codex/skills/style/SKILL.md", cwd).as_deref(),
+            instructions_read("cat /h/.codex/skills/style/SKILL.md", cwd).as_deref(),
             Some("/h/.codex/skills/style/SKILL.md")
         );
         assert_eq!(
-            skill_read(
+            instructions_read(
                 "sed -n '1,200p' '../codex-home/skills/.system/x/SKILL.md'",
                 cwd
             )
@@ -559,14 +577,29 @@ mod tests {
         );
         // The project's own skills, which the world leaves out.
         assert_eq!(
-            skill_read("cat .agents/skills/style/SKILL.md", cwd).as_deref(),
+            instructions_read("cat .agents/skills/style/SKILL.md", cwd).as_deref(),
             Some("/w/project/.agents/skills/style/SKILL.md")
         );
         // Elsewhere in the project: a file of the world. Not a skill's file, or no directory.
-        assert_eq!(skill_read("cat docs/skills/style/SKILL.md", cwd), None);
-        assert_eq!(skill_read("cat /h/notes/README.md", cwd), None);
-        assert_eq!(skill_read("cat /h/SKILL.md.bak", cwd), None);
-        assert_eq!(skill_read("cat /h/skills/x/SKILL.md", "relative"), None);
+        assert_eq!(
+            instructions_read("cat docs/skills/style/SKILL.md", cwd),
+            None
+        );
+        assert_eq!(instructions_read("cat /h/notes/README.md", cwd), None);
+        assert_eq!(instructions_read("cat /h/SKILL.md.bak", cwd), None);
+        assert_eq!(
+            instructions_read("cat /h/skills/x/SKILL.md", "relative"),
+            None
+        );
+        // The plan the user approved for a fresh thread.
+        let plan = "/h/.codex/attachments/48f7/approved-plan.md";
+        assert_eq!(
+            instructions_read(&format!("cat {plan}"), cwd).as_deref(),
+            Some(plan)
+        );
+        assert_eq!(instructions_kind(plan), "the plan the user approved");
+        assert_eq!(instructions_kind("/h/s/SKILL.md"), "a skill you opened");
+        assert_eq!(instructions_read("cat docs/approved-plan.md", cwd), None);
     }
 
     #[test]

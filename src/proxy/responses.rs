@@ -31,7 +31,8 @@
 //! 3. what of the history replaced no file holds, as one user message: the summary Codex
 //!    made when it compacted the conversation (with a provider of one's own it compacts by
 //!    asking the model, and puts the answer in a user message after the prompts), what the
-//!    model read of the skills it opened itself ([`skill_reads`]), the images the user
+//!    model read of the skills it opened itself and of a plan approved for a fresh thread
+//!    ([`instruction_reads`]), the images the user
 //!    attached to later prompts (a screenshot of the bug), once each, the last images
 //!    `view_image` returned, each after a line naming it, the last reports of subagents
 //!    Codex told the conversation of (`<subagent_notification>`), and the last plan the model
@@ -181,7 +182,7 @@ pub struct Plan {
     /// ([`is_instruction`]), once each, and the last of each kind of [`internal_context`], in
     /// order.
     pub instructions: Vec<Value>,
-    /// Content parts of the history replaced that no file holds ([`skill_reads`],
+    /// Content parts of the history replaced that no file holds ([`instruction_reads`],
     /// [`prompt_media`], [`viewed_media`], [`subagent_reports`]).
     pub kept: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
@@ -299,7 +300,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .collect();
     let mut kept = compaction_summary(replaced);
     if let Some(cwd) = working_directory(items) {
-        kept.extend(skill_reads(replaced, cwd));
+        kept.extend(instruction_reads(replaced, cwd));
     }
     kept.extend(prompt_media(replaced));
     kept.extend(viewed_media(replaced, &items[tail_start..]));
@@ -564,9 +565,8 @@ fn proposed_plan(replaced: &[Value]) -> Option<Value> {
     }))
 }
 
-/// Skills the model opened itself kept ([`skill_reads`]): the last read of each of the last
-/// few.
-const SKILL_READS_KEPT: usize = 4;
+/// Files of instructions kept ([`instruction_reads`]): the last read of each of the last few.
+const INSTRUCTION_READS_KEPT: usize = 4;
 
 /// The working directory Codex's first environment context names (`<cwd>...</cwd>`).
 fn working_directory(items: &[Value]) -> Option<&str> {
@@ -581,18 +581,20 @@ fn working_directory(items: &[Value]) -> Option<&str> {
         })
 }
 
-/// What the shell calls of the history replaced printed of the skills the model opened
-/// itself (a `SKILL.md` outside the project, [`codex::skill_read`]), as text parts: the last
-/// read of each of the last [`SKILL_READS_KEPT`]. Codex tells the model to follow a skill it
-/// opened and not to read it again; no file of the world holds it, and the hook keeps no
-/// output of such a read, so without this it would leave the model's view after one call.
-fn skill_reads(replaced: &[Value], cwd: &str) -> Vec<Value> {
+/// What the shell calls of the history replaced printed of the files of instructions the model
+/// read ([`codex::instructions_read`]): the skills it opened itself (a `SKILL.md` outside the
+/// project), and the plan the user approved for a fresh thread; as text parts, the last read
+/// of each of the last [`INSTRUCTION_READS_KEPT`]. Codex tells the model to follow a skill it
+/// opened and not to read it again, and to carry out the plan; no file of the world holds
+/// them, and the hook keeps no output of such a read, so without this they would leave the
+/// model's view after one call.
+fn instruction_reads(replaced: &[Value], cwd: &str) -> Vec<Value> {
     let mut reads: Vec<(String, Value)> = Vec::new();
     for (i, call) in replaced.iter().enumerate() {
         let Some(command) = shell_command(call) else {
             continue;
         };
-        let Some(path) = codex::skill_read(&command, cwd) else {
+        let Some(path) = codex::instructions_read(&command, cwd) else {
             continue;
         };
         let id = call.get("call_id");
@@ -603,13 +605,14 @@ fn skill_reads(replaced: &[Value], cwd: &str) -> Vec<Value> {
             continue;
         };
         let text = format!(
-            "{path}, a skill you opened, as `{command}` showed it:\n{}",
+            "{path}, {}, as `{command}` showed it:\n{}",
+            codex::instructions_kind(&path),
             result_text(output.get("output"))
         );
         reads.retain(|(p, _)| *p != path);
         reads.push((path, json!({"type": "input_text", "text": text})));
     }
-    let skip = reads.len().saturating_sub(SKILL_READS_KEPT);
+    let skip = reads.len().saturating_sub(INSTRUCTION_READS_KEPT);
     reads.split_off(skip).into_iter().map(|(_, t)| t).collect()
 }
 
@@ -928,6 +931,27 @@ mod tests {
                 .expect("plan")
                 .kept
                 .is_empty()
+        );
+    }
+
+    /// The plan the user approved for a fresh thread ("Read the approved plan at PATH and
+    /// implement it."), as the model's read of it printed, stays in view.
+    #[test]
+    fn the_approved_plan_the_model_read_stays() {
+        let mut body = request(3);
+        let input = body["input"].as_array_mut().expect("input");
+        let cmd = json!({"cmd": "cat /h/.codex/attachments/48f7/approved-plan.md"});
+        input.splice(
+            3..3,
+            call(0, "exec_command", cmd, "Output:\n1. Make add() add.\n"),
+        );
+        let kept = said(&plan(&body, Some(PROMPT)).expect("plan").kept);
+        assert!(
+            kept.contains(
+                "/h/.codex/attachments/48f7/approved-plan.md, the plan the user approved, as \
+                 `cat /h/.codex/attachments/48f7/approved-plan.md` showed it"
+            ) && kept.contains("1. Make add() add."),
+            "{kept}"
         );
     }
 
