@@ -19,7 +19,8 @@
 # Claude Code sends (it saves the output to a file, and shows where, and its head); one signed
 # in with a subscription (an OAuth token), whose prompt-cache breakpoints are hour-long; one that
 # runs an agent and a command in the background; one that reads in a directory with a CLAUDE.md
-# of its own (the project also has a `.mcp.json`, which must stay out of the world); and last,
+# of its own (the project also has a `.mcp.json`, which must stay out of the world); one in a git
+# worktree (`claude --worktree`, in a repository of its own below the project); and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
 # answered with Enter), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
@@ -136,6 +137,13 @@ mkdir -p "$PROJ/pkg"
 echo 'RATE = 3' > "$PROJ/pkg/rates.py"
 echo 'PKG RULE: rates are integers.' > "$PROJ/pkg/CLAUDE.md"
 echo '{"mcpServers": {}}' > "$PROJ/.mcp.json"
+# A git repository of its own, for a session in a worktree (`claude --worktree`).
+mkdir -p "$PROJ/app"
+echo 'RATE = 3' > "$PROJ/app/rates.py"
+echo 'Rates are set by finance.' > "$PROJ/app/notes.md"
+git -C "$PROJ/app" init -q
+git -C "$PROJ/app" -c user.name=live -c user.email=live@example.com add -A
+git -C "$PROJ/app" -c user.name=live -c user.email=live@example.com commit -qm "rates"
 cat > "$PROJ/NOTES.md" << 'EOF'
 # Notes
 
@@ -199,6 +207,11 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"text": "Rates read."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/app/.claude/worktrees/wt1/rates.py"}},
+  {"tool": "Edit", "input": {"file_path": "$PROJ/app/.claude/worktrees/wt1/rates.py", "old_string": "RATE = 3", "new_string": "RATE = 4"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/app/.claude/worktrees/wt1/notes.md"}},
+  {"tool": "Bash", "input": {"command": "cat notes.md", "description": "Notes again"}},
+  {"text": "Rate raised."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -462,6 +475,34 @@ if ".mcp.json" in entries or sent:
     sys.exit(1)
 print("claude-live: ok: Claude Code's .mcp.json, read at every start, is not in the world nor "
       "in any call")
+PY
+
+# `claude --worktree NAME` works in a git worktree it makes in the project's
+# `.claude/worktrees/NAME`: the agent's files, though under `.claude`.
+say "a new session in a git worktree (claude --worktree), which edits a file there"
+BEFORE_WT_CALLS=$(wc -l < "$WORK/api.jsonl")
+# The repository's own settings, which its worktrees' sessions read.
+"$BIN" hook --install -C "$PROJ/app" > /dev/null
+(cd "$PROJ/app" && claude_run worktree "Raise the rate" --worktree wt1)
+grep -q "Rate raised." "$WORK/worktree.json" || fail "the worktree session did not finish: $(tail -c 500 "$WORK/worktree.json")"
+"$BIN" ctl entries.list '{}' > "$WORK/entries-worktree.json"
+python3 - "$WORK" "$BEFORE_WT_CALLS" << 'PY' || exit 1
+import json
+import sys
+
+work, before = sys.argv[1], int(sys.argv[2])
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+main = [json.dumps(c["body"]["messages"]) for c in calls if c.get("answer", 0) > 0]
+entries = {e["path"]: e for e in json.load(open(f"{work}/entries-worktree.json"))["entries"]}
+rates = entries.get("app/.claude/worktrees/wt1/rates.py", {})
+# From the call after the edit on: the file as it is now, not the Read's copy from before it.
+after = [(m.count("RATE = 4"), m.count("RATE = 3")) for m in main[3:]]
+if not rates.get("agent_wrote") or len(after) < 2 or any(new < 1 or old > 1 for new, old in after):
+    print(f"claude-live: FAILED: a worktree's files are the agent's: rates.py in the world "
+          f"{rates or 'no'}; (now, before) in each call after the edit: {after}", file=sys.stderr)
+    sys.exit(1)
+print("claude-live: ok: in a worktree (claude --worktree), the files the agent reads and edits "
+      "are in the world, and each call holds them as they are now")
 PY
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 

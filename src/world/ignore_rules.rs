@@ -10,6 +10,9 @@
 //! Secrets come before gitignore because `.env` is usually gitignored, and "there is a `.env`
 //! here, withheld" is more useful to an agent than silence. Content-based rules (binary, too
 //! large) need the bytes and are applied when an entry is hashed, see [`content_verdict`].
+//!
+//! Claude Code's worktrees ([`WORKTREES`]) are checkouts of the project inside its `.claude`:
+//! each is judged as a project of its own, from its root down.
 
 use std::collections::HashSet;
 use std::ffi::OsString;
@@ -23,6 +26,34 @@ use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use super::config::IgnoreConfig;
 use super::entry::IgnoreReason;
 use super::source::SourceRoot;
+
+/// Where Claude Code puts the git worktrees it works in (`claude --worktree NAME`, its
+/// EnterWorktree tool, an agent run in isolation): `.claude/worktrees/NAME` in the project. A
+/// worktree is a checkout of the project, the agent's work, not Claude Code's own files:
+/// without this, the `.claude` of [`IgnoreConfig::dirs`] would leave every file the agent
+/// reads and edits there out of the world.
+pub const WORKTREES: [&str; 2] = [".claude", "worktrees"];
+
+/// Where `rel` is in Claude Code's worktrees ([`WORKTREES`], at any depth: the project may be
+/// below the mount's root, a worktree may hold another): how many of its leading components
+/// make the innermost worktree's root (0: in none), and which components are the `.claude`,
+/// `worktrees` and name of a worktree, which are no directory of Claude Code's own.
+fn worktree_parts(rel: &Path) -> (usize, Vec<bool>) {
+    let parts: Vec<&std::ffi::OsStr> = rel.components().map(|c| c.as_os_str()).collect();
+    let mut naming = vec![false; parts.len()];
+    let mut root = 0;
+    let mut i = 0;
+    while i + 2 < parts.len() {
+        if parts[i] == WORKTREES[0] && parts[i + 1] == WORKTREES[1] {
+            naming[i..i + 3].fill(true);
+            root = i + 3;
+            i += 3;
+        } else {
+            i += 1;
+        }
+    }
+    (root, naming)
+}
 
 /// Built-in secrets, in `.gitignore` syntax. Always applied; `allow` exempts specific paths.
 pub const SECRETS: &[&str] = &[
@@ -146,33 +177,48 @@ impl IgnoreRules {
     }
 
     pub fn classify(&self, rel: &Path, is_dir: bool) -> PathVerdict {
-        if rel.components().any(|c| self.dirs.contains(c.as_os_str())) {
+        // In a worktree, every rule reads the path from the worktree's root. Most paths are in
+        // none: one with no `worktrees` component is not looked at twice.
+        let (depth, naming) = if rel.components().any(|c| c.as_os_str() == WORKTREES[1]) {
+            worktree_parts(rel)
+        } else {
+            (0, Vec::new())
+        };
+        let root = rel
+            .ancestors()
+            .nth(rel.components().count() - depth)
+            .unwrap_or(Path::new(""));
+        let inner = rel.strip_prefix(root).unwrap_or(rel);
+        if rel.components().enumerate().any(|(i, c)| {
+            !naming.get(i).copied().unwrap_or(false) && self.dirs.contains(c.as_os_str())
+        }) {
             return PathVerdict::Ignored(PathIgnore::BuildOrVcsDir);
         }
-        if rel.as_os_str().is_empty() {
+        if inner.as_os_str().is_empty() {
             return PathVerdict::Keep;
         }
-        if hit(self.allow.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+        if hit(self.allow.matched_path_or_any_parents(inner, is_dir)) == Some(true) {
             return PathVerdict::Keep;
         }
-        if hit(self.secrets.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+        if hit(self.secrets.matched_path_or_any_parents(inner, is_dir)) == Some(true) {
             return PathVerdict::Withheld;
         }
-        if hit(self.patterns.matched_path_or_any_parents(rel, is_dir)) == Some(true) {
+        if hit(self.patterns.matched_path_or_any_parents(inner, is_dir)) == Some(true) {
             return PathVerdict::Ignored(PathIgnore::ConfigPattern);
         }
-        if self.use_gitignore && self.gitignored(rel, is_dir) {
+        if self.use_gitignore && self.gitignored(rel, is_dir, root) {
             return PathVerdict::Ignored(PathIgnore::Gitignored);
         }
         PathVerdict::Keep
     }
 
     /// Git's rule: a path is ignored if it or any parent directory is, and for each of those the
-    /// deepest `.gitignore` with an opinion decides.
-    fn gitignored(&self, rel: &Path, is_dir: bool) -> bool {
+    /// deepest `.gitignore` with an opinion decides. Only the `.gitignore` files from `root`
+    /// down count (a worktree's own).
+    fn gitignored(&self, rel: &Path, is_dir: bool, root: &Path) -> bool {
         let comps: Vec<&Path> = rel
             .ancestors()
-            .filter(|a| !a.as_os_str().is_empty())
+            .filter(|a| a.starts_with(root) && *a != root)
             .collect();
         // `comps` is deepest first; check from the top so an ignored parent short-circuits.
         for (depth, prefix) in comps.iter().rev().enumerate() {
@@ -186,6 +232,9 @@ impl IgnoreRules {
                         Some(false) => break,
                         None => {}
                     }
+                }
+                if d == root {
+                    break;
                 }
                 dir = d.parent();
             }
@@ -320,6 +369,66 @@ mod tests {
         };
         let (_d, r) = rules(cfg, &[]);
         assert_eq!(v(&r, ".mcp.json"), PathVerdict::Keep);
+    }
+
+    /// A Claude Code worktree is a checkout of the project: judged from its own root, with its
+    /// own `.gitignore` files, not left out with the rest of `.claude`.
+    #[test]
+    fn a_claude_code_worktree_is_a_project_of_its_own() {
+        let wt = ".claude/worktrees/fix-1";
+        let (_d, r) = rules(
+            IgnoreConfig::default(),
+            &[
+                (".gitignore", "*.log\n.claude/worktrees/\n"),
+                (&format!("{wt}/.gitignore"), "out/\n*.tmp\n"),
+                ("web/.gitignore", "cache/\n"),
+                (&format!("{wt}/web/.gitignore"), "*.snap\n"),
+            ],
+        );
+        for keep in ["src/calc.py", "README.md", "web/cache.js", "a.log"] {
+            assert_eq!(v(&r, &format!("{wt}/{keep}")), PathVerdict::Keep, "{keep}");
+        }
+        assert_eq!(r.classify(Path::new(wt), true), PathVerdict::Keep);
+        for (gone, why) in [
+            ("out/x.js", PathIgnore::Gitignored),
+            ("b.tmp", PathIgnore::Gitignored),
+            ("web/ui.snap", PathIgnore::Gitignored),
+            (".git", PathIgnore::BuildOrVcsDir),
+            (".claude/settings.json", PathIgnore::BuildOrVcsDir),
+            ("node_modules/x/index.js", PathIgnore::BuildOrVcsDir),
+            (".mcp.json", PathIgnore::ConfigPattern),
+        ] {
+            assert_eq!(
+                v(&r, &format!("{wt}/{gone}")),
+                PathVerdict::Ignored(why),
+                "{gone}"
+            );
+        }
+        assert_eq!(v(&r, &format!("{wt}/.env")), PathVerdict::Withheld);
+        // Below the mount's root, and one in another: the innermost is the root.
+        assert_eq!(
+            v(&r, "proj/.claude/worktrees/a/src/x.py"),
+            PathVerdict::Keep
+        );
+        assert_eq!(
+            v(&r, &format!("{wt}/.claude/worktrees/b/src/x.py")),
+            PathVerdict::Keep
+        );
+        assert!(matches!(
+            v(&r, "node_modules/p/.claude/worktrees/a/x.js"),
+            PathVerdict::Ignored(PathIgnore::BuildOrVcsDir)
+        ));
+        // Claude Code's own files stay out, and the project's rules are the project's.
+        assert!(matches!(
+            v(&r, ".claude/worktrees"),
+            PathVerdict::Ignored(_)
+        ));
+        assert!(matches!(
+            v(&r, ".claude/settings.json"),
+            PathVerdict::Ignored(_)
+        ));
+        assert!(matches!(v(&r, "a.log"), PathVerdict::Ignored(_)));
+        assert_eq!(v(&r, "b.tmp"), PathVerdict::Keep);
     }
 
     #[test]
