@@ -578,28 +578,28 @@ PY
     "cd '$PROJ' && CODEX_HOME='$WORK/codex-home-tui' STAND_IN_KEY=sk-stand-in '$CODEX'"
   screen_has "Ask Codex" 30 || fail "Codex did not start again: $(tmux capture-pane -p -t "$TUI")"
   sleep 1
-  for _ in 1 2 3 4 5; do
-    tmux send-keys -t "$TUI" BTab
-    screen_has "Plan mode (shift+tab to cycle)" 1 && break
-  done
-  screen_has "Plan mode (shift+tab to cycle)" 1 || fail "shift+tab did not switch to Plan mode: $(tmux capture-pane -p -t "$TUI")"
-  tmux send-keys -t "$TUI" -l "Plan how to document util.py"
-  sleep 0.3
-  tmux send-keys -t "$TUI" Enter
-  screen_has "Implement this plan?" 30 || fail "Codex did not offer to implement the plan: $(tmux capture-pane -p -t "$TUI")"
+  # plan_for PROMPT: switches to Plan mode (shift+tab, until the footer says so) and asks
+  # PROMPT; returns once Codex offers to implement the plan the model proposed.
+  plan_for() {
+    for _ in 1 2 3 4 5; do
+      tmux send-keys -t "$TUI" BTab
+      screen_has "Plan mode (shift+tab to cycle)" 1 && break
+    done
+    screen_has "Plan mode (shift+tab to cycle)" 1 \
+      || fail "shift+tab did not switch to Plan mode: $(tmux capture-pane -p -t "$TUI")"
+    tmux send-keys -t "$TUI" -l "$1"
+    sleep 0.3
+    tmux send-keys -t "$TUI" Enter
+    screen_has "Implement this plan?" 30 \
+      || fail "Codex did not offer to implement the plan for \"$1\": $(tmux capture-pane -p -t "$TUI")"
+  }
+  plan_for "Plan how to document util.py"
   screen_has "› 1. Yes, implement this plan" 5 || fail "the first choice is not to implement: $(tmux capture-pane -p -t "$TUI")"
   tmux send-keys -t "$TUI" Enter
   screen_has "Plan carried out." 30 || fail "the plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
   # Again, implemented in a fresh thread: Codex writes the plan to a file under its home and
   # opens the thread with "Read the approved plan at PATH and implement it."
-  for _ in 1 2 3 4 5; do
-    tmux send-keys -t "$TUI" BTab
-    screen_has "Plan mode (shift+tab to cycle)" 1 && break
-  done
-  tmux send-keys -t "$TUI" -l "Plan tests for util.py"
-  sleep 0.3
-  tmux send-keys -t "$TUI" Enter
-  screen_has "Implement this plan?" 30 || fail "Codex did not offer to implement the second plan: $(tmux capture-pane -p -t "$TUI")"
+  plan_for "Plan tests for util.py"
   for _ in 1 2 3 4 5; do
     tmux send-keys -t "$TUI" Down
     screen_has "› 2. Yes, clear context" 1 && break
