@@ -25,7 +25,11 @@
 //!    call; the prompt's message opens with the result): all the user messages that open the
 //!    conversation are kept so, one by one. After them, the tool searches
 //!    of the history replaced whose results load deferred tools, each call with its result (the
-//!    API knows such a tool only from the `tool_reference` blocks of a result in the request);
+//!    API knows such a tool only from the `tool_reference` blocks of a result in the request),
+//!    then, as one user message, what of the history replaced no file gives back
+//!    ([`Plan::kept_blocks`]): the skills loaded, the CLAUDE.md files below the root attached
+//!    to results, the last plan approved in plan mode, what the user said turning a call
+//!    down, the images and documents;
 //! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
 //!    after the first), then the files and command outputs as they are now;
 //! 3. the `role: "system"` messages Claude Code put in the history replaced, once each: those
@@ -456,10 +460,11 @@ const NESTED_INSTRUCTIONS: &str = "Contents of /";
 const REMINDER: &str = "<system-reminder>\n";
 
 /// The instruction files Claude Code attached to tool results in `history`
-/// ([`NESTED_INSTRUCTIONS`] in a reminder of its own), the last copy of each file, without breakpoints. They are
-/// instructions for the rest of the session, as the first message's CLAUDE.md is: with the
-/// history they would go one call after the result that brought them, and as a file of the
-/// world they would fade with its age, while the agent still works in that directory.
+/// ([`NESTED_INSTRUCTIONS`] in a reminder of its own), the last copy of each file, without
+/// breakpoints. They are instructions for the rest of the session, as the first message's
+/// CLAUDE.md is: with the history they would go one call after the result that brought them,
+/// and as a file of the world they would fade with its age, while the agent still works in
+/// that directory.
 fn nested_instructions(history: &[Value]) -> Vec<Value> {
     let mut out: Vec<(&str, Value)> = Vec::new();
     for b in blocks_of(history, "user").filter(|b| kind(b) == Some("text")) {
