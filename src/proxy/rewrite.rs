@@ -495,22 +495,23 @@ const PLAN_APPROVED: &str = "User has approved your plan.";
 /// list: with the history it would go one call after the approval. (The plan file is under
 /// `~/.claude/plans`, outside the project.)
 fn approved_plan(history: &[Value]) -> Option<Value> {
-    let exits: HashSet<&str> = blocks_of(history, "assistant")
-        .filter(|b| kind(b) == Some("tool_use"))
-        .filter(|b| b.get("name").and_then(Value::as_str) == Some(EXIT_PLAN_MODE))
-        .filter_map(|b| b.get("id")?.as_str())
-        .collect();
-    let text = blocks_of(history, "user")
-        .filter(|b| kind(b) == Some("tool_result"))
-        .filter(|b| {
-            b.get("tool_use_id")
-                .and_then(Value::as_str)
-                .is_some_and(|id| exits.contains(id))
-        })
-        .map(|b| texts(b.get("content")).join("\n"))
+    let text = tool_results(history)
+        .filter(|(tool, _)| *tool == EXIT_PLAN_MODE)
+        .map(|(_, b)| texts(b.get("content")).join("\n"))
         .filter(|t| t.starts_with(PLAN_APPROVED))
         .last()?;
     Some(serde_json::json!({ "type": "text", "text": text }))
+}
+
+/// The tool results of `history`, each with the name of the tool its call named.
+fn tool_results(history: &[Value]) -> impl Iterator<Item = (&str, &Value)> {
+    let names: HashMap<&str, &str> = blocks_of(history, "assistant")
+        .filter(|b| kind(b) == Some("tool_use"))
+        .filter_map(|b| Some((b.get("id")?.as_str()?, b.get("name")?.as_str()?)))
+        .collect();
+    blocks_of(history, "user")
+        .filter(|b| kind(b) == Some("tool_result"))
+        .filter_map(move |b| Some((*names.get(b.get("tool_use_id")?.as_str()?)?, b)))
 }
 
 /// What Claude Code (2.1.332) puts before the user's words in the result of a call the user
@@ -522,16 +523,10 @@ const USER_SAID: &str = "To tell you how to proceed, the user said:\n";
 /// each, in order. They are the user's words, as a prompt is: with the history they would go
 /// one call after, while the agent still has to act on them.
 fn user_feedback(history: &[Value]) -> Vec<Value> {
-    let names: HashMap<&str, &str> = blocks_of(history, "assistant")
-        .filter(|b| kind(b) == Some("tool_use"))
-        .filter_map(|b| Some((b.get("id")?.as_str()?, b.get("name")?.as_str()?)))
-        .collect();
     let mut seen = HashSet::new();
-    blocks_of(history, "user")
-        .filter(|b| kind(b) == Some("tool_result"))
-        .filter(|b| b.get("is_error").and_then(Value::as_bool) == Some(true))
-        .filter_map(|b| {
-            let tool = names.get(b.get("tool_use_id")?.as_str()?)?;
+    tool_results(history)
+        .filter(|(_, b)| b.get("is_error").and_then(Value::as_bool) == Some(true))
+        .filter_map(|(tool, b)| {
             let text = texts(b.get("content")).join("\n");
             let (_, said) = text.split_once(USER_SAID)?;
             let said = said.trim();
