@@ -27,8 +27,9 @@ use super::config::IgnoreConfig;
 use super::entry::IgnoreReason;
 use super::source::SourceRoot;
 
-/// Where Claude Code puts the git worktrees it works in (`claude --worktree NAME`, its
-/// EnterWorktree tool, an agent run in isolation): `.claude/worktrees/NAME` in the project. A
+/// Where Claude Code puts the git worktrees it works in (`claude --worktree NAME`; its binary
+/// names the same place for its EnterWorktree tool and agents run in isolation):
+/// `.claude/worktrees/NAME` in the project. A
 /// worktree is a checkout of the project, the agent's work, not Claude Code's own files:
 /// without this, the `.claude` of [`IgnoreConfig::dirs`] would leave every file the agent
 /// reads and edits there out of the world.
