@@ -18,7 +18,7 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::rewrite::{Plan, READ_TOOL, blocks_of, kind, texts};
+use super::rewrite::{Plan, READ_TOOL, block_texts, blocks_of, kind, texts};
 use crate::projection::shown_hash;
 use crate::socket::methods::MAX_REQUEST_SHOWS;
 
@@ -51,14 +51,13 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
-    let kept = Value::Array(plan.kept_blocks.clone());
     let joined = plan
         .head
         .iter()
         .chain(&plan.opening_instructions)
         .chain(&plan.instructions)
         .flat_map(|m| texts(m.get("content")))
-        .chain(texts(Some(&kept)))
+        .chain(block_texts(&plan.kept_blocks))
         .chain(tail.iter().flat_map(|m| texts(m.get("content"))))
         .collect::<Vec<_>>()
         .join("\n");

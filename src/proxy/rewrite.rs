@@ -169,15 +169,19 @@ fn any_text(content: Option<&Value>, pred: impl Fn(&str) -> bool) -> bool {
     texts(content).into_iter().any(pred)
 }
 
+/// The texts of the text blocks among `blocks`, in order.
+pub(super) fn block_texts(blocks: &[Value]) -> impl Iterator<Item = &str> {
+    blocks
+        .iter()
+        .filter(|b| kind(b) == Some("text"))
+        .filter_map(|b| b.get("text").and_then(Value::as_str))
+}
+
 /// The texts of a message's `content`: the string, or its text blocks in order.
 pub(super) fn texts(content: Option<&Value>) -> Vec<&str> {
     match content {
         Some(Value::String(s)) => vec![s.as_str()],
-        Some(Value::Array(blocks)) => blocks
-            .iter()
-            .filter(|b| kind(b) == Some("text"))
-            .filter_map(|b| b.get("text").and_then(Value::as_str))
-            .collect(),
+        Some(Value::Array(blocks)) => block_texts(blocks).collect(),
         _ => Vec::new(),
     }
 }
