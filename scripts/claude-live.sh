@@ -22,7 +22,7 @@
 # of its own (the project also has a `.mcp.json`, which must stay out of the world); one in a git
 # worktree (`claude --worktree`, in a repository of its own below the project); and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
-# answered with Enter), then takes a second prompt. What the history held that no file does must stay in the
+# answered with Enter: the answer joins the goal), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
@@ -561,6 +561,8 @@ PY
   until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 5))
   tui_done
   AFTER_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
+  "$BIN" ctl goal.list '{}' > "$WORK/goals-tui.json"
+  "$BIN" ctl commands.list '{}' > "$WORK/commands-tui.json"
 
   # Plan mode: the agent writes a plan (to a file under ~/.claude/plans) and asks for approval
   # (ExitPlanMode). The user sends it back with a note, then approves the second one. Neither
@@ -805,8 +807,14 @@ check(len(sub_calls) >= 3 and sub_rewritten == len(sub_calls) - 1 and sub_inner
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
-    check(len(seen) == 5 and seen[-2:] == [1, 1],
+    check(len(seen) == 5 and seen[-3:] == [1, 1, 1],
           f"interactive: the user's answer to the agent's question stays in the model's view, through a later prompt, once ({seen})")
+    tui_goals = [c.get("goal") or "" for c in json.load(open(f"{work}/goals-tui.json"))["conversations"]]
+    kept_asks = [c for c in json.load(open(f"{work}/commands-tui.json"))["commands"]
+                 if c.get("tool") == "AskUserQuestion"]
+    check(any(g.startswith("Make the label nicer") and answer.replace('\\"', '"') in g for g in tui_goals)
+          and not kept_asks,
+          f"interactive: the answer is in the goal, after the prompt, and kept as no output, which would fade ({tui_goals}; {len(kept_asks)} kept)")
     last_tui = json.dumps(tui_calls[-1]["body"]["messages"]) if tui_calls else ""
     check("Make the label nicer" in last_tui and "Is it still bold?" in last_tui,
           "interactive: the second prompt's call holds both prompts")

@@ -18,8 +18,9 @@
 # stand-in's own provider is compacted by a summary Codex asks the model for.
 #
 # Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
-# as the README says, and its prompt becomes the goal; then, in Plan mode, it proposes a plan
-# and carries it out (INTERACTIVE=0 leaves both out).
+# as the README says, and its prompt becomes the goal; then, in Plan mode, it asks the user a
+# question (request_user_input), proposes a plan and carries it out (INTERACTIVE=0 leaves both
+# out).
 #
 # Needs root (mounting), npm, python3 and tmux. Exits non-zero, saying which check failed, on any
 # miss. KEEP=1 keeps the work directory; WORLDFS_BIN=PATH runs another build (lib-mount.sh).
@@ -139,6 +140,7 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "update_goal", "input": {"status": "complete"}},
   {"text": "Goal met: util.py prints its argument."},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"tool": "request_user_input", "input": {"questions": [{"id": "style", "header": "Style", "question": "Which docstring style?", "options": [{"label": "One line (Recommended)", "description": "A short summary"}, {"label": "Google", "description": "Args and Returns sections"}]}]}},
   {"text": "Here is the plan.\n\n<proposed_plan>\n# Document util.py\n\n1. Give show() a docstring.\n\nPLAN: DOCSTRING\n</proposed_plan>"},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
@@ -578,8 +580,9 @@ PY
     "cd '$PROJ' && CODEX_HOME='$WORK/codex-home-tui' STAND_IN_KEY=sk-stand-in '$CODEX'"
   screen_has "Ask Codex" 30 || fail "Codex did not start again: $(tmux capture-pane -p -t "$TUI")"
   sleep 1
-  # plan_for PROMPT: switches to Plan mode (shift+tab, until the footer says so) and asks
-  # PROMPT; returns once Codex offers to implement the plan the model proposed.
+  # plan_for PROMPT [QUESTION]: switches to Plan mode (shift+tab, until the footer says so)
+  # and asks PROMPT; answers QUESTION, if the model asks it (request_user_input), with its
+  # first option; returns once Codex offers to implement the plan the model proposed.
   plan_for() {
     for _ in 1 2 3 4 5; do
       tmux send-keys -t "$TUI" BTab
@@ -590,10 +593,19 @@ PY
     tmux send-keys -t "$TUI" -l "$1"
     sleep 0.3
     tmux send-keys -t "$TUI" Enter
+    if [ -n "${2:-}" ]; then
+      screen_has "$2" 30 || fail "the model's question was not shown: $(tmux capture-pane -p -t "$TUI")"
+      sleep 0.5
+      tmux capture-pane -p -t "$TUI" > "$WORK/question-screen.txt"
+      for _ in 1 2 3 4 5; do
+        tmux send-keys -t "$TUI" Enter
+        screen_has "Implement this plan?" 2 && break
+      done
+    fi
     screen_has "Implement this plan?" 30 \
       || fail "Codex did not offer to implement the plan for \"$1\": $(tmux capture-pane -p -t "$TUI")"
   }
-  plan_for "Plan how to document util.py"
+  plan_for "Plan how to document util.py" "Which docstring style?"
   screen_has "› 1. Yes, implement this plan" 5 || fail "the first choice is not to implement: $(tmux capture-pane -p -t "$TUI")"
   tmux send-keys -t "$TUI" Enter
   screen_has "Plan carried out." 30 || fail "the plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
@@ -627,11 +639,24 @@ check(len(read) >= 4 and set(read) == {1},
       "a plan implemented in a fresh thread, which the model reads from the file Codex wrote, "
       "stays in the model's view, once, in every call after that read",
       f"the plan's marker in each call after the read: {read}")
+# The user's answer to the model's question (request_user_input), from the call after it on,
+# to the end of the first plan's work (the fresh thread is another conversation).
+answer = 'The user answered: \\"Which docstring style?\\" = \\"One line (Recommended)\\"'
+asked = next((n for n, i in enumerate(inputs) if '"request_user_input"' in i and "function_call_output" in i), len(inputs))
+after = [i.count(answer) for i in inputs[asked:] if "Plan how to document util.py" in i]
+check(len(after) >= 5 and set(after) == {1},
+      "the user's answer to the model's question stays in the model's view, once, in every call "
+      "after it, through the plan's work", f"the answer in each call after it: {after}")
 PY
-  checks=$((checks + 2))
+  checks=$((checks + 3))
   "$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q 'approved-plan.md' \
     && fail "the hook kept the approved plan's read as an output, which fades: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
   pass "the hook keeps no output of that read (the proxy keeps the plan, which does not fade)"
+  "$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q '"tool": "request_user_input"' \
+    && fail "the hook kept the user's answer as an output, which fades: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
+  "$BIN" ctl -C "$PROJ" goal.list '{}' | grep -qF 'Then the user asked:\nThe user answered: \"Which docstring style?\"' \
+    || fail "the user's answer is not in the goal: $("$BIN" ctl -C "$PROJ" goal.list '{}')"
+  pass "the hook adds the user's answer to the goal, after the prompt, and keeps no output of it"
 fi
 
 say "all $checks checks passed"

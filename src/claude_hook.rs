@@ -26,8 +26,10 @@
 //! - `PreToolUse`, then `PostToolUse`, of `Grep` or `Glob`: the result is cached until anything
 //!   changes below the directory searched (which files it depends on cannot be told), and
 //!   projected until then; not if something there changed while it ran.
+//! - `PostToolUse` of `AskUserQuestion` (Codex: `request_user_input`): the user's answers are
+//!   added to the goal, as a later prompt is ([`answers`]).
 //! - `PostToolUse` of `Agent` (`Task` before 2.1.63), `WebFetch`, `WebSearch`, an MCP tool,
-//!   `AskUserQuestion`, any tool but those handled otherwise ([`NOT_KEPT`]): the result, which
+//!   any tool but those handled otherwise ([`NOT_KEPT`]): the result, which
 //!   no file holds, is kept as an output (`command.record` with `tool`) that fades with its age
 //!   like any other, instead of leaving the projection with the next call.
 //! - `PostToolUse` of `Read` of a file no projection shows (outside the mount, or ignored):
@@ -65,6 +67,7 @@ use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError, fit};
 use crate::world::notebook;
 
+pub(crate) mod answers;
 pub(crate) mod codex;
 pub mod install;
 pub(crate) mod tasks;
@@ -111,6 +114,8 @@ pub enum Plan {
         /// `entries.refused` with this file, after the step: a Read Claude Code refused (the
         /// file over its size or token limit), which opened the file and showed nothing.
         refused: Option<String>,
+        /// Added to the goal before the step: the user's answers to the agent's question.
+        answered: Option<String>,
     },
 }
 
@@ -183,11 +188,7 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             c.call("goal.set", in_session(json!({ "goal": null })))?;
             c.call("state.patch", in_session(json!({ "tasks": null })))?;
         }
-        Plan::AddToGoal(prompt) => {
-            let now = c.call("goal.get", in_session(json!({})))?;
-            let goal = goal_with(now.get("goal").and_then(Value::as_str), &prompt);
-            c.call("goal.set", in_session(json!({ "goal": goal })))?;
-        }
+        Plan::AddToGoal(prompt) => add_to_goal(&mut c, in_session(json!({})), &prompt, false)?,
         Plan::Compacted => {
             c.call("goal.compacted", in_session(json!({})))?;
         }
@@ -209,7 +210,15 @@ fn forward(arg: &SocketArg, input: impl Read) -> anyhow::Result<()> {
             tasks,
             abandon,
             refused,
+            answered,
         } => {
+            // Before the step, as the prompt of the turn it ends would be; and whatever becomes
+            // of it, the step is recorded.
+            if let Some(said) = answered
+                && let Err(e) = add_to_goal(&mut c, in_session(json!({})), &said, true)
+            {
+                tracing::info!("worldfs hook: the user's answers are not in the goal: {e}");
+            }
             // The task list and the output are a bonus: the step must be recorded whatever
             // becomes of them.
             if let Some(params) = tasks
@@ -320,6 +329,26 @@ fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
         }
         other => other.map(drop),
     }
+}
+
+/// Adds `prompt` to the goal of the session `params` names ([`goal_with`]). `later`: only to a
+/// goal the session has: the user's answers are not what it opened with, which `worldfs proxy`
+/// knows the conversation by (a hook installed mid-session saw no prompt).
+fn add_to_goal(
+    c: &mut Client,
+    params: Value,
+    prompt: &str,
+    later: bool,
+) -> Result<(), ClientError> {
+    let now = c.call("goal.get", params.clone())?;
+    let now = now.get("goal").and_then(Value::as_str);
+    if later && now.is_none_or(|g| g.trim().is_empty()) {
+        tracing::info!("worldfs hook: no goal to add the user's answers to");
+        return Ok(());
+    }
+    let mut params = params;
+    params["goal"] = goal_with(now, prompt).into();
+    c.call("goal.set", params).map(drop)
 }
 
 /// Adds a Codex thread goal's `objective` to the goal of the session `params` names, as a
@@ -482,6 +511,7 @@ pub fn plan(event: &Value) -> Plan {
                         tasks,
                         abandon,
                         refused: refused_read(event, failed),
+                        answered: if failed { None } else { answers::said(event) },
                     }
                 }
                 None => Plan::Nothing,
@@ -698,6 +728,9 @@ const NOT_KEPT: &[&str] = &[
     "update_goal",
     // The plan the user approved: `worldfs proxy` keeps it whole for the rest of the session.
     "ExitPlanMode",
+    // The user's answers: the goal says them.
+    "AskUserQuestion",
+    "request_user_input",
 ];
 
 /// How much of an output too large to send Claude Code shows the model (its "Preview (first
@@ -930,15 +963,8 @@ fn result_text(tool: &str, response: &Value) -> String {
         return out;
     }
     // AskUserQuestion: the input comes back with the user's answers, by question.
-    if let Some(answers) = response.get("answers").and_then(Value::as_object)
-        && !answers.is_empty()
-        && answers.values().all(Value::is_string)
-    {
-        let lines: Vec<String> = answers
-            .iter()
-            .map(|(q, a)| format!("{q:?} = {:?}", a.as_str().unwrap_or_default()))
-            .collect();
-        return format!("The user answered: {}", lines.join(", "));
+    if let Some(pairs) = answers::claude_code(response) {
+        return answers::text(&pairs);
     }
     // Grep (files mode) and Glob: the paths, one per line.
     let mut text = match response.get("filenames").and_then(Value::as_array) {

@@ -431,14 +431,16 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         .pointer("/commands_kept_as_results")
         .and_then(Value::as_u64)
     {
+        Some(1) => " (1 of them an earlier result, kept as it was)".to_owned(),
         Some(n) if n > 0 => format!(" ({n} of them earlier results, kept as they were)"),
         _ => String::new(),
     };
+    let cached = num(&s, "/commands_cached");
+    let outputs = if cached == "1" { "output" } else { "outputs" };
     outln!(
         out,
-        "commands: {} outputs cached{kept}; {} dropped as what they depend on changed, {} oldest \
-         dropped for room{begun}",
-        num(&s, "/commands_cached"),
+        "commands: {cached} {outputs} cached{kept}; {} dropped as what they depend on changed, {} \
+         oldest dropped for room{begun}",
         num(&s, "/drops/commands_invalidated"),
         num(&s, "/drops/commands_for_room"),
     );

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use worldfs::claude_hook::LATER_PROMPT;
 use worldfs::socket::Client;
 
 use common::Mount;
@@ -484,10 +485,11 @@ fn issue_session() -> (Mount, Client, String) {
 }
 
 /// Whatever tool the hook does not handle otherwise keeps its result as an earlier result: an
-/// MCP server's answer, the user's answers to the agent's questions. Behind `worldfs proxy`
-/// they would leave the model's view one call later.
+/// MCP server's answer. Behind `worldfs proxy` it would leave the model's view one call later.
+/// The user's answers to the agent's questions are the user's words: the goal says them after
+/// the prompt, and they do not fade.
 #[test]
-fn an_mcp_answer_and_the_users_answers_are_kept() {
+fn an_mcp_answer_is_kept_and_the_users_answers_join_the_goal() {
     let (m, mut c, cwd) = issue_session();
     let post = |tool: &str, id: &str, input: Value, response: Value| {
         tell_as(
@@ -520,17 +522,25 @@ fn an_mcp_answer_and_the_users_answers_are_kept() {
     for said in [
         "Result of an earlier mcp__tracker__get_issue call with {\"id\":7}, as it was then",
         "Issue 7: parse() drops the time zone",
-        "Result of an earlier AskUserQuestion call, as it was then",
-        "The user answered: \"Keep or drop the zone?\" = \"Keep\"",
     ] {
         assert!(body.contains(said), "{said}: {body}");
     }
+    let answer = "The user answered: \"Keep or drop the zone?\" = \"Keep\"";
+    let goal = c
+        .call("goal.get", json!({"session": "s1"}))
+        .expect("goal.get")["goal"]
+        .clone();
+    assert_eq!(goal, json!(format!("Fix issue 7{LATER_PROMPT}{answer}")));
+    assert_eq!(body.matches(answer).count(), 1, "{body}");
+    assert!(
+        !body.contains("Result of an earlier AskUserQuestion"),
+        "{body}"
+    );
     // The Read is the last step, and its file is in the world: not kept as a result.
     assert!(!body.contains("Result of an earlier Read call"), "{body}");
     let status = m.status();
     assert!(
-        status
-            .contains("commands: 2 outputs cached (2 of them earlier results, kept as they were)"),
+        status.contains("commands: 1 output cached (1 of them an earlier result, kept as it was)"),
         "{status}"
     );
 }
