@@ -432,15 +432,20 @@ last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 reports = [c for c in json.load(open(f"{work}/commands-bg.json"))["commands"]
            if c.get("tool") == "Agent" and "Look at util in the background" in c.get("command", "")
            and "prints its argument" in c.get("output", "")]
-if goal != "Run calc.py in the background" or last.count("<task-notification>") != 2 or not reports:
+# The report, in each call from the one that has the agent's notice on: once, in the notice
+# the proxy keeps, not a second time as the output the hook keeps.
+told = [json.dumps(c["body"]["messages"]) for c in main]
+told = [t.count("prints its argument") for t in told if "Look at util in the background" in t and "<result>" in t]
+if (goal != "Run calc.py in the background" or last.count("<task-notification>") != 2 or not reports
+        or len(told) < 2 or set(told) != {1}):
     print(f"claude-live: FAILED: the ends of background tasks are not prompts of the user's, "
-          f"their notices stay in the model's view once each, and the agent's report is kept: "
-          f"goal {goal!r}; {last.count('<task-notification>')} notices; {len(reports)} reports; "
-          f"{last[-3000:]}", file=sys.stderr)
+          f"their notices stay in the model's view once each, and the agent's report is kept, "
+          f"and shown once: goal {goal!r}; {last.count('<task-notification>')} notices; "
+          f"{len(reports)} reports; the report in each call: {told}; {last[-3000:]}", file=sys.stderr)
     sys.exit(1)
 print("claude-live: ok: the <task-notification>s of background tasks are not taken for prompts "
       "of the user's (the goal is the prompt alone), stay in the model's view once each, and "
-      "the background agent's report in one is kept as its result")
+      f"the background agent's report in one is kept as its result, and shown once ({told})")
 PY
 
 # A CLAUDE.md below the root comes into the conversation once, with the first Read in its

@@ -385,13 +385,8 @@ fn is_notice(prompt: &str) -> bool {
 /// the last few kept. A notice with no result (a background command's: its output is in a
 /// file the model reads) keeps nothing.
 fn notice_report(event: &Value, notice: &str) -> Option<Value> {
-    let tag = |name: &str| {
-        let open = format!("<{name}>");
-        let start = notice.find(&open)? + open.len();
-        let end = notice[start..].find(&format!("</{name}>"))?;
-        Some(notice[start..start + end].trim())
-    };
-    let report = tag("result").filter(|r| !r.is_empty())?;
+    let tag = |name: &str| notice_tag(notice, name);
+    let report = notice_result(notice)?;
     let summary = tag("summary").unwrap_or_default();
     // `Agent "Look at util" finished`: the tool is the summary's first word.
     let tool = summary
@@ -408,6 +403,20 @@ fn notice_report(event: &Value, notice: &str) -> Option<Value> {
         "files": [],
         "tool": tool,
     }))
+}
+
+/// The text of the first `<NAME>` element of a notice ([`NOTICES`]), trimmed.
+fn notice_tag<'a>(notice: &'a str, name: &str) -> Option<&'a str> {
+    let open = format!("<{name}>");
+    let start = notice.find(&open)? + open.len();
+    let end = notice[start..].find(&format!("</{name}>"))?;
+    Some(notice[start..start + end].trim())
+}
+
+/// The report a notice of a background task carries (`<result>`), as the hook keeps it;
+/// `worldfs proxy` tells the projection which of them its request holds.
+pub fn notice_result(notice: &str) -> Option<&str> {
+    notice_tag(notice, "result").filter(|r| !r.is_empty())
 }
 
 /// What joins a later prompt to the goal; `worldfs proxy` splits the goal on it.

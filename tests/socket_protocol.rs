@@ -536,6 +536,52 @@ fn a_file_the_request_shows_as_it_is_is_left_out() {
     }
 }
 
+/// A kept output the client's request holds as it came (a background agent's report, in
+/// Claude Code's notice that it ended) is not shown a second time; another one is.
+#[test]
+fn an_output_the_request_holds_is_left_out() {
+    let f = Fixture::new();
+    let mut c = f.connect();
+    for (task, report) in [
+        ("t1", "REPORT ONE: show() prints"),
+        ("t2", "REPORT TWO: util"),
+    ] {
+        c.call(
+            "command.record",
+            json!({"command": format!("Agent {{\"task\":\"{task}\"}}"), "cwd": ".",
+                   "output": report, "files": [], "tool": "Agent"}),
+        );
+    }
+    let get = |c: &mut Conn, outputs: Value| {
+        let r = c.call(
+            "projection.get",
+            json!({"format": "text", "budget": 4000, "request_outputs": outputs}),
+        );
+        r["body"].as_str().unwrap_or_default().to_owned()
+    };
+    let body = get(&mut c, json!([]));
+    assert!(
+        body.contains("REPORT ONE") && body.contains("REPORT TWO"),
+        "{body}"
+    );
+    // As the request holds it: the trailing line break is no difference.
+    let one = worldfs::projection::shown_hash(b"REPORT ONE: show() prints\n");
+    let body = get(&mut c, json!([one.to_ascii_uppercase()]));
+    assert!(
+        !body.contains("REPORT ONE") && body.contains("REPORT TWO"),
+        "{body}"
+    );
+    let other = worldfs::projection::shown_hash(b"REPORT ONE: show() print");
+    assert!(get(&mut c, json!([other])).contains("REPORT ONE"));
+    for bad in [json!(["xyz"]), json!(vec![one.clone(); 65]), json!("x")] {
+        let (code_, msg) = c.call_err(
+            "projection.get",
+            json!({"format": "text", "request_outputs": bad}),
+        );
+        assert_eq!(code_, code::INVALID_PARAMS, "{msg}");
+    }
+}
+
 #[test]
 fn step_record_advances_the_turn_and_counts_history() {
     let f = Fixture::new();

@@ -54,13 +54,20 @@ pub fn gather(
     let step = recorded_step
         .clone()
         .filter(|s| req.last_step && !req.shown_calls.contains(&s.tool_use_id));
-    // Another conversation's own outputs (its subagent's report) are not this one's to show.
+    // Another conversation's own outputs (its subagent's report) are not this one's to show,
+    // nor is one the client's request holds already.
     let own = req.session.clone().or_else(|| h.conversations.current());
     let commands: Vec<_> = h
         .commands
         .read()
         .iter()
         .filter(|c| c.session.is_none() || c.session == own)
+        .filter(|c| {
+            req.request_outputs.is_empty()
+                || !req
+                    .request_outputs
+                    .contains(&shown_hash(c.output.as_bytes()))
+        })
         .cloned()
         .collect();
 

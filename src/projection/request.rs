@@ -201,6 +201,10 @@ pub struct ProjectionRequest {
     /// out, since the request holds it as it is (`worldfs proxy`: the files Claude Code attaches
     /// to a prompt, or again after a compaction).
     pub request_shows: Vec<(PathBuf, String)>,
+    /// Outputs the client's own request holds as they were recorded, by the [`shown_hash`] of
+    /// their text: a kept output whose text has one of these hashes is not shown again
+    /// (`worldfs proxy`: a background agent's report, in Claude Code's notice that it ended).
+    pub request_outputs: Vec<String>,
     /// Tool calls the client's own request shows with their results (its real last turn, by
     /// the harness's call ids): the last step is not shown when it is one of them. Not in the
     /// [`requester_key`](Self::requester_key): it changes at every call, and only the last
@@ -236,6 +240,7 @@ impl Default for ProjectionRequest {
             evicted_limit: None,
             session: None,
             request_shows: Vec::new(),
+            request_outputs: Vec::new(),
             shown_calls: Vec::new(),
         }
     }

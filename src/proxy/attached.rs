@@ -9,6 +9,11 @@
 //! told which files they are and what their copy holds (its hash), and leaves out each file
 //! whose copy is still what is on disk; one changed since is shown as it is now.
 //!
+//! The same goes for a background agent's report: Claude Code tells the model that the agent
+//! ended in a notice (`<task-notification>`) with the report in it (`<result>`), which the
+//! proxy keeps among the last few notices, while `worldfs hook` keeps the report as an output.
+//! The mount is told the hashes of the reports the request holds, and leaves those outputs out.
+//!
 //! Claude Code also puts its instruction files (CLAUDE.md, CLAUDE.local.md, its memory) into
 //! the first message, each as `Contents of PATH (what it is):`, a blank line, then the text as
 //! it is on disk. It reads them through the mount to do so, which puts them in the world; they
@@ -18,7 +23,8 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::rewrite::{Plan, READ_TOOL, block_texts, blocks_of, kind, texts};
+use super::rewrite::{Plan, READ_TOOL, TASK_NOTICE, block_texts, blocks_of, kind, texts};
+use crate::claude_hook::notice_result;
 use crate::projection::shown_hash;
 use crate::socket::methods::MAX_REQUEST_SHOWS;
 
@@ -69,6 +75,34 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
     {
         if out.len() < MAX_REQUEST_SHOWS && !out.contains(&s) {
             out.push(s);
+        }
+    }
+    out
+}
+
+/// The [`shown_hash`] of each background task's report (`<result>`) the notices in what the
+/// request sent for `plan` keeps verbatim hold, as `worldfs hook` keeps each report.
+pub fn reports_in_request(body: &Value, plan: &Plan) -> Vec<String> {
+    let tail = body
+        .get("messages")
+        .and_then(Value::as_array)
+        .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
+    let mut out: Vec<String> = Vec::new();
+    let texts = plan
+        .head
+        .iter()
+        .chain(&plan.opening_instructions)
+        .chain(&plan.instructions)
+        .chain(tail)
+        .flat_map(|m| texts(m.get("content")));
+    for text in texts {
+        for notice in text.split(TASK_NOTICE).skip(1) {
+            if let Some(report) = notice_result(notice) {
+                let hash = shown_hash(report.as_bytes());
+                if out.len() < MAX_REQUEST_SHOWS && !out.contains(&hash) {
+                    out.push(hash);
+                }
+            }
         }
     }
     out
@@ -411,5 +445,47 @@ mod tests {
             .into_iter()
             .find(|s| s.path == "/w/read.py");
         assert_eq!(read.map(|s| s.hash), Some(shown_hash(b"r = 1\n")));
+    }
+
+    /// The reports of the notices the request keeps, once each, as the hook keeps them; not
+    /// those of the history the projection replaces.
+    #[test]
+    fn the_reports_of_kept_notices_are_found() {
+        let notice = |id: &str, result: &str| {
+            format!(
+                "[SYSTEM NOTIFICATION - NOT USER INPUT]\n{TASK_NOTICE}\n<task-id>{id}</task-id>\n\
+                 <status>completed</status>\n<result>{result}</result>\n</task-notification>"
+            )
+        };
+        let system = |text: String| json!({"role": "system", "content": text});
+        let body = json!({"messages": [
+            {"role": "user", "content": "Run it in the background"},
+            {"role": "assistant", "content": [{"type": "text", "text": "ok"}]},
+            system(notice("a", "\nREPORT A\n")),
+            system(notice("h", "REPORT IN THE HISTORY")),
+            {"role": "assistant", "content": [{"type": "text", "text": "last"}]},
+            system(format!("{}\n{}", notice("b", "REPORT B"), notice("c", ""))),
+        ]});
+        let plan = Plan {
+            tail_start: 4,
+            head: vec![body["messages"][0].clone()],
+            opening_instructions: Vec::new(),
+            instructions: vec![body["messages"][2].clone(), body["messages"][2].clone()],
+            tool_loads: Vec::new(),
+            kept_blocks: Vec::new(),
+            goal: String::new(),
+            later_prompts: None,
+            compacted: false,
+            breakpoints: 0,
+            cache_ttl: Default::default(),
+        };
+        assert_eq!(
+            reports_in_request(&body, &plan),
+            [shown_hash(b"REPORT A"), shown_hash(b"REPORT B")]
+        );
+        assert_eq!(
+            crate::claude_hook::notice_result(&notice("x", " R \n")),
+            Some("R")
+        );
     }
 }

@@ -718,7 +718,7 @@ const NOTICES_KEPT: usize = 4;
 
 /// What opens the body of Claude Code's notice of a background task that ended, in a `system`
 /// message of its own (2.1.332).
-const TASK_NOTICE: &str = "<task-notification>";
+pub(super) const TASK_NOTICE: &str = "<task-notification>";
 
 /// Whether `m` is Claude Code's notice of a background task ([`TASK_NOTICE`]).
 fn is_task_notice(m: &Value) -> bool {

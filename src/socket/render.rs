@@ -58,6 +58,8 @@ pub struct ProjectionParams {
     /// Files the client's request shows whole, as it names them (absolute under the mount
     /// point, or root-relative), with the hash of what it shows.
     pub request_shows: Vec<(String, String)>,
+    /// The hashes of outputs the client's request holds as they were recorded.
+    pub request_outputs: Vec<String>,
     /// Call ids the client's request shows with their results: the last step is not shown
     /// when it is one of them.
     pub shown_calls: Vec<String>,
@@ -176,6 +178,7 @@ impl Renderer for Projections {
         req.evicted_limit = Some(p.evicted_limit);
         req.session = p.session.clone();
         req.shown_calls = p.shown_calls.clone();
+        req.request_outputs = p.request_outputs.clone();
         req.request_shows = p
             .request_shows
             .iter()

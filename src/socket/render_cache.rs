@@ -185,6 +185,7 @@ mod tests {
             evicted_limit: crate::socket::render::DEFAULT_EVICTED_LIMIT,
             session: None,
             request_shows: Vec::new(),
+            request_outputs: Vec::new(),
             shown_calls: Vec::new(),
         }
     }

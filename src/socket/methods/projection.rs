@@ -44,6 +44,8 @@ pub(super) struct ProjectionGet {
     #[serde(default)]
     request_shows: Vec<RequestShows>,
     #[serde(default)]
+    request_outputs: Vec<String>,
+    #[serde(default)]
     shown_calls: Vec<String>,
 }
 
@@ -124,6 +126,16 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
             bad.path
         )));
     }
+    if p.request_outputs.len() > MAX_REQUEST_SHOWS
+        || p.request_outputs
+            .iter()
+            .any(|h| h.len() != 64 || !h.bytes().all(|b| b.is_ascii_hexdigit()))
+    {
+        return Err(RpcError::invalid_params(format!(
+            "projection.get: request_outputs: at most {MAX_REQUEST_SHOWS} hashes, each 64 hex \
+             digits (blake3)"
+        )));
+    }
     if p.shown_calls.len() > MAX_SHOWN_CALLS
         || p.shown_calls
             .iter()
@@ -145,6 +157,11 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         step_output: p.step_output,
         last_step: p.last_step,
         shown_calls: p.shown_calls,
+        request_outputs: p
+            .request_outputs
+            .iter()
+            .map(|h| h.to_ascii_lowercase())
+            .collect(),
         line_numbers: p.line_numbers,
         evicted_limit: p.evicted_limit,
         session: named,
