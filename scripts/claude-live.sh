@@ -20,7 +20,8 @@
 # in with a subscription (an OAuth token), whose prompt-cache breakpoints are hour-long; one that
 # runs an agent and a command in the background; one that reads in a directory with a CLAUDE.md
 # of its own (the project also has a `.mcp.json`, which must stay out of the world); one in a git
-# worktree (`claude --worktree`, in a repository of its own below the project); and last,
+# worktree (`claude --worktree`, in a repository of its own below the project); one opened with
+# a custom command (`/look util.py`) and resumed with it again; and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
 # answered with Enter: the answer joins the goal), then takes a second prompt. What the history held that no file does must stay in the
 # model's view behind the proxy.
@@ -212,6 +213,13 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/app/.claude/worktrees/wt1/notes.md"}},
   {"tool": "Bash", "input": {"command": "cat notes.md", "description": "Notes again"}},
   {"text": "Rate raised."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}},
+  {"text": "Looked."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/NOTES.md"}},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "Looked again."},
   {"tool": "ToolSearch", "input": {"query": "select:AskUserQuestion"}},
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
@@ -508,6 +516,45 @@ if not rates.get("agent_wrote") or len(after) < 2 or any(new < 1 or old > 1 for 
     sys.exit(1)
 print("claude-live: ok: in a worktree (claude --worktree), the files the agent reads and edits "
       "are in the world, and each call holds them as they are now")
+PY
+
+# A custom command (.claude/commands/look.md): the prompt is `/look util.py`, as the hooks get
+# it, and the first message holds the command's name and arguments, then its text. Then the
+# session is resumed with the command again.
+say "a new session opened with a custom command (/look), resumed with it again"
+mkdir -p "$PROJ/.claude/commands"
+printf -- '---\ndescription: Look at a file\n---\nRead $ARGUMENTS and say what it does. LOOK COMMAND\n' \
+  > "$PROJ/.claude/commands/look.md"
+BEFORE_CMD_CALLS=$(wc -l < "$WORK/api.jsonl")
+BEFORE_CMD_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
+claude_run cmd "/look util.py" --allowedTools "Read"
+grep -q "Looked." "$WORK/cmd.json" || fail "the command's session did not finish: $(tail -c 500 "$WORK/cmd.json")"
+CMD_SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_id"])' "$WORK/cmd.json")
+claude_run cmd2 "/look calc.py" --allowedTools "Read" --resume "$CMD_SID"
+grep -q "Looked again." "$WORK/cmd2.json" || fail "the resumed command's session did not finish: $(tail -c 500 "$WORK/cmd2.json")"
+CMD_REWRITTEN=$(( $(grep -c "sent .* instead of" "$WORK/proxy.log" || true) - BEFORE_CMD_REWRITTEN ))
+"$BIN" ctl goal.get "{\"session\": \"$CMD_SID\"}" > "$WORK/goal-cmd.json"
+python3 - "$WORK" "$BEFORE_CMD_CALLS" "$CMD_REWRITTEN" << 'PY' || exit 1
+import json
+import sys
+
+work, before, rewritten = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+calls = [json.loads(line) for line in open(f"{work}/api.jsonl")][before:]
+main = [json.dumps(c["body"]["messages"]) for c in calls if c.get("answer", 0) > 0]
+goal = json.load(open(f"{work}/goal-cmd.json")).get("goal")
+# The resumed run's calls (all but the first run's first call are rewritten): the second
+# command's text once in each, in its message, then after the later prompt that says it.
+text = "Read calc.py and say what it does. LOOK COMMAND"
+later = [m.count(text) for m in main if "/look calc.py" in m or "<command-args>calc.py<" in m]
+if (goal != "/look util.py\n\nThen the user asked:\n/look calc.py" or rewritten != len(main) - 1
+        or len(later) < 2 or set(later) != {1}):
+    print(f"claude-live: FAILED: a session opened with a custom command is rewritten, and a "
+          f"command invoked later keeps its text: goal {goal!r}; {rewritten} of {len(main)} calls "
+          f"rewritten; the later command's text in each call after it: {later}", file=sys.stderr)
+    sys.exit(1)
+print(f"claude-live: ok: a session opened with a custom command is the goal `/look util.py`, "
+      f"its calls are rewritten ({rewritten} of {len(main)}: all but the first), and "
+      f"the command invoked after the resume keeps its text in each call ({later})")
 PY
 BEFORE_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
 

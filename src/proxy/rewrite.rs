@@ -44,6 +44,7 @@
 //! API counts every `cache_control` in the request; the projection gets what the system prompt,
 //! the tools and the last turn leave of the 4.
 
+use std::borrow::Cow;
 use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
@@ -191,6 +192,50 @@ pub(super) fn texts(content: Option<&Value>) -> Vec<&str> {
 /// conversation quoting it: a subagent given the user's words as part of its task.
 fn holds_prompt(content: Option<&Value>, prompt: &str) -> bool {
     any_text(content, |t| t.trim() == prompt)
+        || invocation(content).is_some_and(|(said, _)| said == prompt)
+}
+
+/// How Claude Code (2.1.332) wraps the user's `/NAME ARGS` (a custom command of
+/// `.claude/commands`, or a skill invoked by name) in the message it sends: a text block with
+/// `<command-message>NAME</command-message>`, `<command-name>/NAME</command-name>` and, with
+/// arguments, `<command-args>ARGS</command-args>`; the command's text, its arguments filled
+/// in, follows in a block of its own. The hooks get the prompt as typed.
+const COMMAND_NAME: [&str; 2] = ["<command-name>", "</command-name>"];
+const COMMAND_ARGS: [&str; 2] = ["<command-args>", "</command-args>"];
+
+/// The command the user invoked in a message (`content`), as typed (`/NAME ARGS`, as the
+/// hooks get it), and its text as the model got it, if the message says one. Claude Code's
+/// own commands (`/model`), which it runs itself, send the model no text: they are no prompt.
+fn invocation(content: Option<&Value>) -> Option<(String, &str)> {
+    let between = |t: &'_ str, [open, close]: [&str; 2]| -> Option<String> {
+        let start = t.find(open)? + open.len();
+        let end = t[start..].find(close)?;
+        Some(t[start..start + end].trim().to_owned())
+    };
+    let texts = texts(content);
+    let (i, name, args) = texts.iter().enumerate().find_map(|(i, t)| {
+        let name = between(t, COMMAND_NAME).filter(|n| n.starts_with('/'))?;
+        Some((i, name, between(t, COMMAND_ARGS).unwrap_or_default()))
+    })?;
+    let said = if args.is_empty() {
+        name
+    } else {
+        format!("{name} {args}")
+    };
+    let text = texts[i + 1..]
+        .iter()
+        .copied()
+        .find(|t| !t.trim_start().starts_with('<') && !t.trim().is_empty())?;
+    Some((said, text))
+}
+
+/// What the user said in a message, as the hooks got it: the command invoked, or what was
+/// typed ([`typed_text`]).
+fn said_in(content: Option<&Value>) -> Option<Cow<'_, str>> {
+    match invocation(content) {
+        Some((said, _)) => Some(Cow::Owned(said)),
+        None => typed_text(content).map(Cow::Borrowed),
+    }
 }
 
 /// Whether `content` has a text that opens with [`COMPACTED_OPENING`]: Claude Code's summary of
@@ -220,22 +265,19 @@ pub fn conversation_goal(body: &Value) -> Option<(String, bool)> {
         return None;
     }
     let compacted = opening.iter().any(|m| opens_compacted(m.get("content")));
-    let first_prompt = opening
-        .iter()
-        .rev()
-        .find_map(|m| typed_text(m.get("content")));
+    let first_prompt = opening.iter().rev().find_map(|m| said_in(m.get("content")));
     if !compacted && first_prompt.is_none() {
         return None;
     }
     let later = messages[opening.len()..]
         .iter()
         .filter(|m| role(m) == Some("user"))
-        .filter_map(|m| typed_text(m.get("content")));
+        .filter_map(|m| said_in(m.get("content")));
     first_prompt
         .into_iter()
         .chain(later)
         .fold(None, |goal: Option<String>, p| {
-            Some(goal_with(goal.as_deref(), p))
+            Some(goal_with(goal.as_deref(), &p))
         })
         .map(|g| (g, compacted))
 }
@@ -402,11 +444,40 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         tool_loads,
         kept_blocks,
         goal: goal.to_owned(),
-        later_prompts: later.map(|l| format!("{}{l}", LATER_PROMPT.trim_start())),
+        later_prompts: later.map(|l| {
+            let said = with_command_texts(l, &messages[head_len..tail_start]);
+            format!("{}{said}", LATER_PROMPT.trim_start())
+        }),
         compacted,
         breakpoints,
         cache_ttl,
     })
+}
+
+/// The later prompts of the goal (`later`, joined by [`LATER_PROMPT`]), each command the user
+/// invoked in `history` followed by its text: the goal says `/NAME ARGS`, as the hooks got it,
+/// and with the history the model would lose what the command told it. A skill's text is
+/// kept with the skills' instructions ([`skill_loads`]) instead.
+fn with_command_texts(later: &str, history: &[Value]) -> String {
+    let texts: HashMap<String, &str> = history
+        .iter()
+        .filter(|m| role(m) == Some("user"))
+        .filter_map(|m| match invocation(m.get("content"))? {
+            (said, text) if !text.starts_with(SKILL_LOADED) => Some((said, text)),
+            _ => None,
+        })
+        .collect();
+    if texts.is_empty() {
+        return later.to_owned();
+    }
+    later
+        .split(LATER_PROMPT)
+        .map(|p| match texts.get(p.trim()) {
+            Some(text) => format!("{}\n\n{}", p.trim_end(), text.trim()),
+            None => p.to_owned(),
+        })
+        .collect::<Vec<_>>()
+        .join(LATER_PROMPT)
 }
 
 pub(super) fn kind(b: &Value) -> Option<&str> {
@@ -1679,6 +1750,77 @@ mod tests {
         );
         let uncompacted = super::plan(&request(5), Some(PROMPT), true).expect("eligible");
         assert!(!uncompacted.compacted, "the first prompt says the goal");
+    }
+
+    /// A command the user invoked (`/look src/a.py`), as 2.1.332 sends it: the command's name
+    /// and arguments, then its text.
+    fn command(said: &str, args: &str, text: &str) -> Value {
+        let name = said.split_whitespace().next().unwrap_or(said);
+        let args = if args.is_empty() {
+            String::new()
+        } else {
+            format!("<command-args>{args}</command-args>\n")
+        };
+        json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>context</system-reminder>"},
+            {"type": "text", "text": format!(
+                "<command-message>{}</command-message>\n<command-name>{name}</command-name>\n{args}",
+                name.trim_start_matches('/'))},
+            {"type": "text", "text": text}
+        ]})
+    }
+
+    /// A session opened with a command is the hook's goal, `/NAME ARGS` as typed: it is
+    /// rewritten, and a command invoked later keeps its text after the history is gone (a
+    /// skill's is kept with the skills' instructions).
+    #[test]
+    fn commands_the_user_invoked_are_prompts_with_their_text() {
+        let mut body = request(4);
+        body["messages"][0] = command("/look", "src/a.py", "Read src/a.py and say what it does.");
+        let messages = body["messages"].as_array_mut().expect("messages");
+        messages.insert(
+            5,
+            json!({"role": "assistant", "content": [{"type": "text", "text": "It parses."}]}),
+        );
+        messages.insert(
+            6,
+            command("/look", "src/b.py", "Read src/b.py and say what it does."),
+        );
+        messages.insert(
+            7,
+            json!({"role": "assistant", "content": [{"type": "text", "text": "Styled."}]}),
+        );
+        messages.insert(
+            8,
+            command(
+                "/sty",
+                "",
+                &format!("{SKILL_LOADED}/p/.claude/skills/sty\n\nUse tabs."),
+            ),
+        );
+        let (goal, _) = conversation_goal(&body).expect("a goal");
+        assert_eq!(
+            goal,
+            format!("/look src/a.py{LATER_PROMPT}/look src/b.py{LATER_PROMPT}/sty")
+        );
+        let plan = plan(&body, Some(&goal), false).expect("eligible: the command opens it");
+        assert_eq!(
+            plan.later_prompts.as_deref(),
+            Some(
+                "Then the user asked:\n/look src/b.py\n\nRead src/b.py and say what it does.\
+                 \n\nThen the user asked:\n/sty"
+            )
+        );
+        assert_eq!(
+            block_texts(&plan.kept_blocks).count(),
+            1,
+            "the skill's text"
+        );
+        // Another conversation's command is not this one's.
+        assert_eq!(
+            super::plan(&body, Some("/look src/c.py"), false),
+            Err(Skip::OtherConversation)
+        );
     }
 
     #[test]
