@@ -23,8 +23,9 @@
 # worktree (`claude --worktree`, in a repository of its own below the project); one opened with
 # a custom command (`/look util.py`) and resumed with it again; and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
-# answered with Enter: the answer joins the goal), then takes a second prompt. What the history held that no file does must stay in the
-# model's view behind the proxy.
+# answered with Enter: the answer joins the goal), whose user runs a command in bash mode (`!`),
+# then takes a second prompt. What the history held that no file does must stay in the model's
+# view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
 #
@@ -224,6 +225,8 @@ cat > "$WORK/script.json" << EOF
   {"tool": "AskUserQuestion", "input": {"questions": [{"question": "Which label style?", "header": "Style", "multiSelect": false, "options": [{"label": "Bold", "description": "Print the label in bold"}, {"label": "Plain", "description": "Leave it as it is"}]}]}},
   {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
   {"text": "Bold it is."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
+  {"text": "Saw the run."},
   {"text": "Still bold."},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"tool": "Write", "input": {"file_path": "\$PLAN_FILE", "content": "# Fix add()\\n\\n1. Make add() add.\\n"}},
@@ -609,8 +612,16 @@ PY
   done
   until_ok 30 "the first prompt's turn did not finish" answered $((N0 + 4))
   until_ok 10 "the first answer was not shown" screen_has "Bold it is."
+  # The user runs a command in bash mode (`!`) to show the agent its output; Claude Code sends
+  # it to the model at once, as a turn of its own.
+  tmux send-keys -t "$TUI" "!"
+  sleep 0.5
+  type_prompt "echo BANG RUN \$((6 * 7))"
+  until_ok 10 "the command's output was not shown" screen_has "BANG RUN 42"
+  until_ok 30 "the command's turn did not finish" answered $((N0 + 6))
+  until_ok 10 "the command's answer was not shown" screen_has "Saw the run."
   type_prompt "Is it still bold?"
-  until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 5))
+  until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 7))
   tui_done
   AFTER_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
   "$BIN" ctl goal.list '{}' > "$WORK/goals-tui.json"
@@ -859,7 +870,7 @@ check(len(sub_calls) >= 3 and sub_rewritten == len(sub_calls) - 1 and sub_inner
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
-    check(len(seen) == 5 and seen[-3:] == [1, 1, 1],
+    check(len(seen) == 7 and seen[-5:] == [1, 1, 1, 1, 1],
           f"interactive: the user's answer to the agent's question stays in the model's view, through a later prompt, once ({seen})")
     tui_goals = [c.get("goal") or "" for c in json.load(open(f"{work}/goals-tui.json"))["conversations"]]
     kept_asks = [c for c in json.load(open(f"{work}/commands-tui.json"))["commands"]
@@ -867,6 +878,9 @@ if interactive:
     check(any(g.startswith("Make the label nicer") and answer.replace('\\"', '"') in g for g in tui_goals)
           and not kept_asks,
           f"interactive: the answer is in the goal, after the prompt, and kept as no output, which would fade ({tui_goals}; {len(kept_asks)} kept)")
+    ran = [json.dumps(c["body"]["messages"]).count("<bash-stdout>BANG RUN 42") for c in tui_calls]
+    check(ran[-3:] == [1, 1, 1],
+          f"interactive: a command the user ran in bash mode (!) and its output stay in the model's view, once ({ran})")
     last_tui = json.dumps(tui_calls[-1]["body"]["messages"]) if tui_calls else ""
     check("Make the label nicer" in last_tui and "Is it still bold?" in last_tui,
           "interactive: the second prompt's call holds both prompts")

@@ -29,7 +29,8 @@
 //!    then, as one user message, what of the history replaced no file gives back
 //!    ([`Plan::kept_blocks`]): the skills loaded, the CLAUDE.md files below the root attached
 //!    to results, the last plan approved in plan mode, what the user said turning a call
-//!    down, the images and documents;
+//!    down, the commands the user ran in bash mode (`!`) and their output, the images and
+//!    documents;
 //! 2. the projection, asked for without its own last step: the rest of the goal (the prompts
 //!    after the first), then the files and command outputs as they are now;
 //! 3. the `role: "system"` messages Claude Code put in the history replaced, once each: those
@@ -409,6 +410,7 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
     kept_blocks.extend(nested_instructions(replaced));
     kept_blocks.extend(approved_plan(replaced));
     kept_blocks.extend(user_feedback(replaced));
+    kept_blocks.extend(shell_runs(replaced));
     kept_blocks.extend(prompt_media(replaced));
     kept_blocks.extend(read_media(replaced, &messages[tail_start..]));
     // A top-level `cache_control` (automatic caching) is a breakpoint the API places itself.
@@ -612,6 +614,60 @@ fn user_feedback(history: &[Value]) -> Vec<Value> {
         .filter(|t| seen.insert(t.clone()))
         .map(|text| serde_json::json!({ "type": "text", "text": text }))
         .collect()
+}
+
+/// How Claude Code (2.1.332) sends a command the user ran in bash mode (`! python3 calc.py` at
+/// its prompt): a user message of its own, a text block with the command in `<bash-input>`,
+/// then one with its output in `<bash-stdout>` and `<bash-stderr>`. No hook hears of it.
+const BASH_INPUT: &str = "<bash-input>";
+const BASH_OUTPUT: [&str; 2] = ["<bash-stdout>", "<bash-stderr>"];
+
+/// The last this many commands the user ran in bash mode are kept: like the notices, each is
+/// small, and a session where the user runs one now and then would otherwise carry them all.
+const SHELL_RUNS_KEPT: usize = 4;
+
+/// The commands the user ran in bash mode in `history` and their output ([`BASH_INPUT`]), the
+/// last [`SHELL_RUNS_KEPT`], once each, as they came, without breakpoints. The user ran them
+/// to show the agent something (a failing test, a log): with the history they would go one
+/// call later, and no file or hook keeps them.
+fn shell_runs(history: &[Value]) -> Vec<Value> {
+    let starts = |b: &Value, marks: &[&str]| {
+        kind(b) == Some("text")
+            && b.get("text")
+                .and_then(Value::as_str)
+                .is_some_and(|t| marks.iter().any(|m| t.trim_start().starts_with(m)))
+    };
+    let mut runs: Vec<Vec<Value>> = Vec::new();
+    for m in history.iter().filter(|m| role(m) == Some("user")) {
+        let Some(blocks) = m.get("content").and_then(Value::as_array) else {
+            continue;
+        };
+        // An output goes with the command before it in the same message.
+        let mut open = false;
+        for b in blocks {
+            if starts(b, &[BASH_INPUT]) {
+                runs.push(vec![without_breakpoints(b)]);
+                open = true;
+            } else if open
+                && starts(b, &BASH_OUTPUT)
+                && let Some(run) = runs.last_mut()
+            {
+                run.push(without_breakpoints(b));
+            } else {
+                open = false;
+            }
+        }
+    }
+    // The same command run again with the same output is kept once, where it ran last.
+    let mut seen = HashSet::new();
+    let mut kept: Vec<Vec<Value>> = runs
+        .into_iter()
+        .rev()
+        .filter(|r| seen.insert(Value::Array(r.clone()).to_string()))
+        .take(SHELL_RUNS_KEPT)
+        .collect();
+    kept.reverse();
+    kept.into_iter().flatten().collect()
 }
 
 /// The images and documents that tool calls of `history` returned (Claude Code's Read of a
@@ -1820,6 +1876,63 @@ mod tests {
         assert_eq!(
             super::plan(&body, Some("/look src/c.py"), false),
             Err(Skip::OtherConversation)
+        );
+    }
+
+    /// The commands the user ran in bash mode (`!`), with their output: the last four, once
+    /// each, as they came; not an output that is no command's, nor what the last turn holds.
+    #[test]
+    fn the_users_own_shell_runs_are_kept() {
+        let run = |cmd: &str, out: &str| {
+            json!({"role": "user", "content": [
+                {"type": "text", "text": format!("<bash-input>{cmd}</bash-input>\n")},
+                {"type": "text", "text": format!("<bash-stdout>{out}</bash-stdout><bash-stderr></bash-stderr>"),
+                 "cache_control": {"type": "ephemeral"}}
+            ]})
+        };
+        let mut body = request(3);
+        let messages = body["messages"].as_array_mut().expect("messages");
+        let at = 3;
+        let runs = [
+            run("make", "built"),
+            run("pytest", "1 failed"),
+            run("git log", "abc"),
+            run("pytest", "1 failed"),
+            run("ls", "a.py"),
+            json!({"role": "user", "content": [{"type": "text", "text": "<bash-stdout>stray</bash-stdout>"}]}),
+            run("cat log", "E: boom"),
+        ];
+        for (i, m) in runs.into_iter().enumerate() {
+            messages.insert(at + 2 * i, m);
+            messages.insert(
+                at + 2 * i + 1,
+                json!({"role": "assistant", "content": [{"type": "text", "text": "Seen."}]}),
+            );
+        }
+        let last = messages.len() - 1;
+        messages[last]["content"]
+            .as_array_mut()
+            .expect("blocks")
+            .push(json!({"type": "text", "text": "<bash-input>tail</bash-input>"}));
+        let plan = plan(&body, Some(PROMPT), false).expect("eligible");
+        let kept: Vec<&str> = block_texts(&plan.kept_blocks).collect();
+        assert_eq!(
+            kept,
+            [
+                "<bash-input>git log</bash-input>\n",
+                "<bash-stdout>abc</bash-stdout><bash-stderr></bash-stderr>",
+                "<bash-input>pytest</bash-input>\n",
+                "<bash-stdout>1 failed</bash-stdout><bash-stderr></bash-stderr>",
+                "<bash-input>ls</bash-input>\n",
+                "<bash-stdout>a.py</bash-stdout><bash-stderr></bash-stderr>",
+                "<bash-input>cat log</bash-input>\n",
+                "<bash-stdout>E: boom</bash-stdout><bash-stderr></bash-stderr>",
+            ]
+        );
+        assert!(
+            plan.kept_blocks
+                .iter()
+                .all(|b| b.get("cache_control").is_none())
         );
     }
 
