@@ -146,6 +146,8 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat NOTES.md"}},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
   {"text": "Plan carried out."},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
   {"text": "<proposed_plan>\n# Test util.py\n\n1. Test show().\n\nPLAN: TESTS\n</proposed_plan>"},
   {"tool": "exec_command", "input": {"cmd": "cat $PLAN_FILE"}},
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
@@ -609,6 +611,12 @@ PY
   screen_has "› 1. Yes, implement this plan" 5 || fail "the first choice is not to implement: $(tmux capture-pane -p -t "$TUI")"
   tmux send-keys -t "$TUI" Enter
   screen_has "Plan carried out." 30 || fail "the plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
+  # The user runs a command at the prompt (`!`): Codex shows its output, and sends it to the
+  # model with the next prompt.
+  tmux send-keys -t "$TUI" -l '!echo BANG RUN $((6 * 7))'
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "BANG RUN 42" 10 || fail "the user's command did not run: $(tmux capture-pane -p -t "$TUI")"
   # Again, implemented in a fresh thread: Codex writes the plan to a file under its home and
   # opens the thread with "Read the approved plan at PATH and implement it."
   plan_for "Plan tests for util.py"
@@ -647,8 +655,15 @@ after = [i.count(answer) for i in inputs[asked:] if "Plan how to document util.p
 check(len(after) >= 5 and set(after) == {1},
       "the user's answer to the model's question stays in the model's view, once, in every call "
       "after it, through the plan's work", f"the answer in each call after it: {after}")
+# The command the user ran before the second plan's prompt, in each call of that thread from
+# then on (the first holds it in its last turn, as it came).
+ran = [i.count("BANG RUN 42") for i in inputs if "Plan tests for util.py" in i
+       and "Plan how to document util.py" in i]
+check(len(ran) >= 3 and set(ran) == {1},
+      "a command the user ran at the prompt (!) and its output stay in the model's view, once, "
+      "in every call after it", f"its output in each call: {ran}")
 PY
-  checks=$((checks + 3))
+  checks=$((checks + 4))
   "$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q 'approved-plan.md' \
     && fail "the hook kept the approved plan's read as an output, which fades: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
   pass "the hook keeps no output of that read (the proxy keeps the plan, which does not fade)"

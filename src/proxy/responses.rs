@@ -35,7 +35,8 @@
 //!    ([`instruction_reads`]), the images the user
 //!    attached to later prompts (a screenshot of the bug), once each, the last images
 //!    `view_image` returned, each after a line naming it, the last reports of subagents
-//!    Codex told the conversation of (`<subagent_notification>`), and the last plan the model
+//!    Codex told the conversation of (`<subagent_notification>`), the last commands the user
+//!    ran at Codex's prompt (`!pytest`: `<user_shell_command>`), and the last plan the model
 //!    proposed in Plan mode (`<proposed_plan>`, which "Implement the plan." refers to). The
 //!    projection's text cannot show them, and without them they would leave the model's view
 //!    at the next call;
@@ -183,7 +184,8 @@ pub struct Plan {
     /// order.
     pub instructions: Vec<Value>,
     /// Content parts of the history replaced that no file holds ([`instruction_reads`],
-    /// [`prompt_media`], [`viewed_media`], [`subagent_reports`]).
+    /// [`prompt_media`], [`viewed_media`], [`subagent_reports`], [`shell_runs`],
+    /// [`proposed_plan`]).
     pub kept: Vec<Value>,
     /// The goal the projection opens with, and what of it the head does not already say.
     pub goal: String,
@@ -305,6 +307,7 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
     kept.extend(prompt_media(replaced));
     kept.extend(viewed_media(replaced, &items[tail_start..]));
     kept.extend(subagent_reports(replaced));
+    kept.extend(shell_runs(replaced));
     kept.extend(proposed_plan(replaced));
     let tail_calls = items[tail_start..]
         .iter()
@@ -524,17 +527,43 @@ const SUBAGENT_REPORTS_KEPT: usize = 4;
 /// subagent's result reaches the hook only when the model waited for it with `wait_agent`),
 /// and the report is the subagent's whole work.
 fn subagent_reports(replaced: &[Value]) -> Vec<Value> {
+    last_user_texts(replaced, SUBAGENT_NOTIFICATION, SUBAGENT_REPORTS_KEPT)
+}
+
+/// How Codex (0.171) tells the model of a command the user ran at its prompt (`!pytest`): a
+/// user message of its own, the command and its result (exit code, duration, output) between
+/// these tags, sent with the next prompt. No hook hears of it.
+const USER_SHELL_COMMAND: &str = "<user_shell_command>";
+
+/// At most this many of the user's commands are kept, the last ones: a session where the user
+/// runs one now and then would otherwise carry them all.
+const SHELL_RUNS_KEPT: usize = 4;
+
+/// The last [`SHELL_RUNS_KEPT`] commands the user ran in `replaced` ([`USER_SHELL_COMMAND`]),
+/// with their results. The user ran them to show the model something (a failing test, a log):
+/// with the history they would leave the model's view one call later.
+fn shell_runs(replaced: &[Value]) -> Vec<Value> {
+    last_user_texts(replaced, USER_SHELL_COMMAND, SHELL_RUNS_KEPT)
+}
+
+/// The texts of `replaced`'s user messages that open with `opening`, as text parts: the last
+/// `n`, once each, in order.
+fn last_user_texts(replaced: &[Value], opening: &str, n: usize) -> Vec<Value> {
     let mut seen = HashSet::new();
-    let mut reports: Vec<Value> = replaced
+    let mut found: Vec<&str> = replaced
         .iter()
         .filter(|it| is_user_message(it))
         .flat_map(texts)
-        .filter(|t| t.trim_start().starts_with(SUBAGENT_NOTIFICATION))
+        .filter(|t| t.trim_start().starts_with(opening))
+        .rev()
         .filter(|t| seen.insert(*t))
-        .map(|t| json!({"type": "input_text", "text": t}))
+        .take(n)
         .collect();
-    let skip = reports.len().saturating_sub(SUBAGENT_REPORTS_KEPT);
-    reports.split_off(skip)
+    found.reverse();
+    found
+        .into_iter()
+        .map(|t| json!({"type": "input_text", "text": t}))
+        .collect()
 }
 
 /// How the model wraps the plan it proposes in Codex's Plan mode (0.171: its instructions say
@@ -1078,6 +1107,27 @@ mod tests {
         let p = super::plan(&body, Some(PROMPT)).expect("plan");
         let kept: Vec<&str> = p.kept.iter().filter_map(|k| k["text"].as_str()).collect();
         assert_eq!(kept, [note(2), note(3), note(4), note(5)]);
+        // The commands the user ran at the prompt (`!`), the last ones, a repeat once, where
+        // it ran last.
+        let mut body = request(2);
+        let ran = |cmd: &str| {
+            format!(
+                "<user_shell_command>\n<command>\n{cmd}\n</command>\n<result>\nExit code: 0\nOutput:\nok\n</result>\n</user_shell_command>"
+            )
+        };
+        let input = body["input"].as_array_mut().expect("input");
+        for cmd in ["make", "pytest", "ls", "git log", "pytest", "cat log"]
+            .iter()
+            .rev()
+        {
+            input.insert(6, user(&ran(cmd)));
+        }
+        let p = super::plan(&body, Some(PROMPT)).expect("plan");
+        let kept: Vec<&str> = p.kept.iter().filter_map(|k| k["text"].as_str()).collect();
+        assert_eq!(
+            kept,
+            [ran("ls"), ran("git log"), ran("pytest"), ran("cat log")]
+        );
         // Without images, no message for them.
         let plain = request(3);
         let p = super::plan(&plain, Some(PROMPT)).expect("plan");
