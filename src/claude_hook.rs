@@ -284,19 +284,7 @@ fn refused_read(event: &Value, failed: bool) -> Option<String> {
 /// was upgraded) refuses `untracked_tool`, a field it does not know; the output is then
 /// recorded without it, as that daemon always did.
 fn record_command(c: &mut Client, params: Value) -> Result<Value, ClientError> {
-    match c.call("command.record", params.clone()) {
-        Err(ClientError::Rpc(e))
-            if e.code == code::INVALID_PARAMS
-                && e.message.contains("unknown field `untracked_tool`") =>
-        {
-            let mut older = params;
-            if let Some(o) = older.as_object_mut() {
-                o.remove("untracked_tool");
-            }
-            c.call("command.record", older)
-        }
-        other => other,
-    }
+    c.call_or_older("command.record", params, "untracked_tool")
 }
 
 /// Records the step; a view the daemon refuses (a file outside the mount, with a daemon older

@@ -35,9 +35,8 @@ use serde_json::{Value, json};
 
 use crate::cli::SocketArg;
 use crate::cli_client::resolve_socket;
+use crate::socket::Client;
 use crate::socket::client::of_session;
-use crate::socket::protocol::code;
-use crate::socket::{Client, ClientError};
 
 /// The socket answers a projection in milliseconds; a daemon that does not must not hold the
 /// agent's request for long.
@@ -345,24 +344,6 @@ fn known_session(
     Ok((known, session))
 }
 
-/// `projection.get`; a daemon older than the proxy (a mount started before worldfs was
-/// upgraded) knows no `request_outputs`, and is asked again without them, as it always was.
-fn projection_get(c: &mut Client, params: Value) -> Result<Value, ClientError> {
-    match c.call("projection.get", params.clone()) {
-        Err(ClientError::Rpc(e))
-            if e.code == code::INVALID_PARAMS
-                && e.message.contains("unknown field `request_outputs`") =>
-        {
-            let mut older = params;
-            if let Some(o) = older.as_object_mut() {
-                o.remove("request_outputs");
-            }
-            c.call("projection.get", older)
-        }
-        other => other,
-    }
-}
-
 /// Codex's call: the history replaced by the projection's text ([`responses`]).
 fn try_rewrite_responses(
     state: &State,
@@ -477,7 +458,7 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
         params["request_outputs"] = json!(reports);
     }
     let params = of_session(params, session);
-    let p = projection_get(&mut c, params)?;
+    let p = c.call_or_older("projection.get", params, "request_outputs")?;
     let messages = p
         .pointer("/body/messages")
         .and_then(Value::as_array)

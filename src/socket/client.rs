@@ -69,6 +69,30 @@ impl Client {
         }
     }
 
+    /// Calls `method`; a daemon older than the client (a mount started before worldfs was
+    /// upgraded), which refuses `field` as unknown, is asked again without it, as it always
+    /// was.
+    pub fn call_or_older(
+        &mut self,
+        method: &str,
+        params: Value,
+        field: &str,
+    ) -> Result<Value, ClientError> {
+        match self.call(method, params.clone()) {
+            Err(ClientError::Rpc(e))
+                if e.code == super::protocol::code::INVALID_PARAMS
+                    && e.message.contains(&format!("unknown field `{field}`")) =>
+            {
+                let mut older = params;
+                if let Some(o) = older.as_object_mut() {
+                    o.remove(field);
+                }
+                self.call(method, older)
+            }
+            other => other,
+        }
+    }
+
     /// Reads the next message (response or notification).
     pub fn read_message(&mut self) -> Result<Value, ClientError> {
         let mut buf = String::new();
