@@ -24,7 +24,7 @@
 # a custom command (`/look util.py`) and resumed with it again; and last,
 # in tmux, an interactive session whose agent asks the user a question (AskUserQuestion,
 # answered with Enter: the answer joins the goal), whose user runs a command in bash mode (`!`),
-# then takes a second prompt. What the history held that no file does must stay in the model's
+# then takes a second prompt, and takes it back (rewind) for another. What the history held that no file does must stay in the model's
 # view behind the proxy.
 #
 #   scripts/claude-live.sh            # `make check-claude-code`
@@ -228,6 +228,8 @@ cat > "$WORK/script.json" << EOF
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"text": "Saw the run."},
   {"text": "Still bold."},
+  {"tool": "Read", "input": {"file_path": "$PROJ/util.py"}},
+  {"text": "Red it is."},
   {"tool": "Read", "input": {"file_path": "$PROJ/calc.py"}},
   {"tool": "Write", "input": {"file_path": "\$PLAN_FILE", "content": "# Fix add()\\n\\n1. Make add() add.\\n"}},
   {"tool": "ToolSearch", "input": {"query": "select:ExitPlanMode"}},
@@ -622,6 +624,25 @@ PY
   until_ok 10 "the command's answer was not shown" screen_has "Saw the run."
   type_prompt "Is it still bold?"
   until_ok 30 "the second prompt's turn did not finish" answered $((N0 + 7))
+  until_ok 10 "the second answer was not shown" screen_has "Still bold."
+  # The user takes the second prompt back (Esc Esc, the prompt, "Restore conversation"), which
+  # no hook hears of, and asks something else.
+  tmux send-keys -t "$TUI" Escape
+  sleep 0.3
+  tmux send-keys -t "$TUI" Escape
+  until_ok 10 "the rewind menu was not shown" screen_has "Restore the code and/or conversation"
+  tmux send-keys -t "$TUI" Up
+  until_ok 10 "the second prompt was not chosen to rewind to" screen_has "❯ Is it still bold?"
+  tmux send-keys -t "$TUI" Enter
+  until_ok 10 "the rewind's choices were not shown" screen_has "Restore conversation"
+  tmux send-keys -t "$TUI" Enter
+  # The prompt taken back comes back in the input box: cleared first.
+  until_ok 10 "the prompt taken back was not put back in the input box" screen_has "❯ Is it still bold?"
+  for _ in $(seq 20); do tmux send-keys -t "$TUI" BSpace; done
+  sleep 0.3
+  screen_has "❯ Is it still" && fail "the prompt taken back was not cleared from the input box"
+  type_prompt "Make it red"
+  until_ok 30 "the prompt after the rewind did not finish" answered $((N0 + 9))
   tui_done
   AFTER_TUI_CALLS=$(wc -l < "$WORK/api.jsonl")
   "$BIN" ctl goal.list '{}' > "$WORK/goals-tui.json"
@@ -870,7 +891,7 @@ check(len(sub_calls) >= 3 and sub_rewritten == len(sub_calls) - 1 and sub_inner
 if interactive:
     answer = 'The user answered: \\"Which label style?\\" = \\"Bold\\"'
     seen = [json.dumps(c["body"]["messages"]).count(answer) for c in tui_calls]
-    check(len(seen) == 7 and seen[-5:] == [1, 1, 1, 1, 1],
+    check(len(seen) == 9 and seen[2:] == [1] * 7,
           f"interactive: the user's answer to the agent's question stays in the model's view, through a later prompt, once ({seen})")
     tui_goals = [c.get("goal") or "" for c in json.load(open(f"{work}/goals-tui.json"))["conversations"]]
     kept_asks = [c for c in json.load(open(f"{work}/commands-tui.json"))["commands"]
@@ -879,11 +900,17 @@ if interactive:
           and not kept_asks,
           f"interactive: the answer is in the goal, after the prompt, and kept as no output, which would fade ({tui_goals}; {len(kept_asks)} kept)")
     ran = [json.dumps(c["body"]["messages"]).count("<bash-stdout>BANG RUN 42") for c in tui_calls]
-    check(ran[-3:] == [1, 1, 1],
+    check(len(ran) == 9 and ran[4:] == [1] * 5,
           f"interactive: a command the user ran in bash mode (!) and its output stay in the model's view, once ({ran})")
-    last_tui = json.dumps(tui_calls[-1]["body"]["messages"]) if tui_calls else ""
-    check("Make the label nicer" in last_tui and "Is it still bold?" in last_tui,
+    second = json.dumps(tui_calls[6]["body"]["messages"]) if len(tui_calls) > 6 else ""
+    check("Make the label nicer" in second and "Is it still bold?" in second,
           "interactive: the second prompt's call holds both prompts")
+    # After the rewind: the prompt taken back in no call, the one asked instead in each.
+    rewound = [(json.dumps(c["body"]["messages"]).count("Is it still bold?"),
+                json.dumps(c["body"]["messages"]).count("Make it red")) for c in tui_calls[7:]]
+    check(len(rewound) == 2 and all(back == 0 and red >= 1 for back, red in rewound),
+          f"interactive: a prompt the user took back (rewind) is in no later call, though the goal still says it "
+          f"((taken back, asked instead) in each call after: {rewound})")
 
 first = main[0]["body"] if main else {}
 print("  shapes: first call roles", [m.get("role") for m in first.get("messages", [])],

@@ -32,8 +32,11 @@ pub(crate) fn text(pairs: &[(String, String)]) -> String {
         .iter()
         .map(|(q, a)| format!("{q:?} = {a:?}"))
         .collect();
-    format!("The user answered: {}", lines.join(", "))
+    format!("{SAID}{}", lines.join(", "))
 }
+
+/// What opens the answers' text ([`text`]).
+pub(crate) const SAID: &str = "The user answered: ";
 
 /// Claude Code (2.1.332): the response is the input with `answers` added, the question's text
 /// to the label picked (or the words typed). A question left unanswered is not in it.

@@ -446,14 +446,82 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
         tool_loads,
         kept_blocks,
         goal: goal.to_owned(),
-        later_prompts: later.map(|l| {
-            let said = with_command_texts(l, &messages[head_len..tail_start]);
-            format!("{}{said}", LATER_PROMPT.trim_start())
-        }),
+        later_prompts: later
+            .map(|l| match compacted {
+                true => l.to_owned(),
+                false => unretracted(l, messages),
+            })
+            .filter(|l| !l.trim().is_empty())
+            .map(|l| {
+                let said = with_command_texts(&l, &messages[head_len..tail_start]);
+                format!("{}{said}", LATER_PROMPT.trim_start())
+            }),
         compacted,
         breakpoints,
         cache_ttl,
     })
+}
+
+/// The later prompts of the goal (`later`, joined by [`LATER_PROMPT`]) that the conversation
+/// (`messages`, not compacted) still holds. The user can take prompts back: Claude Code's
+/// rewind (Esc Esc, "Restore conversation") sends the conversation as it was before one, and
+/// no hook hears of it, so the goal still says it. A prompt is taken back only when no text
+/// of the user's messages holds it at all (nor, for the user's answers, the question), and
+/// the last is always kept (a prompt the user queued may not be in the call yet).
+fn unretracted(later: &str, messages: &[Value]) -> String {
+    let parts: Vec<&str> = later.split(LATER_PROMPT).collect();
+    let last = parts.len().saturating_sub(1);
+    // Most prompts are a message's text as typed; every string of the user's messages is
+    // searched only for the others.
+    let typed = |p: &str| messages.iter().any(|m| holds_prompt(m.get("content"), p));
+    let mut strings: Option<Vec<&str>> = None;
+    let mut held = |said: &str| {
+        let all = strings.get_or_insert_with(|| {
+            let mut out = Vec::new();
+            for m in messages.iter().filter(|m| role(m) == Some("user")) {
+                all_strings(m.get("content"), &mut out);
+            }
+            out
+        });
+        all.iter().any(|s| s.contains(said))
+    };
+    let mut kept = Vec::with_capacity(parts.len());
+    for (i, part) in parts.iter().enumerate() {
+        let p = part.trim();
+        let keep = i == last
+            || p.is_empty()
+            || typed(p)
+            || match answered(p) {
+                // An answer whose question cannot be read back is kept.
+                Some(q) => q.is_none_or(|q| held(&q)),
+                None => held(p),
+            };
+        if keep {
+            kept.push(*part);
+        }
+    }
+    kept.join(LATER_PROMPT)
+}
+
+/// The first question of the user's answers as the hook adds them to the goal (`The user
+/// answered: "QUESTION" = ...`, [`crate::claude_hook::answers`]), if it can be read back;
+/// `None` for any other prompt.
+fn answered(said: &str) -> Option<Option<String>> {
+    let rest = said.strip_prefix(crate::claude_hook::answers::SAID)?;
+    let quoted = rest
+        .strip_prefix('"')
+        .and_then(|r| r.split("\" = \"").next());
+    Some(quoted.and_then(|q| serde_json::from_str(&format!("\"{q}\"")).ok()))
+}
+
+/// Every string `v` holds, at any depth.
+fn all_strings<'a>(v: Option<&'a Value>, out: &mut Vec<&'a str>) {
+    match v {
+        Some(Value::String(s)) => out.push(s),
+        Some(Value::Array(a)) => a.iter().for_each(|x| all_strings(Some(x), out)),
+        Some(Value::Object(o)) => o.values().for_each(|x| all_strings(Some(x), out)),
+        _ => {}
+    }
 }
 
 /// The later prompts of the goal (`later`, joined by [`LATER_PROMPT`]), each command the user
@@ -1934,6 +2002,61 @@ mod tests {
                 .iter()
                 .all(|b| b.get("cache_control").is_none())
         );
+    }
+
+    /// A prompt the user took back (Claude Code's rewind) is no later prompt of the call: the
+    /// conversation holds it nowhere. One it holds anywhere stays, as does the last, and an
+    /// answer stays while its question is there.
+    #[test]
+    fn prompts_the_conversation_no_longer_holds_are_taken_back() {
+        let mut body = request(4);
+        let messages = body["messages"].as_array_mut().expect("messages");
+        messages.insert(
+            3,
+            json!({"role": "user", "content": [
+            {"type": "text", "text": "<system-reminder>r</system-reminder>"},
+            {"type": "text", "text": "[Image #1] make it italic"}]}),
+        );
+        messages.insert(
+            4,
+            json!({"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_ask", "name": "AskUserQuestion",
+             "input": {"questions": [{"question": "Which \"style\"?"}]}}]}),
+        );
+        messages.insert(
+            5,
+            json!({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_ask",
+             "content": "User has answered your questions: \"Which \"style\"?\"=\"Bold\""}]}),
+        );
+        let answer = r#"The user answered: "Which \"style\"?" = "Bold""#;
+        let gone = r#"The user answered: "Which size?" = "Big""#;
+        let goal = [
+            PROMPT,
+            "make it bold",
+            "[Image #1] make it italic",
+            answer,
+            gone,
+            "and the tests",
+        ]
+        .join(LATER_PROMPT);
+        let later = |body: &Value| {
+            plan(body, Some(&goal), false)
+                .expect("eligible")
+                .later_prompts
+                .unwrap_or_default()
+        };
+        let said = later(&body);
+        assert!(
+            !said.contains("make it bold") && !said.contains("Which size?"),
+            "{said}"
+        );
+        for kept in ["[Image #1] make it italic", answer, "and the tests"] {
+            assert!(said.contains(kept), "{kept}: {said}");
+        }
+        // Said in a result (the model quoted it), it stays.
+        body["messages"][2]["content"][0]["content"] = json!("a.py\nmake it bold");
+        assert!(later(&body).contains("make it bold"));
     }
 
     #[test]
