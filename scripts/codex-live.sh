@@ -19,8 +19,9 @@
 #
 # Then an interactive Codex (in tmux) is trusted its hooks on its own "Hooks need review" screen,
 # as the README says, and its prompt becomes the goal; then, in Plan mode, it asks the user a
-# question (request_user_input), proposes a plan and carries it out (INTERACTIVE=0 leaves both
-# out).
+# question (request_user_input), proposes a plan and carries it out; the user runs a command at
+# the prompt (`!`); a second plan is carried out in a fresh thread, where the user takes a
+# prompt back (Esc Esc) for another (INTERACTIVE=0 leaves both out).
 #
 # Needs root (mounting), npm, python3 and tmux. Exits non-zero, saying which check failed, on any
 # miss. KEEP=1 keeps the work directory; WORLDFS_BIN=PATH runs another build (lib-mount.sh).
@@ -153,7 +154,12 @@ cat > "$WORK/script.json" << 'EOF'
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat check_util.py"}},
   {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
-  {"text": "Second plan carried out."}
+  {"text": "Second plan carried out."},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Bold done."},
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "cat calc.py"}},
+  {"text": "Red done."}
 ]
 EOF
 # The subagent the resumed turn starts: its own conversation, whose calls are not the session's.
@@ -626,6 +632,25 @@ PY
   done
   tmux send-keys -t "$TUI" Enter
   screen_has "Second plan carried out." 30 || fail "the second plan's turn did not end: $(tmux capture-pane -p -t "$TUI")"
+  # A prompt the user takes back (Esc Esc, Enter: "Conversation reverted to this point"),
+  # which no hook hears of, to ask another.
+  tmux send-keys -t "$TUI" -l "Make it bold"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Bold done." 30 || fail "the prompt to take back did not finish: $(tmux capture-pane -p -t "$TUI")"
+  tmux send-keys -t "$TUI" Escape
+  sleep 0.5
+  tmux send-keys -t "$TUI" Escape
+  screen_has "rewind" 10 || fail "Esc Esc did not offer to rewind: $(tmux capture-pane -p -t "$TUI")"
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Conversation reverted to this point" 10 || fail "the rewind did not happen: $(tmux capture-pane -p -t "$TUI")"
+  # The prompt taken back comes back in the input box: cleared first.
+  for _ in $(seq 20); do tmux send-keys -t "$TUI" BSpace; done
+  sleep 0.3
+  tmux send-keys -t "$TUI" -l "Make it red"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Red done." 30 || fail "the prompt after the rewind did not finish: $(tmux capture-pane -p -t "$TUI")"
   tmux kill-session -t "$TUI"
   PYTHONPATH="$WFS_ROOT/scripts" python3 - "$WORK" "$before" << 'PY' || exit 1
 import json
@@ -662,8 +687,12 @@ ran = [i.count("BANG RUN 42") for i in inputs if "Plan tests for util.py" in i
 check(len(ran) >= 3 and set(ran) == {1},
       "a command the user ran at the prompt (!) and its output stay in the model's view, once, "
       "in every call after it", f"its output in each call: {ran}")
+# After the rewind, the prompt taken back is in no call (the goal still says it).
+rewound = [(i.count("Make it bold"), i.count("Make it red")) for i in inputs if "Make it red" in i]
+check(len(rewound) == 3 and all(back == 0 for back, _ in rewound),
+      "a prompt the user took back (Esc Esc) is in no later call", f"(taken back, asked instead) in each call after: {rewound}")
 PY
-  checks=$((checks + 4))
+  checks=$((checks + 5))
   "$BIN" ctl -C "$PROJ" commands.list '{}' | grep -q 'approved-plan.md' \
     && fail "the hook kept the approved plan's read as an output, which fades: $("$BIN" ctl -C "$PROJ" commands.list '{}')"
   pass "the hook keeps no output of that read (the proxy keeps the plan, which does not fade)"

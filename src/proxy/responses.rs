@@ -301,6 +301,16 @@ pub fn plan(body: &Value, goal: Option<&str>) -> Result<Plan, Skip> {
         .cloned()
         .collect();
     let mut kept = compaction_summary(replaced);
+    // A compaction leaves out prompts the goal still has; without one, a later prompt the
+    // input holds nowhere was taken back (Codex's Esc Esc, "Conversation reverted to this
+    // point"), and is not said again.
+    let whole = kept.is_empty() && !items.iter().any(|it| COMPACTIONS.contains(&kind(it)));
+    let later = later
+        .map(|l| match whole {
+            true => super::rewrite::unretracted(l, items),
+            false => l.to_owned(),
+        })
+        .filter(|l| !l.trim().is_empty());
     if let Some(cwd) = working_directory(items) {
         kept.extend(instruction_reads(replaced, cwd));
     }
@@ -903,6 +913,21 @@ mod tests {
         // Two parallel calls and their outputs: the last turn whole.
         assert_eq!(input.len(), 11);
         assert_eq!(input[6]["id"], "rs_x");
+        // A prompt the user took back (rewind) is in the goal, and nowhere in the input: it
+        // is not said; after a compaction, which leaves prompts out, every one is.
+        let goal = format!("{PROMPT}{LATER_PROMPT}make it bold{LATER_PROMPT}now the tests too");
+        let later = |body: &Value| super::plan(body, Some(&goal)).expect("plan").later_prompts;
+        assert_eq!(
+            later(&body).as_deref(),
+            Some("Then the user asked:\nnow the tests too")
+        );
+        let mut compacted = body.clone();
+        let input = compacted["input"].as_array_mut().expect("input");
+        input.insert(
+            4,
+            json!({"type": "compaction", "id": "cmp_1", "encrypted_content": "gAAA"}),
+        );
+        assert!(later(&compacted).is_some_and(|l| l.contains("make it bold")));
     }
 
     /// A skill the user named (`$house-style`) comes as a user message after the prompt's: the

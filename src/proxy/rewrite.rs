@@ -466,9 +466,10 @@ pub fn plan(body: &Value, goal: Option<&str>, compacted: bool) -> Result<Plan, S
 /// (`messages`, not compacted) still holds. The user can take prompts back: Claude Code's
 /// rewind (Esc Esc, "Restore conversation") sends the conversation as it was before one, and
 /// no hook hears of it, so the goal still says it. A prompt is taken back only when no text
-/// of the user's messages holds it at all (nor, for the user's answers, the question), and
-/// the last is always kept (a prompt the user queued may not be in the call yet).
-fn unretracted(later: &str, messages: &[Value]) -> String {
+/// of the conversation holds it at all (nor, for the user's answers, the question, which is
+/// in the agent's call), and the last is always kept (a prompt the user queued may not be in
+/// the call yet).
+pub(super) fn unretracted(later: &str, messages: &[Value]) -> String {
     let parts: Vec<&str> = later.split(LATER_PROMPT).collect();
     let last = parts.len().saturating_sub(1);
     // Most prompts are a message's text as typed; every string of the user's messages is
@@ -478,8 +479,8 @@ fn unretracted(later: &str, messages: &[Value]) -> String {
     let mut held = |said: &str| {
         let all = strings.get_or_insert_with(|| {
             let mut out = Vec::new();
-            for m in messages.iter().filter(|m| role(m) == Some("user")) {
-                all_strings(m.get("content"), &mut out);
+            for m in messages {
+                all_strings(Some(m), &mut out);
             }
             out
         });
