@@ -636,11 +636,13 @@ PY
   tmux send-keys -t "$TUI" Enter
   until_ok 10 "the rewind's choices were not shown" screen_has "Restore conversation"
   tmux send-keys -t "$TUI" Enter
-  # The prompt taken back comes back in the input box: cleared first.
-  until_ok 10 "the prompt taken back was not put back in the input box" screen_has "❯ Is it still bold?"
+  # The prompt taken back comes back in the input box (after "❯" and a no-break space), and
+  # its answer leaves the screen: cleared first.
+  restored() { ! screen_has "Summarize from here" && ! screen_has "Still bold." && screen_has "Is it still bold?"; }
+  until_ok 20 "the prompt taken back was not put back in the input box" restored
   for _ in $(seq 20); do tmux send-keys -t "$TUI" BSpace; done
   sleep 0.3
-  screen_has "❯ Is it still" && fail "the prompt taken back was not cleared from the input box"
+  screen_has "Is it still bold?" && fail "the prompt taken back was not cleared from the input box"
   type_prompt "Make it red"
   until_ok 30 "the prompt after the rewind did not finish" answered $((N0 + 9))
   tui_done
@@ -701,6 +703,23 @@ if len(after_note) < 5 or set(after_note) != {1} or len(after_plan) < 3 or set(a
     sys.exit(1)
 print(f"claude-live: ok: interactive: in plan mode, the user's note on a plan sent back stays in "
       f"the model's view ({after_note}), and so does the plan approved ({after_plan}), once each")
+# The plan file is outside the project: the first plan as the agent wrote it stays in view
+# after the call that wrote it, until the second replaces it (the user sent the first back, and
+# the agent revises it); the approved one is then shown once, not also as the file's copy.
+first = [m.count("1. Make add() add.") for m in main]
+sums = [m.count("PLAN: SUMS") for m in main]
+# The call that wrote it (its last turn holds the Write) is the first that shows it.
+wrote = next((n for n, c in enumerate(first) if c), len(first))
+between = first[wrote + 1:wrote + 3]
+approved = sums[plan.index(1):] if 1 in plan else []
+if between != [1, 1] or len(approved) < 3 or set(approved) != {1}:
+    print(f"claude-live: FAILED: interactive: the plan file the agent wrote outside the project "
+          f"stays in view until rewritten, and the approved plan once: the first plan in each "
+          f"call {first}, the approved one {sums}", file=sys.stderr)
+    sys.exit(1)
+print(f"claude-live: ok: interactive: the plan the agent wrote to its file outside the project "
+      f"stays in the model's view after the call that wrote it ({between}), and the approved "
+      f"one is shown once ({approved})")
 PY
 fi
 

@@ -54,7 +54,7 @@
 //! Claude Code carries on; `-v` prints why on stderr.
 
 use std::io::Read;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use anyhow::Context;
@@ -299,6 +299,16 @@ fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
             let mut plain = params;
             if let Some(o) = plain.as_object_mut() {
                 o.remove("once");
+            }
+            record_step(c, plain)
+        }
+        // Nor `wrote`: the step is recorded without the file's copy.
+        Err(ClientError::Rpc(e))
+            if e.code == code::INVALID_PARAMS && e.message.contains("unknown field `wrote`") =>
+        {
+            let mut plain = params;
+            if let Some(o) = plain.as_object_mut() {
+                o.remove("wrote");
             }
             record_step(c, plain)
         }
@@ -856,8 +866,52 @@ fn step(event: &Value, failed: bool) -> Option<Value> {
     }
     if !failed && let Some(file) = edited_file(tool, &input) {
         params.insert("files".into(), json!([file]));
+        // A file outside the agent's directory (Claude Code's plan file, under
+        // `~/.claude/plans`): what it holds now, which the mount keeps when no projection shows
+        // the file. Behind `worldfs proxy` the call that wrote it goes with the history, and
+        // the agent would not see its own plan when the user sends it back.
+        if let Some(cwd) = agent_cwd(event)
+            && Path::new(file).is_absolute()
+            && !Path::new(file).starts_with(cwd)
+            && let Some(content) = written(tool, &input, response)
+        {
+            params.insert(
+                "wrote".into(),
+                json!({ "path": file, "content": fit::cut_head(content, MAX_RESULT_BYTES) }),
+            );
+        }
     }
     Some(Value::Object(params))
+}
+
+/// What a successful Write, Edit or MultiEdit left in its file, from the call itself: a Write's
+/// content, or the file before an edit (the response's `originalFile`) with the edits made.
+/// `None` when that cannot be told (an edit whose text is not in the file as sent).
+fn written(tool: &str, input: &Value, response: &Value) -> Option<String> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_owned);
+    let apply = |text: String, e: &Value| -> Option<String> {
+        let (old, new) = (s(e, "old_string")?, s(e, "new_string")?);
+        if old.is_empty() || !text.contains(&old) {
+            return None;
+        }
+        Some(
+            if e.get("replace_all").and_then(Value::as_bool) == Some(true) {
+                text.replace(&old, &new)
+            } else {
+                text.replacen(&old, &new, 1)
+            },
+        )
+    };
+    match tool {
+        "Write" => s(input, "content"),
+        "Edit" => apply(s(response, "originalFile")?, input),
+        "MultiEdit" => input
+            .get("edits")?
+            .as_array()?
+            .iter()
+            .try_fold(s(response, "originalFile")?, apply),
+        _ => None,
+    }
 }
 
 /// The file an editing call changed: the session's own from then on, as a Read's file is.
@@ -1298,6 +1352,39 @@ mod tests {
         ev["hook_event_name"] = "PreToolUse".into();
         ev.as_object_mut().map(|o| o.remove("tool_response"));
         ev
+    }
+
+    /// What an editing call left in its file is told from the call alone: a Write's content,
+    /// the file before an Edit with the edit made (all of them with `replace_all`), a
+    /// MultiEdit's edits in order; nothing when an edit's text is not in the file as sent.
+    #[test]
+    fn what_a_write_or_an_edit_left_is_told_from_the_call() {
+        let before = json!({"originalFile": "a = 1\na = 1\nb = 2\n"});
+        let edit = |old: &str, new: &str, all: bool| json!({"old_string": old, "new_string": new, "replace_all": all});
+        assert_eq!(
+            written("Write", &json!({"content": "x"}), &Value::Null).as_deref(),
+            Some("x")
+        );
+        assert_eq!(
+            written("Edit", &edit("a = 1", "a = 3", false), &before).as_deref(),
+            Some("a = 3\na = 1\nb = 2\n")
+        );
+        assert_eq!(
+            written("Edit", &edit("a = 1", "a = 3", true), &before).as_deref(),
+            Some("a = 3\na = 3\nb = 2\n")
+        );
+        let multi =
+            json!({"edits": [edit("b = 2", "b = 4", false), edit("b = 4", "c = 5", false)]});
+        assert_eq!(
+            written("MultiEdit", &multi, &before).as_deref(),
+            Some("a = 1\na = 1\nc = 5\n")
+        );
+        assert_eq!(written("Edit", &edit("zzz", "y", false), &before), None);
+        assert_eq!(
+            written("Edit", &edit("a = 1", "y", false), &Value::Null),
+            None
+        );
+        assert_eq!(written("Read", &json!({"content": "x"}), &before), None);
     }
 
     /// A mount started before worldfs was upgraded knows no `untracked_tool`: the output is

@@ -589,6 +589,69 @@ fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
     assert!(!body.contains("hunter2"), "{body}");
 }
 
+/// A file the agent wrote outside the project (Claude Code's plan file) is kept as it is after
+/// the write, the last copy alone: behind `worldfs proxy` the model would lose its own plan
+/// with the history. A file it wrote in the project is shown from disk, as always.
+#[test]
+fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("main.py"), "print('MAIN')\n").expect("write");
+    });
+    let plan = m.scratch.join("plans").join("plan.md");
+    std::fs::create_dir_all(plan.parent().expect("parent")).expect("mkdir");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    let cwd = root.to_string_lossy().into_owned();
+    start_as(&cwd, "s1", "Plan the fix");
+    let post = |tool: &str, id: &str, input: Value, response: Value| {
+        tell_as(
+            &cwd,
+            "s1",
+            json!({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_use_id": id,
+                   "tool_input": input, "tool_response": response}),
+        );
+    };
+    let file = plan.to_string_lossy().into_owned();
+    post(
+        "Write",
+        "toolu_w",
+        json!({"file_path": file, "content": "# Plan\n\n1. PLAN ONE\n"}),
+        json!({"type": "create", "filePath": file, "content": "# Plan\n\n1. PLAN ONE\n"}),
+    );
+    tell_as(&cwd, "s1", read_event(&root.join("main.py"), "toolu_r1"));
+    let body = shown_to(&mut c, "s1");
+    assert!(
+        body.contains(&format!("Result of an earlier Write call ({file:?})"))
+            && body.contains("1. PLAN ONE"),
+        "{body}"
+    );
+    post(
+        "Edit",
+        "toolu_e",
+        json!({"file_path": file, "old_string": "PLAN ONE", "new_string": "PLAN TWO"}),
+        json!({"filePath": file, "oldString": "PLAN ONE", "newString": "PLAN TWO",
+               "originalFile": "# Plan\n\n1. PLAN ONE\n", "structuredPatch": [],
+               "replaceAll": false}),
+    );
+    let inside = root.join("new.py").to_string_lossy().into_owned();
+    post(
+        "Write",
+        "toolu_w2",
+        json!({"file_path": inside, "content": "INSIDE = 1\n"}),
+        json!({"type": "create", "filePath": inside, "content": "INSIDE = 1\n"}),
+    );
+    tell_as(&cwd, "s1", read_event(&root.join("main.py"), "toolu_r2"));
+    let body = shown_to(&mut c, "s1");
+    assert!(
+        body.contains("1. PLAN TWO") && !body.contains("PLAN ONE"),
+        "the last copy alone: {body}"
+    );
+    assert!(
+        !body.contains(&format!("Result of an earlier Write call ({inside:?})")),
+        "{body}"
+    );
+}
+
 /// A subagent's report is in no file: behind `worldfs proxy` it would be gone with the history
 /// one call later. It is kept as an earlier result, shown once while it is the last step.
 #[test]

@@ -12,7 +12,8 @@
 //! The same goes for a background agent's report: Claude Code tells the model that the agent
 //! ended in a notice (`<task-notification>`) with the report in it (`<result>`), which the
 //! proxy keeps among the last few notices, while `worldfs hook` keeps the report as an output.
-//! The mount is told the hashes of the reports the request holds, and leaves those outputs out.
+//! The mount is told the hashes of the reports the request holds, and leaves those outputs out;
+//! and of the plan the user approved, which the mount keeps as the agent wrote its file.
 //!
 //! Claude Code also puts its instruction files (CLAUDE.md, CLAUDE.local.md, its memory) into
 //! the first message, each as `Contents of PATH (what it is):`, a blank line, then the text as
@@ -23,7 +24,10 @@ use std::collections::HashMap;
 
 use serde_json::Value;
 
-use super::rewrite::{Plan, READ_TOOL, TASK_NOTICE, block_texts, blocks_of, kind, texts};
+use super::rewrite::{
+    APPROVED_PLAN, PLAN_APPROVED, Plan, READ_TOOL, TASK_NOTICE, all_strings, block_texts,
+    blocks_of, kind, texts,
+};
 use crate::claude_hook::notice_result;
 use crate::projection::shown_hash;
 use crate::socket::methods::MAX_REQUEST_SHOWS;
@@ -80,29 +84,43 @@ pub fn in_request(body: &Value, plan: &Plan) -> Vec<Shown> {
     out
 }
 
-/// The [`shown_hash`] of each background task's report (`<result>`) the notices in what the
-/// request sent for `plan` keeps verbatim hold, as `worldfs hook` keeps each report.
-pub fn reports_in_request(body: &Value, plan: &Plan) -> Vec<String> {
+/// The [`shown_hash`] of each output the mount keeps that what the request sent for `plan`
+/// holds as it came: the report of a background task in a notice (`<result>`, as `worldfs
+/// hook` keeps it), and the plan the user approved (the plan file as the agent wrote it, which
+/// the mount keeps while the file is outside the project).
+pub fn outputs_in_request(body: &Value, plan: &Plan) -> Vec<String> {
     let tail = body
         .get("messages")
         .and_then(Value::as_array)
         .map_or(&[][..], |m| m.get(plan.tail_start..).unwrap_or_default());
     let mut out: Vec<String> = Vec::new();
-    let texts = plan
-        .head
+    let mut add = |text: &str| {
+        let hash = shown_hash(text.as_bytes());
+        if out.len() < MAX_REQUEST_SHOWS && !out.contains(&hash) {
+            out.push(hash);
+        }
+    };
+    // Notices come as system messages of their own, the approval as a call's result: in the
+    // history's instructions and what is kept of it, or anywhere in the last turn.
+    let mut strings: Vec<&str> = plan
+        .instructions
         .iter()
-        .chain(&plan.opening_instructions)
-        .chain(&plan.instructions)
-        .chain(tail)
-        .flat_map(|m| texts(m.get("content")));
-    for text in texts {
+        .flat_map(|m| texts(m.get("content")))
+        .chain(block_texts(&plan.kept_blocks))
+        .collect();
+    for m in tail {
+        all_strings(Some(m), &mut strings);
+    }
+    for text in strings {
         for notice in text.split(TASK_NOTICE).skip(1) {
             if let Some(report) = notice_result(notice) {
-                let hash = shown_hash(report.as_bytes());
-                if out.len() < MAX_REQUEST_SHOWS && !out.contains(&hash) {
-                    out.push(hash);
-                }
+                add(report);
             }
+        }
+        if text.starts_with(PLAN_APPROVED)
+            && let Some((_, approved)) = text.split_once(APPROVED_PLAN)
+        {
+            add(approved);
         }
     }
     out
@@ -480,12 +498,19 @@ mod tests {
             cache_ttl: Default::default(),
         };
         assert_eq!(
-            reports_in_request(&body, &plan),
+            outputs_in_request(&body, &plan),
             [shown_hash(b"REPORT A"), shown_hash(b"REPORT B")]
         );
         assert_eq!(
             crate::claude_hook::notice_result(&notice("x", " R \n")),
             Some("R")
         );
+        // The plan the user approved, kept with the blocks no file gives back: the plan
+        // file's copy the mount keeps is left out while it is what was approved.
+        let mut plan = plan;
+        plan.kept_blocks = vec![json!({"type": "text", "text": format!(
+            "{PLAN_APPROVED} You can now start coding.\n\n{APPROVED_PLAN}# Fix\n\n1. Sum.\n"
+        )})];
+        assert!(outputs_in_request(&body, &plan).contains(&shown_hash(b"# Fix\n\n1. Sum.\n")));
     }
 }

@@ -453,9 +453,9 @@ fn try_rewrite(state: &State, body: &Value, session: Option<String>) -> anyhow::
             .map(|s| json!({ "path": s.path, "hash": s.hash }))
             .collect();
     }
-    let reports = attached::reports_in_request(body, &plan);
-    if !reports.is_empty() {
-        params["request_outputs"] = json!(reports);
+    let outputs = attached::outputs_in_request(body, &plan);
+    if !outputs.is_empty() {
+        params["request_outputs"] = json!(outputs);
     }
     let params = of_session(params, session);
     let p = c.call_or_older("projection.get", params, "request_outputs")?;

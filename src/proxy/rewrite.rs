@@ -516,7 +516,7 @@ fn answered(said: &str) -> Option<Option<String>> {
 }
 
 /// Every string `v` holds, at any depth.
-fn all_strings<'a>(v: Option<&'a Value>, out: &mut Vec<&'a str>) {
+pub(super) fn all_strings<'a>(v: Option<&'a Value>, out: &mut Vec<&'a str>) {
     match v {
         Some(Value::String(s)) => out.push(s),
         Some(Value::Array(a)) => a.iter().for_each(|x| all_strings(Some(x), out)),
@@ -633,8 +633,9 @@ fn nested_instructions(history: &[Value]) -> Vec<Value> {
 }
 
 /// How Claude Code (2.1.332) opens the result of an `ExitPlanMode` call the user approved; the
-/// plan follows, after `## Approved Plan:`.
-const PLAN_APPROVED: &str = "User has approved your plan.";
+/// plan follows, as the agent wrote its file, after [`APPROVED_PLAN`].
+pub(super) const PLAN_APPROVED: &str = "User has approved your plan.";
+pub(super) const APPROVED_PLAN: &str = "## Approved Plan:\n";
 
 /// The last plan the user approved in `history` (an `ExitPlanMode` call's result), as a text
 /// block. The agent works through it for the rest of the session, as it does through its task

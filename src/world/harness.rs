@@ -315,6 +315,13 @@ impl Harness {
         }
     }
 
+    /// Drops the outputs of `session` whose command `pred` matches.
+    pub fn forget_commands(&self, session: Option<&str>, pred: impl Fn(&str) -> bool) {
+        self.commands
+            .write()
+            .retain(|c| !(c.session.as_deref() == session && pred(&c.command)));
+    }
+
     /// Records a command output, replacing an older one of the same command in the same cwd;
     /// the oldest outputs go when more than [`MAX_COMMANDS`] or [`MAX_COMMAND_BYTES`] are kept.
     pub fn record_command(&self, out: CommandOutput) {

@@ -51,7 +51,22 @@ pub(super) struct StepRecord {
     /// that learns of a call after the fact and may tell it twice.
     #[serde(default)]
     once: bool,
+    /// A file the call wrote (a Write, an Edit) and what it holds now: when no projection
+    /// shows it (outside the mount, or left out by the ignore rules: Claude Code's plan file
+    /// under `~/.claude/plans`), it is kept as an earlier result, the last one of that file.
+    #[serde(default)]
+    wrote: Option<Wrote>,
 }
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Wrote {
+    path: String,
+    content: String,
+}
+
+/// The tools whose kept copy of a file [`Wrote`] replaces: the last one stands for the file.
+const WRITING_TOOLS: [&str; 4] = ["Write", "Edit", "MultiEdit", "NotebookEdit"];
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -150,17 +165,23 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     }
     shared.tokens.add_history(added);
     let kept = unshown && p.keep_unshown && !p.is_error && !p.result.trim().is_empty();
-    if kept {
+    // A file written that no projection shows: outside the mount, or ignored.
+    let wrote = p.wrote.as_ref().filter(|wr| {
+        !p.is_error
+            && Path::new(&wr.path).is_absolute()
+            && rel_path(shared, &wr.path).map_or(true, |rel| w.ignores(&rel, false))
+    });
+    if kept || wrote.is_some() {
         // In the turn the step ends, as `worldfs hook` records a Bash call's output.
         let session_step = of_session.map(|id| {
             w.harness()
                 .conversations
                 .update(Some(id), |c| c.touched.steps())
         });
-        w.harness().record_command(CommandOutput {
-            command: format!("{} {}", p.tool_name, p.input),
+        let kept_output = |command: String, output: String| CommandOutput {
+            command,
             cwd: ".".into(),
-            output: p.result.clone(),
+            output,
             exit_code: None,
             inputs: Vec::new(),
             subtrees: Vec::new(),
@@ -169,7 +190,25 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
             tool: Some(p.tool_name.clone()),
             session: of_session.map(str::to_owned),
             session_step,
-        });
+        };
+        if kept {
+            w.harness().record_command(kept_output(
+                format!("{} {}", p.tool_name, p.input),
+                p.result.clone(),
+            ));
+        }
+        if let Some(wr) = wrote {
+            // Named by the file alone, so the last write of it replaces the copy before,
+            // whichever tool made either.
+            let about = json!({ "file_path": wr.path }).to_string();
+            w.harness().forget_commands(of_session, |c| {
+                WRITING_TOOLS.iter().any(|t| c == format!("{t} {about}"))
+            });
+            w.harness().record_command(kept_output(
+                format!("{} {about}", p.tool_name),
+                wr.content.clone(),
+            ));
+        }
     }
     let turn = w.advance_turn();
     w.harness().note_step_tool(&p.tool_name);
