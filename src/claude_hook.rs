@@ -287,28 +287,30 @@ fn record_command(c: &mut Client, params: Value) -> Result<Value, ClientError> {
     c.call_or_older("command.record", params, "untracked_tool")
 }
 
+/// Fields of `step.record` newer than some daemons.
+const NEWER_STEP_FIELDS: [&str; 2] = ["once", "wrote"];
+
+/// Whether a daemon's refusal says it knows no `field`.
+fn unknown_field(message: &str, field: &str) -> bool {
+    message.contains(&format!("unknown field `{field}`"))
+}
+
 /// Records the step; a view the daemon refuses (a file outside the mount, with a daemon older
 /// than `keep_unshown`) must not cost the step itself, so it is recorded again without views.
 fn record_step(c: &mut Client, params: Value) -> Result<(), ClientError> {
     match c.call("step.record", params.clone()) {
         // A daemon older than the hook (a mount started before worldfs was upgraded) knows no
-        // `once`: the step is recorded without it, at worst twice.
+        // `once` or `wrote`: the step is recorded without it (at worst twice, or without the
+        // file's copy).
         Err(ClientError::Rpc(e))
-            if e.code == code::INVALID_PARAMS && e.message.contains("unknown field `once`") =>
+            if e.code == code::INVALID_PARAMS
+                && NEWER_STEP_FIELDS
+                    .iter()
+                    .any(|f| unknown_field(&e.message, f)) =>
         {
             let mut plain = params;
             if let Some(o) = plain.as_object_mut() {
-                o.remove("once");
-            }
-            record_step(c, plain)
-        }
-        // Nor `wrote`: the step is recorded without the file's copy.
-        Err(ClientError::Rpc(e))
-            if e.code == code::INVALID_PARAMS && e.message.contains("unknown field `wrote`") =>
-        {
-            let mut plain = params;
-            if let Some(o) = plain.as_object_mut() {
-                o.remove("wrote");
+                o.retain(|k, _| !unknown_field(&e.message, k));
             }
             record_step(c, plain)
         }
@@ -1387,16 +1389,17 @@ mod tests {
         assert_eq!(written("Read", &json!({"content": "x"}), &before), None);
     }
 
-    /// A mount started before worldfs was upgraded knows no `untracked_tool`: the output is
-    /// recorded without it, as that daemon always did, instead of being lost.
-    #[test]
-    fn an_older_daemon_gets_the_output_without_the_field_it_does_not_know() {
+    /// A daemon older than the hook, on a socket in `dir`: it refuses a call naming `field`, as
+    /// serde does, then answers `{"cached": true}` to one without it; the thread returns the
+    /// params of every call it got.
+    fn older_daemon(
+        dir: &std::path::Path,
+        field: &'static str,
+    ) -> (Client, std::thread::JoinHandle<Vec<Value>>) {
         use std::io::{BufRead, BufReader, Write};
-        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let path = dir.path().join("old.sock");
+        let path = dir.join("old.sock");
         let listener =
             std::os::unix::net::UnixListener::bind(&path).unwrap_or_else(|e| panic!("{e}"));
-        // An older daemon: it refuses the field, then records what it knows.
         let daemon = std::thread::spawn(move || {
             let (s, _) = listener.accept().unwrap_or_else(|e| panic!("{e}"));
             let mut w = s.try_clone().unwrap_or_else(|e| panic!("{e}"));
@@ -1404,12 +1407,12 @@ mod tests {
             for line in BufReader::new(s).lines() {
                 let req: Value = serde_json::from_str(&line.unwrap_or_else(|e| panic!("{e}")))
                     .unwrap_or_default();
-                let known = req["params"].get("untracked_tool").is_none();
+                let known = req["params"].get(field).is_none();
                 let reply = if known {
                     json!({"jsonrpc": "2.0", "id": req["id"], "result": {"cached": true}})
                 } else {
                     json!({"jsonrpc": "2.0", "id": req["id"], "error": {"code": -32602,
-                        "message": "command.record: unknown field `untracked_tool`, expected one of `command`"}})
+                        "message": format!("unknown field `{field}`, expected one of `x`")}})
                 };
                 seen.push(req["params"].clone());
                 writeln!(w, "{reply}").unwrap_or_else(|e| panic!("{e}"));
@@ -1419,8 +1422,18 @@ mod tests {
             }
             seen
         });
-        let mut c = Client::connect(&path, std::time::Duration::from_secs(5))
+        let c = Client::connect(&path, std::time::Duration::from_secs(5))
             .unwrap_or_else(|e| panic!("{e}"));
+        (c, daemon)
+    }
+
+    /// A mount started before worldfs was upgraded knows no `untracked_tool`: the output is
+    /// recorded without it, as that daemon always did, instead of being lost. Nor `wrote`: the
+    /// step is recorded without the file's copy.
+    #[test]
+    fn an_older_daemon_gets_the_output_without_the_field_it_does_not_know() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut c, daemon) = older_daemon(dir.path(), "untracked_tool");
         let params = json!({"command": "ls", "output": "a.py", "begun": "toolu_1",
                             "only_if_tracked": true, "untracked_tool": "Bash"});
         let r = record_command(&mut c, params).unwrap_or_else(|e| panic!("{e}"));
@@ -1431,6 +1444,18 @@ mod tests {
         assert_eq!(seen.len(), 2);
         assert_eq!(seen[1]["untracked_tool"], Value::Null);
         assert_eq!(seen[1]["command"], "ls");
+
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let (mut c, daemon) = older_daemon(dir.path(), "wrote");
+        let step = json!({"tool_use_id": "toolu_w", "tool_name": "Write", "result": "ok",
+                          "wrote": {"path": "/p/plan.md", "content": "x"}});
+        record_step(&mut c, step).unwrap_or_else(|e| panic!("{e}"));
+        let seen = daemon
+            .join()
+            .unwrap_or_else(|_| panic!("the daemon thread"));
+        assert_eq!(seen.len(), 2);
+        assert_eq!(seen[1].get("wrote"), None);
+        assert_eq!(seen[1]["tool_use_id"], "toolu_w");
     }
 
     #[test]
