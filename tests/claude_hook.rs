@@ -562,6 +562,9 @@ fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
     });
     let outside = m.scratch.join("outside.py");
     std::fs::write(&outside, "OUTSIDE = 1\n").expect("write");
+    let aws = m.scratch.join(".aws");
+    std::fs::create_dir_all(&aws).expect("mkdir");
+    std::fs::write(aws.join("credentials"), "aws_secret = AKIA_SECRET\n").expect("write");
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let root = m.root.clone();
     let cwd = root.to_string_lossy().into_owned();
@@ -570,6 +573,7 @@ fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
         (outside.clone(), "toolu_outside"),
         (root.join(".venv/lib/dep.py"), "toolu_dep"),
         (root.join(".env"), "toolu_env"),
+        (aws.join("credentials"), "toolu_aws"),
         (root.join("main.py"), "toolu_main"),
     ] {
         tell_as(&cwd, "s1", read_event(&path, id));
@@ -587,6 +591,10 @@ fn a_read_of_a_file_the_world_leaves_out_is_kept_as_it_was() {
         );
     }
     assert!(!body.contains("hunter2"), "{body}");
+    assert!(
+        !body.contains("AKIA_SECRET"),
+        "a secret outside the project: {body}"
+    );
 }
 
 /// A file the agent wrote outside the project (Claude Code's plan file) is kept as it is after
@@ -633,6 +641,13 @@ fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
                "originalFile": "# Plan\n\n1. PLAN ONE\n", "structuredPatch": [],
                "replaceAll": false}),
     );
+    let key = m.scratch.join("deploy.pem").to_string_lossy().into_owned();
+    post(
+        "Write",
+        "toolu_key",
+        json!({"file_path": key, "content": "PRIVATE KEY MATERIAL\n"}),
+        json!({"type": "create", "filePath": key, "content": "PRIVATE KEY MATERIAL\n"}),
+    );
     let inside = root.join("new.py").to_string_lossy().into_owned();
     post(
         "Write",
@@ -646,6 +661,7 @@ fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
         body.contains("1. PLAN TWO") && !body.contains("PLAN ONE"),
         "the last copy alone: {body}"
     );
+    assert!(!body.contains("PRIVATE KEY"), "a secret's: {body}");
     assert!(
         !body.contains(&format!("Result of an earlier Write call ({inside:?})")),
         "{body}"

@@ -173,6 +173,18 @@ impl IgnoreRules {
         })
     }
 
+    /// Whether a path outside the project looks like a secret (`~/.aws/credentials`, a key
+    /// file) by the secret patterns, applied to its directories and name: what no projection
+    /// shows, wherever the file is.
+    pub fn looks_secret(&self, abs: &Path) -> bool {
+        let rel: PathBuf = abs
+            .components()
+            .filter(|c| matches!(c, std::path::Component::Normal(_)))
+            .collect();
+        !rel.as_os_str().is_empty()
+            && hit(self.secrets.matched_path_or_any_parents(&rel, false)) == Some(true)
+    }
+
     pub fn max_file_bytes(&self) -> u64 {
         self.max_file_bytes
     }

@@ -475,6 +475,12 @@ impl World {
         matches!(self.rules.classify(path, is_dir), PathVerdict::Ignored(_))
     }
 
+    /// Whether a path outside the project looks like a secret (see
+    /// [`IgnoreRules::looks_secret`]).
+    pub fn looks_secret(&self, abs: &Path) -> bool {
+        self.rules.looks_secret(abs)
+    }
+
     /// What a command output keeps of an input, to tell later whether it changed (see
     /// [`harness::CommandOutput::inputs`]): the hex of [`Self::content_hash`], or
     /// [`INPUT_ABSENT`] when there is nothing to read. A file the ignore rules leave out (a

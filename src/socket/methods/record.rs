@@ -109,6 +109,7 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     let w = &*shared.world;
     let mut views = Vec::with_capacity(p.views.len());
     let mut unshown = false;
+    let mut secret = false;
     for v in &p.views {
         if let Some([a, b]) = v.lines
             && (a == 0 || b < a)
@@ -121,6 +122,8 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         let rel = match rel_path(shared, &v.path) {
             Ok(rel) => rel,
             Err(_) if p.keep_unshown && Path::new(&v.path).is_absolute() => {
+                // Not a secret's (a key, `~/.aws/credentials`): no projection shows one.
+                secret |= w.looks_secret(Path::new(&v.path));
                 unshown = true;
                 continue;
             }
@@ -164,12 +167,15 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         added += count_tokens(t);
     }
     shared.tokens.add_history(added);
-    let kept = unshown && p.keep_unshown && !p.is_error && !p.result.trim().is_empty();
+    let kept = unshown && !secret && p.keep_unshown && !p.is_error && !p.result.trim().is_empty();
     // A file written that no projection shows: outside the mount, or ignored.
     let wrote = p.wrote.as_ref().filter(|wr| {
         !p.is_error
             && Path::new(&wr.path).is_absolute()
-            && rel_path(shared, &wr.path).map_or(true, |rel| w.ignores(&rel, false))
+            && match rel_path(shared, &wr.path) {
+                Ok(rel) => w.ignores(&rel, false),
+                Err(_) => !w.looks_secret(Path::new(&wr.path)),
+            }
     });
     if kept || wrote.is_some() {
         // In the turn the step ends, as `worldfs hook` records a Bash call's output.
