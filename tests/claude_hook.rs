@@ -619,13 +619,17 @@ fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
                    "tool_input": input, "tool_response": response}),
         );
     };
+    // A Write of `content` to `path`, as Claude Code tells it.
+    let write = |id: &str, path: &str, content: &str| {
+        post(
+            "Write",
+            id,
+            json!({"file_path": path, "content": content}),
+            json!({"type": "create", "filePath": path, "content": content}),
+        );
+    };
     let file = plan.to_string_lossy().into_owned();
-    post(
-        "Write",
-        "toolu_w",
-        json!({"file_path": file, "content": "# Plan\n\n1. PLAN ONE\n"}),
-        json!({"type": "create", "filePath": file, "content": "# Plan\n\n1. PLAN ONE\n"}),
-    );
+    write("toolu_w", &file, "# Plan\n\n1. PLAN ONE\n");
     tell_as(&cwd, "s1", read_event(&root.join("main.py"), "toolu_r1"));
     let body = shown_to(&mut c, "s1");
     assert!(
@@ -642,19 +646,9 @@ fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
                "replaceAll": false}),
     );
     let key = m.scratch.join("deploy.pem").to_string_lossy().into_owned();
-    post(
-        "Write",
-        "toolu_key",
-        json!({"file_path": key, "content": "PRIVATE KEY MATERIAL\n"}),
-        json!({"type": "create", "filePath": key, "content": "PRIVATE KEY MATERIAL\n"}),
-    );
+    write("toolu_key", &key, "PRIVATE KEY MATERIAL\n");
     let inside = root.join("new.py").to_string_lossy().into_owned();
-    post(
-        "Write",
-        "toolu_w2",
-        json!({"file_path": inside, "content": "INSIDE = 1\n"}),
-        json!({"type": "create", "filePath": inside, "content": "INSIDE = 1\n"}),
-    );
+    write("toolu_w2", &inside, "INSIDE = 1\n");
     tell_as(&cwd, "s1", read_event(&root.join("main.py"), "toolu_r2"));
     let body = shown_to(&mut c, "s1");
     assert!(
