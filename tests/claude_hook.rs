@@ -450,15 +450,24 @@ fn two_sessions_each_see_their_own_files() {
     );
 }
 
+/// The `PostToolUse` event of a call of `tool`.
+fn post_event(tool: &str, id: &str, input: Value, response: Value) -> Value {
+    json!({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_use_id": id,
+           "tool_input": input, "tool_response": response})
+}
+
 /// The `PostToolUse` event of a Read of `path` (read through the mount now, all of it).
 fn read_event(path: &Path, id: &str) -> Value {
     let content = std::fs::read_to_string(path).expect("read");
     let lines = content.lines().count();
     let file_path = path.to_string_lossy();
-    json!({"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_use_id": id,
-           "tool_input": {"file_path": file_path},
-           "tool_response": {"type": "text", "file": {"filePath": file_path, "content": content,
-               "numLines": lines, "startLine": 1, "totalLines": lines}}})
+    post_event(
+        "Read",
+        id,
+        json!({"file_path": file_path}),
+        json!({"type": "text", "file": {"filePath": file_path, "content": content,
+               "numLines": lines, "startLine": 1, "totalLines": lines}}),
+    )
 }
 
 /// The text projection `session` is shown.
@@ -492,12 +501,7 @@ fn issue_session() -> (Mount, Client, String) {
 fn an_mcp_answer_is_kept_and_the_users_answers_join_the_goal() {
     let (m, mut c, cwd) = issue_session();
     let post = |tool: &str, id: &str, input: Value, response: Value| {
-        tell_as(
-            &cwd,
-            "s1",
-            json!({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_use_id": id,
-                   "tool_input": input, "tool_response": response}),
-        );
+        tell_as(&cwd, "s1", post_event(tool, id, input, response));
     };
     post(
         "mcp__tracker__get_issue",
@@ -612,12 +616,7 @@ fn a_file_written_outside_the_project_is_kept_as_it_was_left() {
     let cwd = root.to_string_lossy().into_owned();
     start_as(&cwd, "s1", "Plan the fix");
     let post = |tool: &str, id: &str, input: Value, response: Value| {
-        tell_as(
-            &cwd,
-            "s1",
-            json!({"hook_event_name": "PostToolUse", "tool_name": tool, "tool_use_id": id,
-                   "tool_input": input, "tool_response": response}),
-        );
+        tell_as(&cwd, "s1", post_event(tool, id, input, response));
     };
     // A Write of `content` to `path`, as Claude Code tells it.
     let write = |id: &str, path: &str, content: &str| {
