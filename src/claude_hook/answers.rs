@@ -36,7 +36,18 @@ pub(crate) fn text(pairs: &[(String, String)]) -> String {
 }
 
 /// What opens the answers' text ([`text`]).
-pub(crate) const SAID: &str = "The user answered: ";
+const SAID: &str = "The user answered: ";
+
+/// The first question of answers the goal says ([`text`]), if it can be read back: `worldfs
+/// proxy` keeps the answers while the conversation holds the question. `None` for any other
+/// prompt.
+pub(crate) fn first_question(said: &str) -> Option<Option<String>> {
+    let rest = said.strip_prefix(SAID)?;
+    let quoted = rest
+        .strip_prefix('"')
+        .and_then(|r| r.split("\" = \"").next());
+    Some(quoted.and_then(|q| serde_json::from_str(&format!("\"{q}\"")).ok()))
+}
 
 /// Claude Code (2.1.332): the response is the input with `answers` added, the question's text
 /// to the label picked (or the words typed). A question left unanswered is not in it.
@@ -140,6 +151,17 @@ mod tests {
             let e = event("request_user_input", input.clone(), response);
             assert_eq!(said(&e).as_deref(), Some(want));
         }
+    }
+
+    #[test]
+    fn the_first_question_is_read_back_from_the_text() {
+        let said = text(&[
+            ("Which \"style\"?".into(), "Bold".into()),
+            ("Size?".into(), "Big".into()),
+        ]);
+        assert_eq!(first_question(&said), Some(Some("Which \"style\"?".into())));
+        assert_eq!(first_question("The user answered: garbled"), Some(None));
+        assert_eq!(first_question("now the tests too"), None);
     }
 
     #[test]

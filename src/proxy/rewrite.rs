@@ -492,7 +492,7 @@ pub(super) fn unretracted(later: &str, messages: &[Value]) -> String {
         let keep = i == last
             || p.is_empty()
             || typed(p)
-            || match answered(p) {
+            || match crate::claude_hook::answers::first_question(p) {
                 // An answer whose question cannot be read back is kept.
                 Some(q) => q.is_none_or(|q| held(&q)),
                 None => held(p),
@@ -502,17 +502,6 @@ pub(super) fn unretracted(later: &str, messages: &[Value]) -> String {
         }
     }
     kept.join(LATER_PROMPT)
-}
-
-/// The first question of the user's answers as the hook adds them to the goal (`The user
-/// answered: "QUESTION" = ...`, [`crate::claude_hook::answers`]), if it can be read back;
-/// `None` for any other prompt.
-fn answered(said: &str) -> Option<Option<String>> {
-    let rest = said.strip_prefix(crate::claude_hook::answers::SAID)?;
-    let quoted = rest
-        .strip_prefix('"')
-        .and_then(|r| r.split("\" = \"").next());
-    Some(quoted.and_then(|q| serde_json::from_str(&format!("\"{q}\"")).ok()))
 }
 
 /// Every string `v` holds, at any depth.
