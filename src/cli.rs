@@ -256,6 +256,44 @@ pub enum Command {
         #[arg(long, conflicts_with = "text")]
         clear: bool,
     },
+    /// Print what happens in the mount as it happens, one line each: who read or wrote which
+    /// file (program, pid, byte ranges), listings, renames and removals, and what changed behind
+    /// the mount. Runs until Ctrl-C or until the mount goes away.
+    ///
+    /// Each line: local time, the program and its pid, how the world counts it (`agent`: the
+    /// agent or a tool it ran that shows what it reads, `weak`: an interpreter, compiler or
+    /// search, `scan`: a burst of reads such as a walk of the tree), what was done, the path
+    /// (relative to the mount's root) and details. Consecutive reads or writes of one file by
+    /// one process arriving together are one line.
+    Watch {
+        #[command(flatten)]
+        target: SocketArg,
+        /// Only what happens at or below PATH (a file or directory in the mount; it also says
+        /// which mount, as `-C` would).
+        #[arg(value_name = "PATH")]
+        path: Option<PathBuf>,
+        /// Only these classes (comma-separated): agent, weak, scan, and none (changes behind the
+        /// mount, and callers the world could not name).
+        #[arg(long, value_enum, value_delimiter = ',', value_name = "CLASS")]
+        class: Vec<WatchClass>,
+        /// One JSON object per observation, as the socket sends them (docs/protocol.md,
+        /// `observations.subscribe`), nothing left out or merged.
+        #[arg(long)]
+        json: bool,
+        /// Also the lines left out by default: closes of files that were only read, and the
+        /// watcher's echoes of the mount's own changes.
+        #[arg(long, conflicts_with = "json")]
+        all: bool,
+    },
+}
+
+/// A class `worldfs watch --class` may name (the socket's `classes` filter).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchClass {
+    Agent,
+    Weak,
+    Scan,
+    None,
 }
 
 /// What `worldfs projection` asks the daemon for.

@@ -1,4 +1,5 @@
-//! The client subcommands: `worldfs ctl`, `projection`, `status` and `goal`.
+//! The client subcommands: `worldfs ctl`, `projection`, `status` and `goal` (and the dispatch of
+//! `watch`, in [`crate::cli_watch`]).
 //!
 //! Each finds the daemon's socket from `--socket`, else from the worldfs mount containing `-C
 //! DIR`, else from `WORLDFS_SOCKET`, else from the mount containing the current directory, named
@@ -44,6 +45,20 @@ pub fn run(cmd: Command) -> ExitCode {
             text,
             clear,
         } => goal(&target, session.as_deref(), text, clear),
+        Command::Watch {
+            target,
+            path,
+            class,
+            json,
+            all,
+        } => crate::cli_watch::run(&crate::cli_watch::WatchOptions {
+            target,
+            path,
+            classes: class,
+            json,
+            all,
+        })
+        .map_err(Failure::from),
         Command::Mount { .. }
         | Command::Unmount { .. }
         | Command::Watchdog { .. }

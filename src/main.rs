@@ -133,7 +133,8 @@ fn main() -> ExitCode {
         Command::Ctl { .. }
         | Command::Projection { .. }
         | Command::Status { .. }
-        | Command::Goal { .. } => return worldfs::cli_client::run(cli.command),
+        | Command::Goal { .. }
+        | Command::Watch { .. } => return worldfs::cli_client::run(cli.command),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -775,3 +775,138 @@ fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
         assert_eq!(out.status.code(), Some(2), "{args:?}: {out:?}");
     }
 }
+
+/// A `worldfs watch` started for a test, killed if the test ends before it does.
+struct Watch {
+    child: std::process::Child,
+    dir: tempfile::TempDir,
+}
+
+impl Watch {
+    fn start(args: &[&OsStr]) -> Watch {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("tempdir: {e}"));
+        let file = |name: &str| {
+            std::fs::File::create(dir.path().join(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
+        };
+        let child = Command::new(bin())
+            .arg("watch")
+            .args(args)
+            .env_remove("WORLDFS_SOCKET")
+            .current_dir("/")
+            .stdin(std::process::Stdio::null())
+            .stdout(file("stdout"))
+            .stderr(file("stderr"))
+            .spawn()
+            .unwrap_or_else(|e| panic!("worldfs watch: {e}"));
+        Watch { child, dir }
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.dir.path().join(name)).unwrap_or_default()
+    }
+
+    /// Waits until stdout has a line for which `want` holds, and returns it.
+    fn line(&self, what: &str, want: impl Fn(&str) -> bool) -> String {
+        let mut found = None;
+        common::wait_until(Duration::from_secs(10), || {
+            found = self
+                .read("stdout")
+                .lines()
+                .find(|l| want(l))
+                .map(str::to_owned);
+            found.is_some()
+        });
+        found.unwrap_or_else(|| {
+            panic!(
+                "no line for {what}; stdout:\n{}\nstderr:\n{}",
+                self.read("stdout"),
+                self.read("stderr")
+            )
+        })
+    }
+}
+
+impl Drop for Watch {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `worldfs watch` prints what happens in the mount as it happens: who read which bytes of
+/// which file, renames, changes made behind the mount; only below the PATH it is given, or of
+/// the classes it is given; and it ends, saying so, when the mount does.
+#[test]
+fn watch_prints_what_happens_in_the_mount_as_it_happens() {
+    let m = Mount::mirror_with(&["--io", "daemon"]);
+    std::fs::create_dir(m.path("sub")).unwrap_or_else(|e| panic!("mkdir: {e}"));
+    std::fs::write(m.path("sub/a.txt"), "hello\n").unwrap_or_else(|e| panic!("write: {e}"));
+    let below = Watch::start(&[os(&m.path("sub"))]);
+    let root = m.root.clone();
+    let behind = Watch::start(&[
+        os(&"-C"),
+        os(&root),
+        os(&"--class"),
+        os(&"none"),
+        os(&"--json"),
+    ]);
+    for w in [&below, &behind] {
+        // Said once subscribed.
+        common::wait_until(Duration::from_secs(10), || {
+            w.read("stderr").contains("watching")
+        })
+        .unwrap_or_else(|| panic!("not watching: {}", w.read("stderr")));
+    }
+
+    let got = std::fs::read(m.path("sub/a.txt")).unwrap_or_else(|e| panic!("read: {e}"));
+    assert_eq!(got, b"hello\n");
+    std::fs::write(m.path("top.txt"), "outside the path watched")
+        .unwrap_or_else(|e| panic!("write: {e}"));
+    std::fs::rename(m.path("sub/a.txt"), m.path("sub/b.txt"))
+        .unwrap_or_else(|e| panic!("rename: {e}"));
+    std::fs::write(m.source.join("sub/c.txt"), "made behind the mount")
+        .unwrap_or_else(|e| panic!("write behind: {e}"));
+
+    // The kernel names the thread that made the request.
+    // SAFETY: gettid has no preconditions.
+    let me = format!("[{}]", unsafe { libc::gettid() });
+    let read = below.line("the read", |l| {
+        l.contains(" read ") && l.contains("sub/a.txt")
+    });
+    assert!(read.contains(&me), "named by its pid: {read}");
+    assert!(read.ends_with("sub/a.txt  bytes 0-5 (6 B)"), "{read}");
+    below.line("the rename", |l| {
+        l.contains(" rename ") && l.ends_with("sub/a.txt  -> sub/b.txt")
+    });
+    below.line("the change behind the mount", |l| {
+        l.contains("behind the mount") && l.contains("sub/c.txt")
+    });
+    let json = behind.line("the change behind the mount, as JSON", |l| {
+        l.contains("sub/c.txt")
+    });
+    let v: serde_json::Value =
+        serde_json::from_str(&json).unwrap_or_else(|e| panic!("not JSON: {e}: {json}"));
+    assert_eq!(v["op"], "external", "{v}");
+    let out = below.read("stdout");
+    assert!(
+        !out.contains("top.txt"),
+        "only what happens below PATH:\n{out}"
+    );
+    let out = behind.read("stdout");
+    assert!(!out.contains("a.txt"), "only the class asked for:\n{out}");
+
+    drop(m);
+    for mut w in [below, behind] {
+        let st = common::wait_child(&mut w.child, Duration::from_secs(10))
+            .unwrap_or_else(|| panic!("still watching an unmounted mount: {}", w.read("stderr")));
+        assert!(st.success(), "{st}: {}", w.read("stderr"));
+        assert!(w.read("stderr").contains("is gone"), "{}", w.read("stderr"));
+    }
+}
+
+/// A PATH outside every worldfs mount is a one-line error, at once.
+#[test]
+fn watch_outside_a_mount_is_an_error() {
+    let out = fails(&[os(&"watch"), os(&"/proc")]);
+    assert_error("watch /proc", &out, &["not inside a worldfs mount"]);
+}

@@ -93,6 +93,12 @@ impl Client {
         }
     }
 
+    /// How long [`Client::read_message`] waits; `None` waits for as long as it takes (a
+    /// subscriber's stream may be quiet for hours).
+    pub fn set_read_timeout(&mut self, timeout: Option<Duration>) -> Result<(), ClientError> {
+        Ok(self.reader.get_ref().set_read_timeout(timeout)?)
+    }
+
     /// Reads the next message (response or notification).
     pub fn read_message(&mut self) -> Result<Value, ClientError> {
         let mut buf = String::new();
