@@ -257,14 +257,17 @@ pub enum Command {
         clear: bool,
     },
     /// Print what happens in the mount as it happens, one line each: who read or wrote which
-    /// file (program, pid, byte ranges), listings, renames and removals, and what changed behind
-    /// the mount. Runs until Ctrl-C or until the mount goes away.
+    /// file (program, pid, byte ranges), listings, renames and removals, what changed behind
+    /// the mount, and each projection served (each model call behind `worldfs proxy`): its
+    /// tokens, and what it newly left out. Runs until Ctrl-C or until the mount goes away.
     ///
     /// Each line: local time, the program and its pid, how the world counts it (`agent`: the
     /// agent or a tool it ran that shows what it reads, `weak`: an interpreter, compiler or
     /// search, `scan`: a burst of reads such as a walk of the tree), what was done, the path
     /// (relative to the mount's root) and details. Consecutive reads or writes of one file by
-    /// one process arriving together are one line.
+    /// one process arriving together are one line. A projection's line says its tokens of the
+    /// budget, the entries shown and left out, and below it each part left out that the
+    /// previous projection of the same conversation showed (and why: no room, or faded).
     Watch {
         #[command(flatten)]
         target: SocketArg,
@@ -272,12 +275,13 @@ pub enum Command {
         /// which mount, as `-C` would).
         #[arg(value_name = "PATH")]
         path: Option<PathBuf>,
-        /// Only these classes (comma-separated): agent, weak, scan, and none (changes behind the
-        /// mount, and callers the world could not name).
+        /// Only observations of these classes (comma-separated): agent, weak, scan, and none
+        /// (changes behind the mount, and callers the world could not name); no projections.
         #[arg(long, value_enum, value_delimiter = ',', value_name = "CLASS")]
         class: Vec<WatchClass>,
         /// One JSON object per observation, as the socket sends them (docs/protocol.md,
-        /// `observations.subscribe`), nothing left out or merged.
+        /// `observations.subscribe`), nothing left out or merged; a projection served is one
+        /// with `"event": "projection"` (`projections.subscribe`).
         #[arg(long)]
         json: bool,
         /// Also the lines left out by default: closes of files that were only read, and the

@@ -1,9 +1,11 @@
 //! `worldfs watch`: what happens in a mount as it happens, one line per observation.
 //!
 //! A client of the socket's `observations.subscribe`: the mount's record of every read, write
-//! and name change (docs/protocol.md), which otherwise only a harness or `--journal` sees. The
-//! daemon never waits for this client: when it reads too slowly, the observations it missed are
-//! counted in the next notification, and the count is printed where they would have been.
+//! and name change (docs/protocol.md), which otherwise only a harness or `--journal` sees; and
+//! of `projections.subscribe`: each projection served (a model call behind `worldfs proxy`),
+//! what it cost and what it newly left out, which is what a user otherwise cannot see being
+//! dropped. The daemon never waits for this client: when it reads too slowly, what it missed is
+//! counted in the next notification, and the count is printed where it would have been.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -14,6 +16,7 @@ use serde_json::{Value, json};
 
 use crate::cli::{SocketArg, WatchClass};
 use crate::cli_client::resolve_socket;
+use crate::socket::protocol::code;
 use crate::socket::{Client, ClientError};
 
 /// For the calls before the stream starts; the stream itself may be quiet for hours.
@@ -64,6 +67,15 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             Some(p) => format!("watching {}", p.display()),
             None => "subscribing to the mount's observations".to_owned(),
         })?;
+    // The classes are the observations'; a watch narrowed to some wants those alone.
+    if opts.classes.is_empty() {
+        match c.call("projections.subscribe", json!({})) {
+            Ok(_) => {}
+            // A daemon older than this client: its observations alone.
+            Err(ClientError::Rpc(e)) if e.code == code::METHOD_NOT_FOUND => {}
+            Err(e) => return Err(e).context("subscribing to the projections served"),
+        }
+    }
     c.set_read_timeout(None)?;
     let place = mount_point.as_deref().unwrap_or(Path::new("the mount"));
     // On stderr in both forms, so that stdout is the stream alone.
@@ -94,36 +106,34 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e).context("reading the mount's observations"),
         };
-        if msg.get("method").and_then(Value::as_str) != Some("observations") {
-            continue;
-        }
         let params = msg.get("params").unwrap_or(&Value::Null);
-        let records = params
-            .get("observations")
-            .and_then(Value::as_array)
-            .map_or(&[][..], Vec::as_slice);
         let dropped = params.get("dropped").and_then(Value::as_u64).unwrap_or(0);
-        let text = if opts.json {
-            if dropped > 0 {
-                eprintln!("worldfs: {dropped} observations lost before these (read too slowly)");
+        let text = match msg.get("method").and_then(Value::as_str) {
+            Some("observations") => observations(params, dropped, opts.json, &mut printer),
+            Some("projections") => {
+                let event = params.get("projection").unwrap_or(&Value::Null);
+                if opts.json {
+                    if dropped > 0 {
+                        eprintln!("worldfs: {dropped} projections not told before this one");
+                    }
+                    let mut v = json!({ "event": "projection" });
+                    if let (Some(o), Some(e)) = (v.as_object_mut(), event.as_object()) {
+                        o.extend(e.clone());
+                    }
+                    format!("{v}\n")
+                } else {
+                    let mut s = String::new();
+                    if dropped > 0 {
+                        s.push_str(&format!("... {dropped} projections not told here\n"));
+                    }
+                    for line in printer.projection(event) {
+                        s.push_str(&line);
+                        s.push('\n');
+                    }
+                    s
+                }
             }
-            records.iter().fold(String::new(), |mut s, r| {
-                s.push_str(&r.to_string());
-                s.push('\n');
-                s
-            })
-        } else {
-            let mut s = String::new();
-            if dropped > 0 {
-                s.push_str(&format!(
-                    "... {dropped} observations lost here (this watch read too slowly)\n"
-                ));
-            }
-            for line in printer.lines(records) {
-                s.push_str(&line.render());
-                s.push('\n');
-            }
-            s
+            _ => continue,
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
             Ok(()) => {}
@@ -132,6 +142,35 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             Err(e) => return Err(e).context("writing to stdout"),
         }
     }
+}
+
+/// The text for one notification of observations.
+fn observations(params: &Value, dropped: u64, json: bool, printer: &mut Printer) -> String {
+    let records = params
+        .get("observations")
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
+    if json {
+        if dropped > 0 {
+            eprintln!("worldfs: {dropped} observations lost before these (read too slowly)");
+        }
+        return records.iter().fold(String::new(), |mut s, r| {
+            s.push_str(&r.to_string());
+            s.push('\n');
+            s
+        });
+    }
+    let mut s = String::new();
+    if dropped > 0 {
+        s.push_str(&format!(
+            "... {dropped} observations lost here (this watch read too slowly)\n"
+        ));
+    }
+    for line in printer.lines(records) {
+        s.push_str(&line.render());
+        s.push('\n');
+    }
+    s
 }
 
 fn class_name(c: WatchClass) -> &'static str {
@@ -199,6 +238,16 @@ impl Line {
 
 /// Most files whose last opener is remembered; past it the memory starts again.
 const OPENERS_KEPT: usize = 4096;
+/// Most requesters whose last projection is remembered; past it the memory starts again.
+const REQUESTERS_KEPT: usize = 256;
+/// Most of a projection's left-out parts listed on their own lines.
+const LEFT_OUT_LISTED: usize = 8;
+
+/// Whose projections are compared, one with the one before: a conversation's, in one format,
+/// policy and budget (a replay asks for several side by side).
+type Requester = (String, String, String, String);
+/// A left-out part: its kind (`entry`, `command`...) and its path or command line.
+type Part = (String, String);
 
 /// Turns notifications into lines, remembering across them who opened each file: the kernel
 /// says who closes a file no more than the daemon learns it (a close may come from a process
@@ -208,6 +257,9 @@ struct Printer {
     /// it), and the watcher's echoes of the mount's own changes.
     all: bool,
     openers: std::collections::HashMap<String, (String, String)>,
+    /// What each requester's last projection left out, so the next one's line can say what it
+    /// newly left out.
+    left_out: std::collections::HashMap<Requester, std::collections::HashSet<Part>>,
 }
 
 impl Printer {
@@ -215,7 +267,101 @@ impl Printer {
         Printer {
             all,
             openers: Default::default(),
+            left_out: Default::default(),
         }
+    }
+
+    /// The lines for a projection served: what it cost, then each part it newly left out (the
+    /// first one of a requester seen here lists what it left out, from the policy's first).
+    fn projection(&mut self, e: &Value) -> Vec<String> {
+        let text = |k: &str| match e.get(k) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Null) | None => String::new(),
+            Some(v) => v.to_string(),
+        };
+        let u = |k: &str| e.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let session = text("session");
+        let who = if session.is_empty() {
+            "projection".to_owned()
+        } else {
+            format!(
+                "projection[{}]",
+                session.chars().take(8).collect::<String>()
+            )
+        };
+        let total = u("evicted_total");
+        let mut head = format!(
+            "{} of {} tokens, {} shown, {total} left out",
+            thousands(u("tokens")),
+            thousands(u("budget")),
+            u("entries"),
+        );
+        if u("in_request") > 0 {
+            head.push_str(&format!(", {} in the request itself", u("in_request")));
+        }
+        if u("withheld") > 0 {
+            head.push_str(&format!(", {} withheld (secrets)", u("withheld")));
+        }
+        let mut out = vec![format!(
+            "{}  {:<22} {:<5}  {:<9} {head}",
+            clock(u("time_ms")),
+            who,
+            "-",
+            "sent"
+        )];
+        let listed: Vec<(Part, &Value)> = e
+            .get("evicted")
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .map(|d| {
+                let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("").to_owned();
+                ((s("part"), s("path")), d)
+            })
+            .collect();
+        let key = (session, text("format"), text("policy"), text("budget"));
+        if self.left_out.len() >= REQUESTERS_KEPT && !self.left_out.contains_key(&key) {
+            self.left_out.clear();
+        }
+        let now: std::collections::HashSet<Part> = listed.iter().map(|(p, _)| p.clone()).collect();
+        let before = self.left_out.insert(key, now);
+        let new: Vec<&(Part, &Value)> = listed
+            .iter()
+            .filter(|(p, _)| before.as_ref().is_none_or(|b| !b.contains(p)))
+            .collect();
+        let pad = " ".repeat(clock(0).len());
+        for ((part, path), d) in new.iter().take(LEFT_OUT_LISTED) {
+            let what = match part.as_str() {
+                "entry" => path.clone(),
+                "command" => format!("output of `{path}`"),
+                "last_step" => "the last step".to_owned(),
+                other => format!("the {other}"),
+            };
+            let why = match d.get("reason").and_then(Value::as_str).unwrap_or("") {
+                "over_budget" | "over_budget_after_render" => "no room",
+                "aged" => "faded",
+                "shortened" => "shortened",
+                other => other,
+            };
+            let tokens = d.get("tokens").and_then(Value::as_u64).unwrap_or(0);
+            out.push(format!(
+                "{pad}  {:<22} {:<5}  {:<9} {what}  {} tokens ({why})",
+                "",
+                "",
+                "left out",
+                thousands(tokens)
+            ));
+        }
+        if new.len() > LEFT_OUT_LISTED {
+            out.push(format!(
+                "{pad}  {:<22} {:<5}  {:<9} ... and {} more (`worldfs projection --full` lists them)",
+                "",
+                "",
+                "",
+                new.len() - LEFT_OUT_LISTED
+            ));
+        }
+        out
     }
 
     /// The lines for one notification's observations, in order.
@@ -369,6 +515,19 @@ fn extra_fields(r: &Value) -> String {
     } else {
         Value::Object(rest).to_string()
     }
+}
+
+/// `12,400`: token counts are read at a glance.
+fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 fn size(bytes: u64) -> String {
@@ -563,6 +722,60 @@ mod tests {
         let records = [close, echo];
         assert!(lines(&records, false).is_empty());
         assert_eq!(lines(&records, true).len(), 2);
+    }
+
+    #[test]
+    fn a_projection_says_what_it_newly_left_out() {
+        let served = |evicted: Value, session: Value| {
+            json!({"time_ms": 0, "session": session, "format": "anthropic", "policy": "worldfs",
+                   "budget": 8000, "tokens": 7812, "entries": 3, "in_request": 1,
+                   "evicted_total": evicted.as_array().map_or(0, Vec::len), "evicted": evicted,
+                   "withheld": 0})
+        };
+        let big = json!({"part": "entry", "path": "src/big.rs", "reason": "over_budget",
+                         "tokens": 12400});
+        let out = json!({"part": "command", "path": "pytest", "reason": "aged", "tokens": 900});
+        let mut p = Printer::new(false);
+        let first = p.projection(&served(json!([big.clone()]), json!("5f2c1a9b-77")));
+        assert_eq!(first.len(), 2, "{first:?}");
+        let head = first[0].split_once("  ").map_or("", |(_, r)| r);
+        assert_eq!(
+            head,
+            format!(
+                "{:<22} {:<5}  {:<9} 7,812 of 8,000 tokens, 3 shown, 1 left out, 1 in \
+                     the request itself",
+                "projection[5f2c1a9b]", "-", "sent"
+            )
+        );
+        assert_eq!(
+            first[1].trim_start(),
+            "left out  src/big.rs  12,400 tokens (no room)"
+        );
+        // Under the head's column of what was done.
+        assert_eq!(
+            first[1].find("left out"),
+            first[0].find("sent"),
+            "{first:?}"
+        );
+        // The next of the same requester: only what it newly left out.
+        let next = p.projection(&served(json!([big.clone(), out]), json!("5f2c1a9b-77")));
+        assert_eq!(next.len(), 2, "{next:?}");
+        assert!(
+            next[1].ends_with("left out  output of `pytest`  900 tokens (faded)"),
+            "{next:?}"
+        );
+        // Another conversation's projections are compared with its own.
+        let other = p.projection(&served(json!([big]), json!(null)));
+        assert!(other[0].contains("projection "), "{other:?}");
+        assert_eq!(other.len(), 2, "{other:?}");
+    }
+
+    #[test]
+    fn thousands_are_grouped() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(999), "999");
+        assert_eq!(thousands(1000), "1,000");
+        assert_eq!(thousands(1234567), "1,234,567");
     }
 
     #[test]

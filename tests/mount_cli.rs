@@ -887,6 +887,19 @@ fn watch_prints_what_happens_in_the_mount_as_it_happens() {
     let v: serde_json::Value =
         serde_json::from_str(&json).unwrap_or_else(|e| panic!("not JSON: {e}: {json}"));
     assert_eq!(v["op"], "external", "{v}");
+    // A projection served (here asked for on the command line; behind `worldfs proxy`, each
+    // model call) is a line of its own, with what it cost.
+    let p = worldfs(&[
+        os(&"projection"),
+        os(&"-C"),
+        os(&root),
+        os(&"--budget"),
+        os(&"5000"),
+    ]);
+    assert!(p.status.success(), "{p:?}");
+    below.line("the projection served", |l| {
+        l.contains(" sent ") && l.contains(" of 5,000 tokens, ")
+    });
     let out = below.read("stdout");
     assert!(
         !out.contains("top.txt"),
@@ -894,6 +907,10 @@ fn watch_prints_what_happens_in_the_mount_as_it_happens() {
     );
     let out = behind.read("stdout");
     assert!(!out.contains("a.txt"), "only the class asked for:\n{out}");
+    assert!(
+        !out.contains("projection"),
+        "a class asked for is observations alone:\n{out}"
+    );
 
     drop(m);
     for mut w in [below, behind] {

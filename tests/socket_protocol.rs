@@ -1795,6 +1795,48 @@ fn subscriptions_push_notifications_and_unsubscribe() {
     assert!(r.get("result").is_some(), "{r}");
 }
 
+/// Each projection served is told to the subscribers of projections: what it cost and what it
+/// left out, for which conversation, without its body; and no longer once they unsubscribe.
+#[test]
+fn projections_served_are_told_to_their_subscribers() {
+    let f = Fixture::new();
+    f.read("src/main.rs");
+    f.read("README.md");
+    let mut watcher = f.connect();
+    let r = watcher.call("projections.subscribe", json!({}));
+    assert_eq!(r["notification"], "projections");
+    let id = r["subscription"].clone();
+    let mut c = f.connect();
+    // Room for one of the two files at most.
+    let p = c.call("projection.get", json!({"budget": 40, "session": "s-1"}));
+    let n = watcher.read_value();
+    assert_eq!(n["method"], "projections");
+    assert_eq!(n["params"]["subscription"], id);
+    assert_eq!(n["params"]["dropped"], 0);
+    let e = &n["params"]["projection"];
+    assert!(p["evicted_total"].as_u64().unwrap_or(0) >= 1, "{p}");
+    for key in [
+        "tokens",
+        "budget",
+        "policy",
+        "format",
+        "entries",
+        "evicted_total",
+        "evicted",
+    ] {
+        assert_eq!(e[key], p[key], "{key}: {e}");
+    }
+    assert_eq!(e["session"], "s-1");
+    assert!(e.get("body").is_none(), "{e}");
+    assert!(e["time_ms"].as_u64().unwrap_or(0) > 0, "{e}");
+    // Observations are not sent to it.
+    f.read("src/lib.rs");
+    watcher.call("projections.unsubscribe", json!({"subscription": id}));
+    c.call("projection.get", json!({"budget": 40}));
+    let r = watcher.call_raw("goal.get", json!({}));
+    assert!(r.get("result").is_some(), "nothing but the response: {r}");
+}
+
 #[test]
 fn stats_reports_entries_latency_and_drops() {
     let f = Fixture::new();

@@ -1,5 +1,6 @@
-//! Observation subscriptions: one fan-out thread follows the world's ring of recent observations
-//! and offers each subscriber the matching ones as JSON-RPC notifications.
+//! Subscriptions: one fan-out thread follows the world's ring of recent observations and offers
+//! each subscriber the matching ones as JSON-RPC notifications; each projection served is offered
+//! to the subscribers of projections by the thread that served it.
 //!
 //! Ingest never waits on a subscriber: the ingest thread only pushes into the ring. The fan-out
 //! thread never waits either: each connection has a bounded queue of outgoing notifications and
@@ -24,6 +25,8 @@ use crate::world::{Class, World};
 
 /// Method name of subscription notifications.
 pub const NOTIFICATION: &str = "observations";
+/// Method name of the notifications of projections served.
+pub const PROJECTIONS: &str = "projections";
 /// Most observations per notification.
 const CHUNK: usize = 512;
 /// How often the fan-out thread looks at the stop flag when nothing happens.
@@ -126,10 +129,16 @@ impl Filter {
     }
 }
 
+/// What a subscriber is sent.
+enum Wants {
+    Observations(Filter),
+    Projections,
+}
+
 struct Sub {
     id: u64,
     conn: u64,
-    filter: Filter,
+    wants: Wants,
     out: Sender<Vec<u8>>,
     /// Lost since the last notification that got through.
     pending_dropped: AtomicU64,
@@ -146,8 +155,18 @@ pub struct Registry {
 }
 
 impl Registry {
-    /// Adds a subscription for connection `conn`, whose notifications go to `out`.
+    /// Adds a subscription to observations for connection `conn`, whose notifications go to
+    /// `out`.
     pub fn subscribe(&self, conn: u64, filter: Filter, out: Sender<Vec<u8>>) -> Result<u64, usize> {
+        self.add(conn, Wants::Observations(filter), out)
+    }
+
+    /// Adds a subscription to the projections served, for connection `conn`.
+    pub fn subscribe_projections(&self, conn: u64, out: Sender<Vec<u8>>) -> Result<u64, usize> {
+        self.add(conn, Wants::Projections, out)
+    }
+
+    fn add(&self, conn: u64, wants: Wants, out: Sender<Vec<u8>>) -> Result<u64, usize> {
         let mut subs = self.subs.write();
         let mine = subs.iter().filter(|s| s.conn == conn).count();
         if mine >= MAX_PER_CONNECTION {
@@ -157,7 +176,7 @@ impl Registry {
         subs.push(Arc::new(Sub {
             id,
             conn,
-            filter,
+            wants,
             out,
             pending_dropped: AtomicU64::new(0),
         }));
@@ -179,6 +198,43 @@ impl Registry {
 
     pub fn count(&self) -> usize {
         self.subs.read().len()
+    }
+
+    /// Whether anyone is subscribed to the projections served: the event is built only then.
+    pub fn wants_projections(&self) -> bool {
+        self.subs
+            .read()
+            .iter()
+            .any(|s| matches!(s.wants, Wants::Projections))
+    }
+
+    /// Offers `event`, a projection just served, to its subscribers. Never waits: a subscriber
+    /// whose queue is full is told how many it missed with the next one that gets through.
+    pub fn publish_projection(&self, event: &Value) {
+        let subs: Vec<Arc<Sub>> = self
+            .subs
+            .read()
+            .iter()
+            .filter(|s| matches!(s.wants, Wants::Projections))
+            .cloned()
+            .collect();
+        for sub in subs {
+            let pending = sub.pending_dropped.load(Ordering::Relaxed);
+            let line = protocol::notification(
+                PROJECTIONS,
+                json!({ "subscription": sub.id, "projection": event, "dropped": pending }),
+            );
+            match sub.out.try_send(line) {
+                Ok(()) => {
+                    sub.pending_dropped.fetch_sub(pending, Ordering::Relaxed);
+                }
+                Err(TrySendError::Full(_)) => {
+                    sub.pending_dropped.fetch_add(1, Ordering::Relaxed);
+                }
+                // The connection's end removes its subscriptions.
+                Err(TrySendError::Disconnected(_)) => {}
+            }
+        }
     }
 
     /// Observations that could not be delivered to some subscriber.
@@ -214,7 +270,13 @@ impl Registry {
             }
             let got = recent.from_index(cursor, CHUNK);
             cursor = got.next_index;
-            let subs: Vec<Arc<Sub>> = self.subs.read().clone();
+            let subs: Vec<Arc<Sub>> = self
+                .subs
+                .read()
+                .iter()
+                .filter(|s| matches!(s.wants, Wants::Observations(_)))
+                .cloned()
+                .collect();
             if subs.is_empty() {
                 continue;
             }
@@ -222,6 +284,9 @@ impl Registry {
             let json: Vec<Value> = got.records.iter().map(record_json).collect();
             let mut gone = Vec::new();
             for sub in &subs {
+                let Wants::Observations(filter) = &sub.wants else {
+                    continue;
+                };
                 if got.missed > 0 {
                     sub.pending_dropped.fetch_add(got.missed, Ordering::Relaxed);
                     self.dropped_total.fetch_add(got.missed, Ordering::Relaxed);
@@ -230,7 +295,7 @@ impl Registry {
                     .records
                     .iter()
                     .zip(&json)
-                    .filter(|(r, _)| sub.filter.matches(r))
+                    .filter(|(r, _)| filter.matches(r))
                     .map(|(_, j)| j)
                     .collect();
                 let pending = sub.pending_dropped.load(Ordering::Relaxed);
@@ -323,5 +388,40 @@ mod tests {
         assert!(r.subscribe(1, Filter::default(), tx.clone()).is_err());
         r.drop_connection(1);
         assert_eq!(r.count(), 0);
+    }
+
+    #[test]
+    fn projections_go_to_their_subscribers_alone_and_losses_are_told() {
+        let r = Registry::default();
+        assert!(!r.wants_projections());
+        let (obs_tx, obs_rx) = crossbeam_channel::bounded(4);
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        assert!(r.subscribe(1, Filter::default(), obs_tx).is_ok());
+        assert!(!r.wants_projections());
+        let Ok(id) = r.subscribe_projections(2, tx) else {
+            panic!("refused")
+        };
+        assert!(r.wants_projections());
+        let event = json!({"tokens": 10});
+        // The queue holds one: the next two are lost, and the one after says so.
+        for _ in 0..3 {
+            r.publish_projection(&event);
+        }
+        assert!(
+            obs_rx.try_recv().is_err(),
+            "not to a subscriber of observations"
+        );
+        let first: Value = serde_json::from_slice(&rx.try_recv().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(first["method"], PROJECTIONS);
+        assert_eq!(first["params"]["subscription"], id);
+        assert_eq!(first["params"]["projection"], event);
+        assert_eq!(first["params"]["dropped"], 0);
+        r.publish_projection(&event);
+        let next: Value = serde_json::from_slice(&rx.try_recv().unwrap_or_default())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(next["params"]["dropped"], 2);
+        assert!(r.unsubscribe(2, id));
+        assert!(!r.wants_projections());
     }
 }

@@ -101,6 +101,8 @@ pub const METHODS: &[&str] = &[
     "changes.since",
     "observations.subscribe",
     "observations.unsubscribe",
+    "projections.subscribe",
+    "projections.unsubscribe",
     "proxy.record",
     "stats",
 ];
@@ -121,6 +123,8 @@ const READ_ONLY: &[&str] = &[
     "changes.since",
     "observations.subscribe",
     "observations.unsubscribe",
+    "projections.subscribe",
+    "projections.unsubscribe",
     "proxy.record",
     "stats",
 ];
@@ -330,8 +334,13 @@ fn dispatch_value(
         "observations.subscribe" => {
             observations::observations_subscribe(shared, conn, parse(method, params)?)
         }
-        "observations.unsubscribe" => {
+        // One registry holds both kinds: either call cancels either.
+        "observations.unsubscribe" | "projections.unsubscribe" => {
             observations::observations_unsubscribe(shared, conn, parse(method, params)?)
+        }
+        "projections.subscribe" => {
+            let _: Empty = parse(method, params)?;
+            projection::projections_subscribe(shared, conn)
         }
         "proxy.record" => record::proxy_record(shared, parse(method, params)?),
         "stats" => {

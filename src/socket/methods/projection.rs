@@ -1,16 +1,18 @@
 //! `projection.get`: the one method that renders, so the only one whose reply may come
-//! pre-serialized from the render cache; its parameters are checked here before any work.
+//! pre-serialized from the render cache; its parameters are checked here before any work. And
+//! `projections.subscribe`: each projection served, told to whoever watches (`worldfs watch`).
 
 use std::sync::Arc;
 
 use serde::Deserialize;
-use serde_json::json;
+use serde_json::{Value, json};
 
-use super::{MAX_BUDGET, MAX_REQUEST_SHOWS, Shared, ingest_barrier, rel_path, session};
+use super::{Connection, MAX_BUDGET, MAX_REQUEST_SHOWS, Shared, ingest_barrier, rel_path, session};
 use crate::socket::protocol::{Reply, RpcError, code};
 use crate::socket::render::{
     CacheTtl, DEFAULT_EVICTED_LIMIT, Format, LineNumbers, ProjectionParams, StepOutput,
 };
+use crate::socket::subscriptions;
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -110,6 +112,7 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         )));
     }
     let named = session("projection.get", &p.session)?.map(str::to_owned);
+    let of_session = named.clone();
     if p.request_shows.len() > MAX_REQUEST_SHOWS {
         return Err(RpcError::invalid_params(format!(
             "projection.get: request_shows names {} files; at most {MAX_REQUEST_SHOWS}",
@@ -199,5 +202,79 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         })
         .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
     shared.tokens.projection(r.tokens);
+    if shared.subs.wants_projections() {
+        shared
+            .subs
+            .publish_projection(&served(&r.json, of_session.as_deref()));
+    }
     Ok(Reply::Json(Arc::clone(&r.json)))
+}
+
+/// The fields of a reply its subscribers are told; the body is skipped unread.
+#[derive(Deserialize)]
+struct Told {
+    #[serde(default)]
+    format: Value,
+    #[serde(default)]
+    policy: Value,
+    #[serde(default)]
+    budget: Value,
+    #[serde(default)]
+    tokens: Value,
+    #[serde(default)]
+    turn: Value,
+    #[serde(default)]
+    entries: Value,
+    #[serde(default)]
+    evicted_total: Value,
+    #[serde(default)]
+    evicted: Value,
+    #[serde(default)]
+    withheld: Vec<serde::de::IgnoredAny>,
+    #[serde(default)]
+    in_request: Vec<serde::de::IgnoredAny>,
+}
+
+/// What a projection's subscribers are told of it: its reply without the body (what it cost,
+/// and what it left out), for which conversation, and when.
+fn served(reply: &str, session: Option<&str>) -> Value {
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let t: Told = match serde_json::from_str(reply) {
+        Ok(t) => t,
+        // The daemon's own serialization: cannot happen, and a watcher is no reason to fail.
+        Err(e) => return json!({ "time_ms": now, "session": session, "error": e.to_string() }),
+    };
+    json!({
+        "time_ms": now,
+        "session": session,
+        "format": t.format,
+        "policy": t.policy,
+        "budget": t.budget,
+        "tokens": t.tokens,
+        "turn": t.turn,
+        "entries": t.entries,
+        "evicted_total": t.evicted_total,
+        "evicted": t.evicted,
+        "withheld": t.withheld.len(),
+        "in_request": t.in_request.len(),
+    })
+}
+
+pub(super) fn projections_subscribe(
+    shared: &Shared,
+    conn: &dyn Connection,
+) -> Result<Value, RpcError> {
+    let tx = conn.notifications().map_err(RpcError::internal)?;
+    match shared.subs.subscribe_projections(conn.id(), tx) {
+        Ok(id) => Ok(json!({
+            "subscription": id,
+            "notification": subscriptions::PROJECTIONS,
+        })),
+        Err(n) => Err(RpcError::new(
+            code::UNAVAILABLE,
+            format!("this connection already has {n} subscriptions (the limit)"),
+        )),
+    }
 }
