@@ -255,6 +255,10 @@ for _ in $(seq 50); do grep -q " $PROJ fuse" /proc/mounts && break; sleep 0.1; d
 grep -q " $PROJ fuse" /proc/mounts || fail "the mount did not appear: $(cat "$WORK/mount.log")"
 cd "$PROJ"
 "$BIN" hook --install > /dev/null
+# What a user watching the mount sees of each projection served (from /: not keeping it busy).
+(cd / && exec "$BIN" watch -C "$PROJ" --json > "$WORK/watch.jsonl" 2> "$WORK/watch.err") &
+pids+=($!)
+for _ in $(seq 50); do grep -q watching "$WORK/watch.err" && break; sleep 0.1; done
 
 python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
   --script "$WORK/script.json" --summary "1. Primary Request and Intent: fix add() in calc.py." \
@@ -296,6 +300,7 @@ SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_
 "$BIN" projection --format text > "$WORK/projection.txt" 2> /dev/null
 FIRST_CALLS=$(wc -l < "$WORK/api.jsonl")
 FIRST_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
+wc -l < "$WORK/watch.jsonl" > "$WORK/watch-first.count"
 
 say "resuming session $SID to /compact it, then with a new prompt"
 claude_run compact "/compact" --resume "$SID"
@@ -790,6 +795,11 @@ both = [c for c in calls if c.get("answer") == 2]
 both_results = [b for m in (both[0]["body"]["messages"] if both else []) if isinstance(m.get("content"), list) for b in m["content"] if b.get("type") == "tool_result"]
 check(len(both_results) >= 2, f"the two Reads made at once were answered together, and that call went upstream whole ({len(both_results)} results)")
 check(first_rewritten == len(main) - 1, f"the proxy replaced the history of every call after the first ({first_rewritten} of {len(main) - 1})")
+first_sid = json.load(open(f"{work}/fix.json"))["session_id"]
+watched = [json.loads(l) for l in open(f"{work}/watch.jsonl").readlines()[:int(open(f"{work}/watch-first.count").read())]]
+told = [e for e in watched if e.get("event") == "projection" and e.get("session") == first_sid]
+check(len(told) == first_rewritten and all(e["tokens"] <= e["budget"] for e in told) and any(e.get("op") == "open" and e.get("path") == "calc.py" for e in watched),
+      f"`worldfs watch` showed the reads of calc.py, and each call the proxy rewrote as a projection of the session within its budget ({len(told)} of {first_rewritten})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
 rule = "run `python3 calc.py` after a change"

@@ -189,6 +189,10 @@ cat > "$WORK/models.json" << 'EOF'
 EOF
 
 wfs_mount "$PROJ" -- --no-state
+# What a user watching the mount sees of each projection served.
+(cd / && exec "$BIN" watch -C "$PROJ" --json > "$WORK/watch.jsonl" 2> "$WORK/watch.err") &
+wfs_defer "kill $! 2> /dev/null || true"
+for _ in $(seq 50); do grep -q watching "$WORK/watch.err" && break; sleep 0.1; done
 # Nothing here runs in the mount but Codex: a shell left in it would keep it busy at the end.
 "$BIN" hook --install --codex -C "$PROJ" > "$WORK/install.out"
 grep -q "Trust all and continue" "$WORK/install.out" || fail "the install did not say how to trust: $(cat "$WORK/install.out")"
@@ -407,6 +411,16 @@ PY
 checks=$((checks + 13))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
+SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/proxy.log")
+TOLD=$(python3 -c '
+import json, sys
+# The proxy asks for the text it puts in place of the history, for the session of the conversation
+# (`worldfs projection` above asked for none).
+told = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "projection"
+        and e.get("format") == "text" and e.get("session") and e["tokens"] <= e["budget"]]
+print(len(told))' "$WORK/watch.jsonl")
+[ "$TOLD" = "$SENT" ] || fail "worldfs watch told $TOLD projections within budget of the $SENT calls the proxy rewrote"
+pass "worldfs watch told each call the proxy rewrote as a projection within its budget ($TOLD)"
 
 # With OpenAI's own provider (an API key), Codex compacts on OpenAI's servers: a call whose
 # input ends with a `compaction_trigger` item, answered with one encrypted `compaction` item

@@ -32,7 +32,8 @@ pub struct WatchOptions {
     pub all: bool,
 }
 
-/// Follows the mount's observations until the mount goes away or stdout's reader does.
+/// Follows the mount's observations (and the projections it serves) until the mount goes away
+/// or stdout's reader does.
 pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
     let path = match &opts.path {
         // Resolved, so a relative or symlinked PATH names what the mount sees; a path that does
@@ -110,29 +111,7 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
         let dropped = params.get("dropped").and_then(Value::as_u64).unwrap_or(0);
         let text = match msg.get("method").and_then(Value::as_str) {
             Some("observations") => observations(params, dropped, opts.json, &mut printer),
-            Some("projections") => {
-                let event = params.get("projection").unwrap_or(&Value::Null);
-                if opts.json {
-                    if dropped > 0 {
-                        eprintln!("worldfs: {dropped} projections not told before this one");
-                    }
-                    let mut v = json!({ "event": "projection" });
-                    if let (Some(o), Some(e)) = (v.as_object_mut(), event.as_object()) {
-                        o.extend(e.clone());
-                    }
-                    format!("{v}\n")
-                } else {
-                    let mut s = String::new();
-                    if dropped > 0 {
-                        s.push_str(&format!("... {dropped} projections not told here\n"));
-                    }
-                    for line in printer.projection(event) {
-                        s.push_str(&line);
-                        s.push('\n');
-                    }
-                    s
-                }
-            }
+            Some("projections") => projection(params, dropped, opts.json, &mut printer),
             _ => continue,
         };
         match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
@@ -168,6 +147,30 @@ fn observations(params: &Value, dropped: u64, json: bool, printer: &mut Printer)
     }
     for line in printer.lines(records) {
         s.push_str(&line.render());
+        s.push('\n');
+    }
+    s
+}
+
+/// The text for one notification of a projection served.
+fn projection(params: &Value, dropped: u64, json: bool, printer: &mut Printer) -> String {
+    let event = params.get("projection").unwrap_or(&Value::Null);
+    if json {
+        if dropped > 0 {
+            eprintln!("worldfs: {dropped} projections not told before this one");
+        }
+        let mut v = json!({ "event": "projection" });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), event.as_object()) {
+            o.extend(e.clone());
+        }
+        return format!("{v}\n");
+    }
+    let mut s = String::new();
+    if dropped > 0 {
+        s.push_str(&format!("... {dropped} projections not told here\n"));
+    }
+    for line in printer.projection(event) {
+        s.push_str(&line);
         s.push('\n');
     }
     s
