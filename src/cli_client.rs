@@ -363,6 +363,9 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         num(&s, "/tokens/history_tokens"),
         num(&s, "/tokens/history_tokens_sent_total"),
     );
+    if let Some(last) = s.get("last_projection").filter(|v| v.is_object()) {
+        outln!(out, "{}", last_projection_line(last));
+    }
     // Only a proxy (`worldfs proxy`) reports model calls; without one the line would be noise.
     if s.pointer("/proxy/calls")
         .and_then(Value::as_u64)
@@ -535,6 +538,52 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
 /// The `hooks:` line of `worldfs status`: which agents' hook files of the project (or the
 /// user's) run `worldfs hook`, and what an older install lacks. Without them the mount never
 /// hears the goal, the steps or the outputs.
+/// What the last projection served left out: what a user asks after the agent lost sight of
+/// something (`worldfs watch` shows it for every one).
+fn last_projection_line(last: &Value) -> String {
+    use crate::cli_watch::{clock, left_out, thousands};
+    let u = |k: &str| last.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let whose = match last.get("session").and_then(Value::as_str) {
+        Some(s) => format!(", session {}", s.chars().take(8).collect::<String>()),
+        None => String::new(),
+    };
+    let total = u("evicted_total");
+    let head = format!(
+        "left out: {} by the last projection ({}{whose}: {} of {} tokens, {} shown)",
+        if total == 0 {
+            "nothing".to_owned()
+        } else {
+            total.to_string()
+        },
+        clock(u("time_ms")),
+        thousands(u("tokens")),
+        thousands(u("budget")),
+        u("entries"),
+    );
+    let listed: Vec<String> = last
+        .get("evicted")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .map(|d| {
+            let (what, tokens, why) = left_out(d);
+            format!("{what} ({} tokens, {why})", thousands(tokens))
+        })
+        .collect();
+    if listed.is_empty() {
+        return match total {
+            0 => head,
+            // Its request asked for no list (`evicted_limit` 0).
+            _ => format!("{head}: `worldfs projection --full` lists them"),
+        };
+    }
+    let more = match total.saturating_sub(listed.len() as u64) {
+        0 => String::new(),
+        n => format!(", and {n} more (`worldfs projection --full` lists them)"),
+    };
+    format!("{head}: {}{more}", listed.join(", "))
+}
+
 fn hooks_line(project: &Path) -> String {
     use crate::claude_hook::install::{self, Agent};
     let home = std::env::var_os("HOME").map(PathBuf::from);

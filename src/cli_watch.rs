@@ -333,20 +333,8 @@ impl Printer {
             .filter(|(p, _)| before.as_ref().is_none_or(|b| !b.contains(p)))
             .collect();
         let pad = " ".repeat(clock(0).len());
-        for ((part, path), d) in new.iter().take(LEFT_OUT_LISTED) {
-            let what = match part.as_str() {
-                "entry" => path.clone(),
-                "command" => format!("output of `{path}`"),
-                "last_step" => "the last step".to_owned(),
-                other => format!("the {other}"),
-            };
-            let why = match d.get("reason").and_then(Value::as_str).unwrap_or("") {
-                "over_budget" | "over_budget_after_render" => "no room",
-                "aged" => "faded",
-                "shortened" => "shortened",
-                other => other,
-            };
-            let tokens = d.get("tokens").and_then(Value::as_u64).unwrap_or(0);
+        for (_, d) in new.iter().take(LEFT_OUT_LISTED) {
+            let (what, tokens, why) = left_out(d);
             out.push(format!(
                 "{pad}  {:<22} {:<5}  {:<9} {what}  {} tokens ({why})",
                 "",
@@ -520,8 +508,27 @@ fn extra_fields(r: &Value) -> String {
     }
 }
 
+/// One part a projection left out (an item of its `evicted`): what it is (`src/big.rs`, the
+/// output of a command), its tokens, and why (`no room`, `faded`).
+pub(crate) fn left_out(d: &Value) -> (String, u64, &str) {
+    let s = |k: &str| d.get(k).and_then(Value::as_str).unwrap_or("");
+    let what = match s("part") {
+        "entry" => s("path").to_owned(),
+        "command" => format!("output of `{}`", s("path")),
+        "last_step" => "the last step".to_owned(),
+        other => format!("the {other}"),
+    };
+    let why = match s("reason") {
+        "over_budget" | "over_budget_after_render" => "no room",
+        "aged" => "faded",
+        other => other,
+    };
+    let tokens = d.get("tokens").and_then(Value::as_u64).unwrap_or(0);
+    (what, tokens, why)
+}
+
 /// `12,400`: token counts are read at a glance.
-fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -543,7 +550,7 @@ fn size(bytes: u64) -> String {
 }
 
 /// The time of day in the local time zone, to the millisecond.
-fn clock(time_ms: u64) -> String {
+pub(crate) fn clock(time_ms: u64) -> String {
     i64::try_from(time_ms)
         .ok()
         .and_then(|ms| jiff::Timestamp::from_millisecond(ms).ok())

@@ -223,6 +223,9 @@ fn goal_projection_and_status_subcommands() {
         "commands: 0 outputs cached; 0 dropped as what they depend on changed, 0 oldest dropped",
         "drops:",
         "activity:",
+        // The last projection (budget 30, its list of what it left out asked to be empty).
+        " by the last projection (",
+        " of 30 tokens, 0 shown): `worldfs projection --full` lists them\n",
     ] {
         assert!(o.contains(needle), "{needle:?} missing from:\n{o}");
     }

@@ -1829,6 +1829,8 @@ fn projections_served_are_told_to_their_subscribers() {
     assert_eq!(e["session"], "s-1");
     assert!(e.get("body").is_none(), "{e}");
     assert!(e["time_ms"].as_u64().unwrap_or(0) > 0, "{e}");
+    // `stats` says the same of the last projection served (what `worldfs status` shows).
+    assert_eq!(&c.call("stats", json!({}))["last_projection"], e);
     // Observations are not sent to it.
     f.read("src/lib.rs");
     watcher.call("projections.unsubscribe", json!({"subscription": id}));

@@ -63,6 +63,7 @@ pub(super) fn stats(shared: &Shared) -> Value {
     let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
     json!({
         "tokens": shared.tokens.report(),
+        "last_projection": shared.last_served.report(),
         "proxy": shared.proxy.report(),
         "entries": world.entries,
         "known_tokens": world.known_tokens,

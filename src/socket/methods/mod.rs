@@ -162,6 +162,8 @@ pub struct Shared {
     pub started_wall: SystemTime,
     /// The last projections rendered, reused while nothing they depend on changed.
     renders: RenderCache,
+    /// The last projection served, read back only by `stats` (what it left out).
+    last_served: projection::LastServed,
     /// A watcher reports the changes made behind the mount (it may still lose sight of a
     /// directory: `World::sees_every_change`).
     watched: bool,
@@ -203,6 +205,7 @@ impl Shared {
             started: Instant::now(),
             started_wall: SystemTime::now(),
             renders: RenderCache::default(),
+            last_served: projection::LastServed::default(),
             watched,
         }
     }

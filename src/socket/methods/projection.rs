@@ -3,6 +3,7 @@
 //! `projections.subscribe`: each projection served, told to whoever watches (`worldfs watch`).
 
 use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -202,12 +203,40 @@ pub(super) fn projection_get(shared: &Shared, p: ProjectionGet) -> Result<Reply,
         })
         .map_err(|e| RpcError::new(code::PROJECTION_FAILED, format!("projection failed: {e}")))?;
     shared.tokens.projection(r.tokens);
+    let now = SystemTime::now();
     if shared.subs.wants_projections() {
         shared
             .subs
-            .publish_projection(&served(&r.json, of_session.as_deref()));
+            .publish_projection(&served(&r.json, of_session.as_deref(), now));
     }
+    // Only the reply's handle: read back when `stats` asks, never on this path.
+    *shared.last_served.0.lock() = Some((now, of_session, Arc::clone(&r.json)));
     Ok(Reply::Json(Arc::clone(&r.json)))
+}
+
+/// A projection served: when, for which conversation, and its reply.
+type Served = (SystemTime, Option<String>, Arc<str>);
+
+/// The last projection served.
+#[derive(Default)]
+pub(super) struct LastServed(parking_lot::Mutex<Option<Served>>);
+
+/// Most of what the last projection left out that `stats` lists.
+const LAST_LEFT_OUT_LISTED: usize = 5;
+
+impl LastServed {
+    /// `stats`' `last_projection`: what [`served`] tells of it, its list of what was left out
+    /// cut to the first few; `null` before the first.
+    pub(super) fn report(&self) -> Value {
+        let Some((time, session, reply)) = self.0.lock().clone() else {
+            return Value::Null;
+        };
+        let mut v = served(&reply, session.as_deref(), time);
+        if let Some(list) = v.get_mut("evicted").and_then(Value::as_array_mut) {
+            list.truncate(LAST_LEFT_OUT_LISTED);
+        }
+        v
+    }
 }
 
 /// The fields of a reply its subscribers are told; the body is skipped unread.
@@ -237,9 +266,9 @@ struct Told {
 
 /// What a projection's subscribers are told of it: its reply without the body (what it cost,
 /// and what it left out), for which conversation, and when.
-fn served(reply: &str, session: Option<&str>) -> Value {
-    let now = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
+fn served(reply: &str, session: Option<&str>, time: SystemTime) -> Value {
+    let now = time
+        .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
     let t: Told = match serde_json::from_str(reply) {
         Ok(t) => t,
