@@ -26,6 +26,13 @@ show() { printf '\n$ %s\n' "$*"; "$@"; }
 echo "== worldfs: mounting the example workspace in place: $WS"
 wfs_mount "$WS"
 grep " $WS " /proc/self/mountinfo | sed 's/^/mountinfo: /'
+# `worldfs watch` beside everything below (from /, so it holds nothing in the mount); what it
+# printed is shown before the unmount.
+(cd / && exec "$WORLDFS_BIN" watch -C "$WS" > "$WORK/watch.out" 2> "$WORK/watch.err") &
+WATCH_PID=$!
+wfs_defer "kill $WATCH_PID 2> /dev/null || true"
+timeout 10 sh -c "until grep -q watching '$WORK/watch.err'; do sleep 0.05; done" \
+  || wfs_die "worldfs watch did not start: $(cat "$WORK/watch.err")"
 cd "$WS"   # a shell that cd's in after the mount sees the mount
 wfs_defer "cd /"   # leave the mount before the unmount trap runs, or it would only detach
 show ls -la
@@ -142,6 +149,11 @@ echo " sent stays within the projection's budget: 6% of the history after 100 ca
 kill "$PROXY_PID" "$API_PID" 2> /dev/null || true
 wait "$PROXY_PID" "$API_PID" 2> /dev/null || true
 grep '^worldfs: proxy stopped' "$WORK/proxy.err" || true
+
+echo
+echo "== worldfs watch -C $WS, run beside all of the above: what happened in the mount, live"
+cat "$WORK/watch.out"
+grep -q ' sent ' "$WORK/watch.out" || wfs_die "worldfs watch showed no projection served"
 
 echo
 if [ "$INO_MOUNT" = "$INO_BEFORE" ]; then
