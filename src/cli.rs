@@ -288,6 +288,11 @@ pub enum Command {
         /// watcher's echoes of the mount's own changes.
         #[arg(long, conflicts_with = "json")]
         all: bool,
+        /// First print the last N observations (of those PATH and --class keep) that the mount
+        /// still holds: it keeps the last 8,192 it made, so what led up to now can be read
+        /// after the fact.
+        #[arg(long, value_name = "N", default_value_t = 0)]
+        recent: usize,
     },
 }
 

@@ -51,12 +51,14 @@ pub fn run(cmd: Command) -> ExitCode {
             class,
             json,
             all,
+            recent,
         } => crate::cli_watch::run(&crate::cli_watch::WatchOptions {
             target,
             path,
             classes: class,
             json,
             all,
+            recent,
         })
         .map_err(Failure::from),
         Command::Mount { .. }

@@ -21,6 +21,8 @@ use crate::socket::{Client, ClientError};
 
 /// For the calls before the stream starts; the stream itself may be quiet for hours.
 const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// What `changes.since` lists at most: more than the mount's ring holds (8,192).
+const MAX_RECENT: usize = 10_000;
 
 /// What `worldfs watch` was asked for.
 #[derive(Debug, Clone)]
@@ -30,6 +32,8 @@ pub struct WatchOptions {
     pub classes: Vec<WatchClass>,
     pub json: bool,
     pub all: bool,
+    /// Observations of the mount's ring printed before following.
+    pub recent: usize,
 }
 
 /// Follows the mount's observations (and the projections it serves) until the mount goes away
@@ -63,11 +67,48 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
     if !opts.classes.is_empty() {
         params["classes"] = opts.classes.iter().map(|c| class_name(*c)).collect();
     }
-    c.call("observations.subscribe", params)
+    c.call("observations.subscribe", params.clone())
         .with_context(|| match &path {
             Some(p) => format!("watching {}", p.display()),
             None => "subscribing to the mount's observations".to_owned(),
         })?;
+    let mut printer = Printer::new(opts.all);
+    // Read once subscribed, so nothing falls between the two; what both hold is printed once.
+    let mut earlier = std::collections::HashSet::new();
+    if opts.recent > 0 {
+        params["seq"] = json!(0);
+        params["limit"] = json!(MAX_RECENT);
+        let got = c
+            .call("changes.since", params)
+            .context("reading the mount's recent observations")?;
+        let records = got
+            .get("observations")
+            .and_then(Value::as_array)
+            .map_or(&[][..], Vec::as_slice);
+        earlier.extend(
+            records
+                .iter()
+                .filter_map(|r| r.get("seq").and_then(Value::as_u64)),
+        );
+        // The last N lines: all of the ring goes through the printer, so that a close is still
+        // named by its opener, and the lines it leaves out count for nothing.
+        let text = if opts.json {
+            let recent = &records[records.len().saturating_sub(opts.recent)..];
+            observations(&json!({ "observations": recent }), 0, true, &mut printer)
+        } else {
+            let lines = printer.lines(records);
+            lines[lines.len().saturating_sub(opts.recent)..]
+                .iter()
+                .fold(String::new(), |mut s, l| {
+                    s.push_str(&l.render());
+                    s.push('\n');
+                    s
+                })
+        };
+        if write(&text)? == Written::ReaderGone {
+            return Ok(());
+        }
+    }
     // The classes are the observations'; a watch narrowed to some wants those alone.
     if opts.classes.is_empty() {
         match c.call("projections.subscribe", json!({})) {
@@ -93,8 +134,6 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             format!(", only {}", names.join(", "))
         },
     );
-    let mut out = std::io::stdout().lock();
-    let mut printer = Printer::new(opts.all);
     loop {
         let msg = match c.read_message() {
             Ok(m) => m,
@@ -107,19 +146,43 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             }
             Err(e) => return Err(e).context("reading the mount's observations"),
         };
-        let params = msg.get("params").unwrap_or(&Value::Null);
+        let mut params = msg.get("params").cloned().unwrap_or(Value::Null);
         let dropped = params.get("dropped").and_then(Value::as_u64).unwrap_or(0);
         let text = match msg.get("method").and_then(Value::as_str) {
-            Some("observations") => observations(params, dropped, opts.json, &mut printer),
-            Some("projections") => projection(params, dropped, opts.json, &mut printer),
+            Some("observations") => {
+                if !earlier.is_empty()
+                    && let Some(list) = params.get_mut("observations").and_then(Value::as_array_mut)
+                {
+                    list.retain(|r| {
+                        r.get("seq")
+                            .and_then(Value::as_u64)
+                            .is_none_or(|s| !earlier.contains(&s))
+                    });
+                }
+                observations(&params, dropped, opts.json, &mut printer)
+            }
+            Some("projections") => projection(&params, dropped, opts.json, &mut printer),
             _ => continue,
         };
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => {}
-            // `worldfs watch | head`: the reader had what it wanted.
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(()),
-            Err(e) => return Err(e).context("writing to stdout"),
+        if write(&text)? == Written::ReaderGone {
+            return Ok(());
         }
+    }
+}
+
+#[derive(Debug, PartialEq, Eq)]
+enum Written {
+    Done,
+    /// `worldfs watch | head`: the reader had what it wanted.
+    ReaderGone,
+}
+
+fn write(text: &str) -> anyhow::Result<Written> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(Written::Done),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(Written::ReaderGone),
+        Err(e) => Err(e).context("writing to stdout"),
     }
 }
 

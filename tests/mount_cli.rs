@@ -878,6 +878,14 @@ fn watch_prints_what_happens_in_the_mount_as_it_happens() {
     below.line("the rename", |l| {
         l.contains(" rename ") && l.ends_with("sub/a.txt  -> sub/b.txt")
     });
+    // Started after them, with --recent: what the mount still holds comes first, as it was
+    // shown live.
+    let later = Watch::start(&[os(&"--recent"), os(&"50"), os(&m.path("sub"))]);
+    assert_eq!(
+        later.line("the earlier read", |l| l.contains(" read ")),
+        read
+    );
+    drop(later);
     below.line("the change behind the mount", |l| {
         l.contains("behind the mount") && l.contains("sub/c.txt")
     });
