@@ -355,12 +355,17 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         .and_then(Value::as_f64)
         .map(|r| format!(" ({:.1}% of a growing history)", r * 100.0))
         .unwrap_or_default();
+    let sent = num(&s, "/tokens/projections");
+    let projections = if sent == "1" {
+        "projection"
+    } else {
+        "projections"
+    };
     outln!(
         out,
-        "tokens:   last projection {}, {} projections sent {} tokens; a growing history ({} now) \
-         would have sent {}{ratio}",
+        "tokens:   last projection {}, {sent} {projections} sent {} tokens; a growing history ({} \
+         now) would have sent {}{ratio}",
         num(&s, "/tokens/last_projection_tokens"),
-        num(&s, "/tokens/projections"),
         num(&s, "/tokens/projection_tokens_sent_total"),
         num(&s, "/tokens/history_tokens"),
         num(&s, "/tokens/history_tokens_sent_total"),
