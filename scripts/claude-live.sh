@@ -300,6 +300,11 @@ SID=$(python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["session_
 "$BIN" projection --format text > "$WORK/projection.txt" 2> /dev/null
 FIRST_CALLS=$(wc -l < "$WORK/api.jsonl")
 FIRST_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/proxy.log" || true)
+# The proxy tells each rewritten call's account once it has gone upstream: wait for them all.
+for _ in $(seq 50); do
+  [ "$(grep -c '"event":"model_call"' "$WORK/watch.jsonl" || true)" -ge "$FIRST_REWRITTEN" ] && break
+  sleep 0.1
+done
 wc -l < "$WORK/watch.jsonl" > "$WORK/watch-first.count"
 
 say "resuming session $SID to /compact it, then with a new prompt"
@@ -798,8 +803,9 @@ check(first_rewritten == len(main) - 1, f"the proxy replaced the history of ever
 first_sid = json.load(open(f"{work}/fix.json"))["session_id"]
 watched = [json.loads(l) for l in open(f"{work}/watch.jsonl").readlines()[:int(open(f"{work}/watch-first.count").read())]]
 told = [e for e in watched if e.get("event") == "projection" and e.get("session") == first_sid]
-check(len(told) == first_rewritten and all(e["tokens"] <= e["budget"] for e in told) and any(e.get("op") == "open" and e.get("path") == "calc.py" for e in watched),
-      f"`worldfs watch` showed the reads of calc.py, and each call the proxy rewrote as a projection of the session within its budget ({len(told)} of {first_rewritten})")
+accounts = [e for e in watched if e.get("event") == "model_call" and e.get("rewritten")]
+check(len(told) == first_rewritten == len(accounts) and all(e["tokens"] <= e["budget"] for e in told) and any(e.get("op") == "open" and e.get("path") == "calc.py" for e in watched),
+      f"`worldfs watch` showed the reads of calc.py, and each call the proxy rewrote as a projection of the session within its budget and with its account ({len(told)} and {len(accounts)} of {first_rewritten})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
 rule = "run `python3 calc.py` after a change"

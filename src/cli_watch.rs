@@ -162,6 +162,7 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
                 observations(&params, dropped, opts.json, &mut printer)
             }
             Some("projections") => projection(&params, dropped, opts.json, &mut printer),
+            Some("model_calls") => model_call(&params, opts.json),
             _ => continue,
         };
         if write(&text)? == Written::ReaderGone {
@@ -237,6 +238,48 @@ fn projection(params: &Value, dropped: u64, json: bool, printer: &mut Printer) -
         s.push('\n');
     }
     s
+}
+
+/// The text for one model call a proxy reported: what its messages would have been, and what
+/// went instead. Told after the call went upstream, so it follows its projection's line.
+fn model_call(params: &Value, json: bool) -> String {
+    let call = params.get("call").unwrap_or(&Value::Null);
+    if json {
+        let mut v = json!({ "event": "model_call" });
+        if let (Some(o), Some(e)) = (v.as_object_mut(), call.as_object()) {
+            o.extend(e.clone());
+        }
+        return format!("{v}\n");
+    }
+    let u = |k: &str| call.get(k).and_then(Value::as_u64).unwrap_or(0);
+    let (history, sent) = (u("history_tokens"), u("sent_tokens"));
+    let what = if call.get("rewritten").and_then(Value::as_bool) == Some(true) {
+        format!(
+            "messages of {} tokens instead of the history's {}{}",
+            thousands(sent),
+            thousands(history),
+            match history {
+                0 => String::new(),
+                h => format!(" ({:.1}%)", sent as f64 * 100.0 / h as f64),
+            }
+        )
+    } else if sent == history {
+        format!("messages of {} tokens, as they came", thousands(history))
+    } else {
+        // `--observe`: nothing rewritten, what would have been said.
+        format!(
+            "messages of {} tokens, as they came (the projection would have sent {})",
+            thousands(history),
+            thousands(sent)
+        )
+    };
+    format!(
+        "{}  {:<22} {:<5}  {:<9} {what}\n",
+        clock(u("time_ms")),
+        "worldfs proxy",
+        "-",
+        "call"
+    )
 }
 
 fn class_name(c: WatchClass) -> &'static str {
@@ -841,6 +884,33 @@ mod tests {
         let other = p.projection(&served(json!([big]), json!(null)));
         assert!(other[0].contains("projection "), "{other:?}");
         assert_eq!(other.len(), 2, "{other:?}");
+    }
+
+    #[test]
+    fn a_model_call_says_what_went_instead_of_the_history() {
+        let call = |rewritten: bool, sent: u64| {
+            let v = json!({"call": {"time_ms": 0, "history_tokens": 45210, "sent_tokens": sent,
+                                    "rewritten": rewritten}});
+            let line = model_call(&v, false);
+            line.split_once("  ")
+                .map_or(String::new(), |(_, r)| r.trim_end().to_owned())
+        };
+        let head = format!("{:<22} {:<5}  {:<9} ", "worldfs proxy", "-", "call");
+        assert_eq!(
+            call(true, 7812),
+            format!("{head}messages of 7,812 tokens instead of the history's 45,210 (17.3%)")
+        );
+        assert_eq!(
+            call(false, 45210),
+            format!("{head}messages of 45,210 tokens, as they came")
+        );
+        assert!(call(false, 7812).ends_with("(the projection would have sent 7,812)"));
+        let json: Value = serde_json::from_str(&model_call(
+            &json!({"call": {"history_tokens": 1, "sent_tokens": 1, "rewritten": false}}),
+            true,
+        ))
+        .unwrap_or_default();
+        assert_eq!(json["event"], "model_call");
     }
 
     #[test]

@@ -1831,6 +1831,24 @@ fn projections_served_are_told_to_their_subscribers() {
     assert!(e["time_ms"].as_u64().unwrap_or(0) > 0, "{e}");
     // `stats` says the same of the last projection served (what `worldfs status` shows).
     assert_eq!(&c.call("stats", json!({}))["last_projection"], e);
+    // A proxy's account of the model call goes to the same subscribers.
+    c.call(
+        "proxy.record",
+        json!({"history_tokens": 900, "sent_tokens": 300, "rewritten": true}),
+    );
+    let n = watcher.read_value();
+    assert_eq!(n["method"], "model_calls");
+    assert_eq!(n["params"]["subscription"], id);
+    let call = &n["params"]["call"];
+    assert_eq!(
+        (
+            &call["history_tokens"],
+            &call["sent_tokens"],
+            &call["rewritten"]
+        ),
+        (&json!(900), &json!(300), &json!(true)),
+        "{call}"
+    );
     // Observations are not sent to it.
     f.read("src/lib.rs");
     watcher.call("projections.unsubscribe", json!({"subscription": id}));

@@ -27,6 +27,9 @@ use crate::world::{Class, World};
 pub const NOTIFICATION: &str = "observations";
 /// Method name of the notifications of projections served.
 pub const PROJECTIONS: &str = "projections";
+/// Method name of the notifications of model calls a proxy reported (`proxy.record`), sent to
+/// the subscribers of projections.
+pub const MODEL_CALLS: &str = "model_calls";
 /// Most observations per notification.
 const CHUNK: usize = 512;
 /// How often the fan-out thread looks at the stop flag when nothing happens.
@@ -211,6 +214,16 @@ impl Registry {
     /// Offers `event`, a projection just served, to its subscribers. Never waits: a subscriber
     /// whose queue is full is told how many it missed with the next one that gets through.
     pub fn publish_projection(&self, event: &Value) {
+        self.publish_told(PROJECTIONS, "projection", event);
+    }
+
+    /// Offers `event`, a model call a proxy reported, to the subscribers of projections: it
+    /// says what the projection was sent instead of.
+    pub fn publish_model_call(&self, event: &Value) {
+        self.publish_told(MODEL_CALLS, "call", event);
+    }
+
+    fn publish_told(&self, method: &str, field: &str, event: &Value) {
         let subs: Vec<Arc<Sub>> = self
             .subs
             .read()
@@ -220,10 +233,9 @@ impl Registry {
             .collect();
         for sub in subs {
             let pending = sub.pending_dropped.load(Ordering::Relaxed);
-            let line = protocol::notification(
-                PROJECTIONS,
-                json!({ "subscription": sub.id, "projection": event, "dropped": pending }),
-            );
+            let mut params = json!({ "subscription": sub.id, "dropped": pending });
+            params[field] = event.clone();
+            let line = protocol::notification(method, params);
             match sub.out.try_send(line) {
                 Ok(()) => {
                     sub.pending_dropped.fetch_sub(pending, Ordering::Relaxed);

@@ -3,7 +3,7 @@
 //! `projections.subscribe`: each projection served, told to whoever watches (`worldfs watch`).
 
 use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -267,9 +267,7 @@ struct Told {
 /// What a projection's subscribers are told of it: its reply without the body (what it cost,
 /// and what it left out), for which conversation, and when.
 fn served(reply: &str, session: Option<&str>, time: SystemTime) -> Value {
-    let now = time
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+    let now = super::millis(time);
     let t: Told = match serde_json::from_str(reply) {
         Ok(t) => t,
         // The daemon's own serialization: cannot happen, and a watcher is no reason to fail.

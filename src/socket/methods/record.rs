@@ -599,5 +599,13 @@ pub(super) fn proxy_record(shared: &Shared, p: ProxyRecord) -> Result<Value, Rpc
     shared
         .proxy
         .record(p.history_tokens, p.sent_tokens, p.rewritten);
+    if shared.subs.wants_projections() {
+        shared.subs.publish_model_call(&json!({
+            "time_ms": super::millis(std::time::SystemTime::now()),
+            "history_tokens": p.history_tokens,
+            "sent_tokens": p.sent_tokens,
+            "rewritten": p.rewritten,
+        }));
+    }
     Ok(json!(shared.proxy.report()))
 }
