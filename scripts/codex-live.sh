@@ -412,15 +412,22 @@ checks=$((checks + 13))
 grep -q "/v1/responses: sent" "$WORK/proxy.log" || fail "the proxy logged no rewritten call: $(tail -5 "$WORK/proxy.log")"
 pass "the proxy says what it sent instead"
 SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/proxy.log")
+# The proxy tells each rewritten call's account once it has gone upstream: wait for them all.
+for _ in $(seq 50); do
+  [ "$(grep -c '"event":"model_call"' "$WORK/watch.jsonl" || true)" -ge "$SENT" ] && break
+  sleep 0.1
+done
 TOLD=$(python3 -c '
 import json, sys
 # The proxy asks for the text it puts in place of the history, for the session of the conversation
 # (`worldfs projection` above asked for none).
-told = [e for e in map(json.loads, open(sys.argv[1])) if e.get("event") == "projection"
+seen = list(map(json.loads, open(sys.argv[1])))
+told = [e for e in seen if e.get("event") == "projection"
         and e.get("format") == "text" and e.get("session") and e["tokens"] <= e["budget"]]
-print(len(told))' "$WORK/watch.jsonl")
-[ "$TOLD" = "$SENT" ] || fail "worldfs watch told $TOLD projections within budget of the $SENT calls the proxy rewrote"
-pass "worldfs watch told each call the proxy rewrote as a projection within its budget ($TOLD)"
+accounts = [e for e in seen if e.get("event") == "model_call" and e.get("rewritten")]
+print(len(told), len(accounts))' "$WORK/watch.jsonl")
+[ "$TOLD" = "$SENT $SENT" ] || fail "worldfs watch told (projections within budget, accounts) $TOLD of the $SENT calls the proxy rewrote"
+pass "worldfs watch told each call the proxy rewrote as a projection within its budget, and its account ($TOLD)"
 
 # With OpenAI's own provider (an API key), Codex compacts on OpenAI's servers: a call whose
 # input ends with a `compaction_trigger` item, answered with one encrypted `compaction` item
