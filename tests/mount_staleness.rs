@@ -443,3 +443,89 @@ fn open_descriptor_sees_rewrite_behind() {
         );
     }
 }
+
+/// Watching SOURCE reads its directories (each one when the mount starts, and each directory
+/// that comes into the tree when its arrival is seen), and must leave their access times as
+/// they were, as a native tree's stay: pjdfstest's `utimensat` check once saw a directory's
+/// times, set through the mount, overwritten when the watch got to it late.
+#[test]
+fn watching_changes_no_access_time() {
+    use std::ffi::OsStr;
+    // 2020-01-01: more than a day old, so any read of the directory would renew it.
+    const OLD: i64 = 1_577_836_800;
+    let set_old_atime = |p: &Path| {
+        let times = [
+            libc::timespec {
+                tv_sec: OLD,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: 0,
+                tv_nsec: libc::UTIME_OMIT,
+            },
+        ];
+        let c = common::cpath(p);
+        // SAFETY: a valid path and two timespecs.
+        let r = unsafe { libc::utimensat(libc::AT_FDCWD, c.as_ptr(), times.as_ptr(), 0) };
+        assert_eq!(
+            r,
+            0,
+            "utimensat {}: {}",
+            p.display(),
+            common::errno_name(common::errno())
+        );
+    };
+    let atime = |p: &Path| {
+        fs::metadata(p)
+            .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+            .atime()
+    };
+    let m = mirror(&[], |src| {
+        fs::create_dir_all(src.join("a/b")).unwrap_or_else(|e| panic!("{e}"));
+        set_old_atime(&src.join("a"));
+        set_old_atime(&src.join("a/b"));
+    });
+    // The watch is set before the mount appears: its walk of the tree is over.
+    for dir in ["a", "a/b"] {
+        assert_eq!(
+            atime(&m.backing(dir)),
+            OLD,
+            "{dir}, read to be watched at the mount"
+        );
+    }
+    // A tree moved in behind the mount is walked when the move is seen.
+    let outside = m.scratch.join("tree");
+    fs::create_dir_all(outside.join("x/y")).unwrap_or_else(|e| panic!("{e}"));
+    for dir in ["", "x", "x/y"] {
+        set_old_atime(&outside.join(dir));
+    }
+    fs::rename(&outside, m.backing("moved")).unwrap_or_else(|e| panic!("rename: {e}"));
+    // Its deepest directory is watched once a file made in it is reported (a file made before
+    // the watch is set goes unreported: each try makes another).
+    let socket = m.socket();
+    let mut tries = 0;
+    let reported = || {
+        tries += 1;
+        fs::write(m.backing(format!("moved/x/y/f{tries}")), "f").unwrap_or_else(|e| panic!("{e}"));
+        let out = common::worldfs(&[
+            OsStr::new("ctl"),
+            OsStr::new("--socket"),
+            socket.as_os_str(),
+            OsStr::new("changes.since"),
+            OsStr::new(r#"{"classes": ["none"], "prefix": "moved/x/y"}"#),
+        ]);
+        String::from_utf8_lossy(&out.stdout).contains("\"moved/x/y/f")
+    };
+    visible(
+        &m,
+        "a file made behind the mount in a directory moved in",
+        reported,
+    );
+    for dir in ["moved", "moved/x", "moved/x/y"] {
+        assert_eq!(
+            atime(&m.backing(dir)),
+            OLD,
+            "{dir}, read to be watched once moved in"
+        );
+    }
+}

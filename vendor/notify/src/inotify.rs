@@ -19,7 +19,7 @@ use inotify_sys::{EventMask, Inotify, WatchDescriptor, WatchMask};
 use notify_types::event::EventKindMask;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::ffi::OsStr;
-use std::fs::{Metadata, metadata, read_dir, symlink_metadata};
+use std::fs::{Metadata, metadata, symlink_metadata};
 use std::os::unix::fs::MetadataExt;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
@@ -1180,6 +1180,111 @@ impl WalkFailure {
     }
 }
 
+/// worldfs: the entries of the directory `dir` (but `.` and `..`), each with its type, read
+/// without updating the directory's access time.
+///
+/// `std::fs::read_dir` updates it like any reader, so a recursive watch rewrote the access time
+/// of every directory of the tree it watched (at the watch, and of each directory created
+/// later, whenever the watch got to it): a side effect of watching that a program reading
+/// those times could see. `O_NOATIME` needs the directory's owner (or `CAP_FOWNER`); without
+/// them the directory is read as before.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+fn read_dir_noatime(dir: &Path) -> std::io::Result<Vec<(PathBuf, std::io::Result<EntryKind>)>> {
+    use std::ffi::{CStr, CString};
+    use std::io;
+    use std::os::unix::ffi::OsStrExt;
+
+    let c_dir = CString::new(dir.as_os_str().as_bytes())
+        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_CLOEXEC;
+    // SAFETY: `c_dir` is a NUL-terminated path.
+    let mut fd = unsafe { libc::open(c_dir.as_ptr(), flags | libc::O_NOATIME) };
+    if fd < 0 && io::Error::last_os_error().raw_os_error() == Some(libc::EPERM) {
+        // SAFETY: as above.
+        fd = unsafe { libc::open(c_dir.as_ptr(), flags) };
+    }
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` is an open directory; from here on the stream owns it.
+    let stream = unsafe { libc::fdopendir(fd) };
+    if stream.is_null() {
+        let err = io::Error::last_os_error();
+        // SAFETY: `fd` is open and owned by nothing else.
+        unsafe { libc::close(fd) };
+        return Err(err);
+    }
+    let mut out = Vec::new();
+    let result = loop {
+        // `readdir` says the end and an error the same way; errno tells them apart.
+        // SAFETY: writes this thread's errno.
+        unsafe { *libc::__errno_location() = 0 };
+        // SAFETY: `stream` is open until the `closedir` below.
+        let entry = unsafe { libc::readdir(stream) };
+        if entry.is_null() {
+            let err = io::Error::last_os_error();
+            break match err.raw_os_error() {
+                Some(0) | None => Ok(()),
+                Some(_) => Err(err),
+            };
+        }
+        // SAFETY: `readdir` returned an entry whose name is NUL-terminated, valid until the
+        // next call on `stream`; it is copied out before that.
+        let (name, d_type) = unsafe { (CStr::from_ptr((*entry).d_name.as_ptr()), (*entry).d_type) };
+        let name = name.to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let path = dir.join(OsStr::from_bytes(name));
+        let kind = match d_type {
+            // A file system that does not say (`DT_UNKNOWN`) is asked with `lstat`, which reads
+            // no directory.
+            libc::DT_UNKNOWN => symlink_metadata(&path).map(|m| m.file_type().into()),
+            _ => Ok(EntryKind {
+                dir: d_type == libc::DT_DIR,
+                symlink: d_type == libc::DT_LNK,
+            }),
+        };
+        out.push((path, kind));
+    };
+    // SAFETY: `stream` is open; this closes it and its descriptor.
+    unsafe { libc::closedir(stream) };
+    result.map(|()| out)
+}
+
+/// worldfs: what the walk needs to know of an entry's type.
+#[derive(Debug, Clone, Copy)]
+struct EntryKind {
+    dir: bool,
+    symlink: bool,
+}
+
+impl EntryKind {
+    fn is_dir(self) -> bool {
+        self.dir
+    }
+
+    fn is_symlink(self) -> bool {
+        self.symlink
+    }
+}
+
+impl From<std::fs::FileType> for EntryKind {
+    fn from(t: std::fs::FileType) -> Self {
+        EntryKind {
+            dir: t.is_dir(),
+            symlink: t.is_symlink(),
+        }
+    }
+}
+
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn read_dir_noatime(dir: &Path) -> std::io::Result<Vec<(PathBuf, std::io::Result<EntryKind>)>> {
+    std::fs::read_dir(dir)?
+        .map(|entry| entry.map(|e| (e.path(), e.file_type().map(EntryKind::from))))
+        .collect()
+}
+
 /// Yields the directories to watch below `from`, and the errors that hid part of the tree.
 ///
 /// Each directory is named the way `root` was asked for, and `barriers` are the paths the walk
@@ -1242,7 +1347,9 @@ fn walk_dirs(
                     return Some(Ok(path));
                 }
                 Step::Read(path) => {
-                    let entries = match read_dir(&path.absolute) {
+                    // worldfs: read without touching the directory's access time (see
+                    // `read_dir_noatime`).
+                    let entries = match read_dir_noatime(&path.absolute) {
                         Ok(entries) => entries,
                         Err(err) => {
                             return Some(Err(Error::io_watch(err).add_path(path.requested)));
@@ -1250,21 +1357,11 @@ fn walk_dirs(
                     };
                     let start = pending.len();
                     // Buffer paths, not directory handles, so deep trees do not exhaust descriptors.
-                    for entry in entries {
-                        let entry = match entry {
-                            Ok(entry) => entry,
-                            Err(err) => {
-                                pending.push(Step::Error(
-                                    Error::io_watch(err).add_path(path.requested.clone()),
-                                ));
-                                continue;
-                            }
-                        };
-                        let absolute = entry.path();
+                    for (absolute, kind) in entries {
                         if barriers.contains(&absolute) {
                             continue;
                         }
-                        match entry.file_type() {
+                        match kind {
                             Ok(kind) if kind.is_dir() || (follow_links && kind.is_symlink()) => {
                                 pending.push(Step::Visit(root.child(absolute)));
                             }
