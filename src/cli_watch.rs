@@ -153,11 +153,18 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
                 if !earlier.is_empty()
                     && let Some(list) = params.get_mut("observations").and_then(Value::as_array_mut)
                 {
-                    list.retain(|r| {
-                        r.get("seq")
-                            .and_then(Value::as_u64)
-                            .is_none_or(|s| !earlier.contains(&s))
-                    });
+                    let seq = |r: &Value| r.get("seq").and_then(Value::as_u64);
+                    let before = earlier.iter().max().copied().unwrap_or(0);
+                    list.retain(|r| seq(r).is_none_or(|s| !earlier.contains(&s)));
+                    // Past what was read before, nothing more can come twice.
+                    if list
+                        .iter()
+                        .filter_map(seq)
+                        .min()
+                        .is_some_and(|s| s > before)
+                    {
+                        earlier.clear();
+                    }
                 }
                 observations(&params, dropped, opts.json, &mut printer)
             }
@@ -223,11 +230,7 @@ fn projection(params: &Value, dropped: u64, json: bool, printer: &mut Printer) -
         if dropped > 0 {
             eprintln!("worldfs: {dropped} projections not told before this one");
         }
-        let mut v = json!({ "event": "projection" });
-        if let (Some(o), Some(e)) = (v.as_object_mut(), event.as_object()) {
-            o.extend(e.clone());
-        }
-        return format!("{v}\n");
+        return event_line("projection", event);
     }
     let mut s = String::new();
     if dropped > 0 {
@@ -245,11 +248,7 @@ fn projection(params: &Value, dropped: u64, json: bool, printer: &mut Printer) -
 fn model_call(params: &Value, json: bool) -> String {
     let call = params.get("call").unwrap_or(&Value::Null);
     if json {
-        let mut v = json!({ "event": "model_call" });
-        if let (Some(o), Some(e)) = (v.as_object_mut(), call.as_object()) {
-            o.extend(e.clone());
-        }
-        return format!("{v}\n");
+        return event_line("model_call", call);
     }
     let u = |k: &str| call.get(k).and_then(Value::as_u64).unwrap_or(0);
     let (history, sent) = (u("history_tokens"), u("sent_tokens"));
@@ -280,6 +279,15 @@ fn model_call(params: &Value, json: bool) -> String {
         "-",
         "call"
     )
+}
+
+/// `--json`'s line for what is not an observation: its fields, and `event` saying what it is.
+fn event_line(event: &str, fields: &Value) -> String {
+    let mut v = json!({ "event": event });
+    if let (Some(o), Some(f)) = (v.as_object_mut(), fields.as_object()) {
+        o.extend(f.clone());
+    }
+    format!("{v}\n")
 }
 
 fn class_name(c: WatchClass) -> &'static str {
