@@ -804,8 +804,10 @@ first_sid = json.load(open(f"{work}/fix.json"))["session_id"]
 watched = [json.loads(l) for l in open(f"{work}/watch.jsonl").readlines()[:int(open(f"{work}/watch-first.count").read())]]
 told = [e for e in watched if e.get("event") == "projection" and e.get("session") == first_sid]
 accounts = [e for e in watched if e.get("event") == "model_call" and e.get("rewritten")]
-check(len(told) == first_rewritten == len(accounts) and all(e["tokens"] <= e["budget"] for e in told) and any(e.get("op") == "open" and e.get("path") == "calc.py" for e in watched),
-      f"`worldfs watch` showed the reads of calc.py, and each call the proxy rewrote as a projection of the session within its budget and with its account ({len(told)} and {len(accounts)} of {first_rewritten})")
+edits = [e for e in watched if e.get("event") == "step" and e.get("session") == first_sid and e.get("tool_name") == "Edit"
+         and e.get("input", {}).get("file_path", "").endswith("/calc.py")]
+check(len(told) == first_rewritten == len(accounts) and all(e["tokens"] <= e["budget"] for e in told) and any(e.get("op") == "open" and e.get("path") == "calc.py" for e in watched) and len(edits) == 1,
+      f"`worldfs watch` showed the reads of calc.py, its Edit as a step of the session ({len(edits)}), and each call the proxy rewrote as a projection of the session within its budget and with its account ({len(told)} and {len(accounts)} of {first_rewritten})")
 last = json.dumps(main[-1]["body"]["messages"]) if main else ""
 check("return a + b" in last and "return a - b" not in last, "the last call sent upstream holds calc.py as it is now, and not its stale first read")
 rule = "run `python3 calc.py` after a change"

@@ -258,8 +258,9 @@ pub enum Command {
     },
     /// Print what happens in the mount as it happens, one line each: who read or wrote which
     /// file (program, pid, byte ranges), listings, renames and removals, what changed behind
-    /// the mount, and each projection served (each model call behind `worldfs proxy`): its
-    /// tokens, and what it newly left out. Runs until Ctrl-C or until the mount goes away.
+    /// the mount, each tool call the hook records, and each projection served (each model call
+    /// behind `worldfs proxy`): its tokens, and what it newly left out. Runs until Ctrl-C or
+    /// until the mount goes away.
     ///
     /// Each line: local time, the program and its pid, how the world counts it (`agent`: the
     /// agent or a tool it ran that shows what it reads, `weak`: an interpreter, compiler or

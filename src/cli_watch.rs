@@ -170,6 +170,7 @@ pub fn run(opts: &WatchOptions) -> anyhow::Result<()> {
             }
             Some("projections") => projection(&params, dropped, opts.json, &mut printer),
             Some("model_calls") => model_call(&params, opts.json),
+            Some("steps") => step(&params, opts.json, mount_point.as_deref()),
             _ => continue,
         };
         if write(&text)? == Written::ReaderGone {
@@ -281,6 +282,58 @@ fn model_call(params: &Value, json: bool) -> String {
     )
 }
 
+/// The text for one step recorded: the agent's tool call, named by what it was about (a path,
+/// shown relative to the mount, a command, a pattern).
+fn step(params: &Value, json: bool, mount_point: Option<&Path>) -> String {
+    let step = params.get("step").unwrap_or(&Value::Null);
+    if json {
+        return event_line("step", step);
+    }
+    let s = |k: &str| step.get(k).and_then(Value::as_str).unwrap_or("");
+    let who = match s("session") {
+        "" => "step".to_owned(),
+        id => format!("step[{}]", id.chars().take(8).collect::<String>()),
+    };
+    let input = step.get("input").unwrap_or(&Value::Null);
+    let about = [
+        "file_path",
+        "notebook_path",
+        "command",
+        "pattern",
+        "url",
+        "query",
+        "path",
+    ]
+    .iter()
+    .find_map(|k| input.get(*k).and_then(Value::as_str))
+    .map(|v| {
+        mount_point
+            .and_then(|m| Path::new(v).strip_prefix(m).ok())
+            .map_or_else(|| v.to_owned(), |rel| rel.display().to_string())
+    })
+    .unwrap_or_else(|| {
+        let all = input.to_string();
+        match all.char_indices().nth(STEP_INPUT_CHARS) {
+            Some((i, _)) => format!("{}…", &all[..i]),
+            None => all,
+        }
+    });
+    // One line each: a command may span several.
+    let about = about.replace('\n', " ");
+    let error = if step.get("is_error").and_then(Value::as_bool) == Some(true) {
+        "  (error)"
+    } else {
+        ""
+    };
+    format!(
+        "{}  {:<22} {:<5}  {:<9} {about}{error}\n",
+        clock(step.get("time_ms").and_then(Value::as_u64).unwrap_or(0)),
+        who,
+        "-",
+        s("tool_name"),
+    )
+}
+
 /// `--json`'s line for what is not an observation: its fields, and `event` saying what it is.
 fn event_line(event: &str, fields: &Value) -> String {
     let mut v = json!({ "event": event });
@@ -357,6 +410,8 @@ impl Line {
 const OPENERS_KEPT: usize = 4096;
 /// Most requesters whose last projection is remembered; past it the memory starts again.
 const REQUESTERS_KEPT: usize = 256;
+/// Most characters of a step's input shown when it names no path, command or pattern.
+const STEP_INPUT_CHARS: usize = 100;
 /// Most of a projection's left-out parts listed on their own lines.
 const LEFT_OUT_LISTED: usize = 8;
 
@@ -919,6 +974,34 @@ mod tests {
         ))
         .unwrap_or_default();
         assert_eq!(json["event"], "model_call");
+    }
+
+    #[test]
+    fn a_step_is_named_by_what_it_was_about() {
+        let line = |step: Value| {
+            let l = super::step(&json!({ "step": step }), false, Some(Path::new("/p")));
+            l.split_once("  ")
+                .map_or(String::new(), |(_, r)| r.trim_end().to_owned())
+        };
+        let head = |who: &str, tool: &str| format!("{who:<22} {:<5}  {tool:<9} ", "-");
+        assert_eq!(
+            line(json!({"session": "5f2c1a9b-77", "tool_name": "Read",
+                        "input": {"file_path": "/p/src/a.py"}})),
+            format!("{}src/a.py", head("step[5f2c1a9b]", "Read"))
+        );
+        assert_eq!(
+            line(
+                json!({"tool_name": "Bash", "input": {"command": "cd x &&\npytest"},
+                        "is_error": true})
+            ),
+            format!("{}cd x && pytest  (error)", head("step", "Bash"))
+        );
+        let long = "y".repeat(300);
+        let other = line(json!({"tool_name": "Task", "input": {"x": long}}));
+        assert!(
+            other.ends_with('…') && other.chars().count() < 160,
+            "{other}"
+        );
     }
 
     #[test]

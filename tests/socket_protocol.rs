@@ -1796,7 +1796,8 @@ fn subscriptions_push_notifications_and_unsubscribe() {
 }
 
 /// Each projection served is told to the subscribers of projections: what it cost and what it
-/// left out, for which conversation, without its body; and no longer once they unsubscribe.
+/// left out, for which conversation, without its body; so are the model calls a proxy reports
+/// and the steps recorded; and nothing once they unsubscribe.
 #[test]
 fn projections_served_are_told_to_their_subscribers() {
     let f = Fixture::new();
@@ -1849,10 +1850,27 @@ fn projections_served_are_told_to_their_subscribers() {
         (&json!(900), &json!(300), &json!(true)),
         "{call}"
     );
+    // And each step recorded, its input's long strings cut (a Write's content).
+    let content = "x".repeat(5000);
+    c.call(
+        "step.record",
+        json!({"tool_use_id": "t1", "tool_name": "Write", "session": "s-1",
+               "input": {"file_path": "notes.md", "content": content}, "result": "ok"}),
+    );
+    let n = watcher.read_value();
+    assert_eq!(n["method"], "steps");
+    let step = &n["params"]["step"];
+    assert_eq!(
+        (&step["tool_name"], &step["session"]),
+        (&json!("Write"), &json!("s-1"))
+    );
+    assert_eq!(step["input"]["file_path"], "notes.md");
+    let told = step["input"]["content"].as_str().unwrap_or_default();
+    assert!(told.ends_with('…') && told.chars().count() == 201, "{told}");
     // Observations are not sent to it.
     f.read("src/lib.rs");
     watcher.call("projections.unsubscribe", json!({"subscription": id}));
-    c.call("projection.get", json!({"budget": 40}));
+    c.call("projection.get", json!({"budget": 2000}));
     let r = watcher.call_raw("goal.get", json!({}));
     assert!(r.get("result").is_some(), "nothing but the response: {r}");
 }

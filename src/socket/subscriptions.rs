@@ -30,6 +30,9 @@ pub const PROJECTIONS: &str = "projections";
 /// Method name of the notifications of model calls a proxy reported (`proxy.record`), sent to
 /// the subscribers of projections.
 pub const MODEL_CALLS: &str = "model_calls";
+/// Method name of the notifications of steps recorded (`step.record`), sent to the subscribers
+/// of projections: the tool calls those projections follow.
+pub const STEPS: &str = "steps";
 /// Most observations per notification.
 const CHUNK: usize = 512;
 /// How often the fan-out thread looks at the stop flag when nothing happens.
@@ -221,6 +224,11 @@ impl Registry {
     /// says what the projection was sent instead of.
     pub fn publish_model_call(&self, event: &Value) {
         self.publish_told(MODEL_CALLS, "call", event);
+    }
+
+    /// Offers `event`, a step just recorded, to the subscribers of projections.
+    pub fn publish_step(&self, event: &Value) {
+        self.publish_told(STEPS, "step", event);
     }
 
     fn publish_told(&self, method: &str, field: &str, event: &Value) {

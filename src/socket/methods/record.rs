@@ -232,6 +232,17 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
     {
         w.harness().note_step_tool(name);
     }
+    if shared.subs.wants_projections() {
+        shared.subs.publish_step(&json!({
+            "time_ms": super::millis(std::time::SystemTime::now()),
+            "session": of_session,
+            "turn": turn,
+            "tool_name": p.tool_name,
+            "input": shortened(&p.input),
+            "is_error": p.is_error,
+            "result_bytes": p.result.len(),
+        }));
+    }
     let step = Step {
         tool_use_id: p.tool_use_id,
         tool_name: p.tool_name,
@@ -257,6 +268,26 @@ pub(super) fn step_record(shared: &Shared, p: StepRecord) -> Result<Value, RpcEr
         "history_tokens": shared.tokens.report().history_tokens,
         "views_applied": viewed,
     }))
+}
+
+/// Longest string of a step's input told to subscribers, in characters: a Write's content can be
+/// megabytes, and a watch wants the path.
+const TOLD_STRING_CHARS: usize = 200;
+
+/// `input` with every string longer than [`TOLD_STRING_CHARS`] cut there (marked `…`).
+fn shortened(input: &Value) -> Value {
+    match input {
+        Value::String(s) if s.chars().count() > TOLD_STRING_CHARS => {
+            let mut cut: String = s.chars().take(TOLD_STRING_CHARS).collect();
+            cut.push('…');
+            Value::String(cut)
+        }
+        Value::Array(a) => Value::Array(a.iter().map(shortened).collect()),
+        Value::Object(o) => {
+            Value::Object(o.iter().map(|(k, v)| (k.clone(), shortened(v))).collect())
+        }
+        other => other.clone(),
+    }
 }
 
 #[derive(Deserialize)]
