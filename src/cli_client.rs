@@ -548,24 +548,22 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
 /// What the last projection served left out: what a user asks after the agent lost sight of
 /// something (`worldfs watch` shows it for every one).
 fn last_projection_line(last: &Value) -> String {
-    use crate::cli_watch::{clock, left_out, thousands};
+    use crate::cli_watch::{clock, cost, left_out, short_id, thousands};
     let u = |k: &str| last.get(k).and_then(Value::as_u64).unwrap_or(0);
     let whose = match last.get("session").and_then(Value::as_str) {
-        Some(s) => format!(", session {}", s.chars().take(8).collect::<String>()),
+        Some(s) => format!(", session {}", short_id(s)),
         None => String::new(),
     };
     let total = u("evicted_total");
     let head = format!(
-        "left out: {} by the last projection ({}{whose}: {} of {} tokens, {} shown)",
+        "left out: {} by the last projection ({}{whose}: {})",
         if total == 0 {
             "nothing".to_owned()
         } else {
             total.to_string()
         },
         clock(u("time_ms")),
-        thousands(u("tokens")),
-        thousands(u("budget")),
-        u("entries"),
+        cost(last),
     );
     let listed: Vec<String> = last
         .get("evicted")

@@ -24,7 +24,7 @@ mod format;
 mod projection_lines;
 
 use self::file_lines::FileLines;
-pub(crate) use self::format::{clock, thousands};
+pub(crate) use self::format::{clock, cost, short_id, thousands};
 use self::projection_lines::ProjectionLines;
 pub(crate) use self::projection_lines::left_out;
 
@@ -307,7 +307,7 @@ fn step(params: &Value, json: bool, mount_point: Option<&Path>) -> String {
     let s = |k: &str| step.get(k).and_then(Value::as_str).unwrap_or("");
     let who = match s("session") {
         "" => "step".to_owned(),
-        id => format!("step[{}]", id.chars().take(8).collect::<String>()),
+        id => format!("step[{}]", short_id(id)),
     };
     let input = step.get("input").unwrap_or(&Value::Null);
     let about = [

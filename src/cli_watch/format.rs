@@ -13,6 +13,24 @@ pub(crate) fn thousands(n: u64) -> String {
     out
 }
 
+/// A conversation's id as the watch and `worldfs status` name it: its first 8 characters, which
+/// tell a mount's few conversations apart.
+pub(crate) fn short_id(id: &str) -> String {
+    id.chars().take(8).collect()
+}
+
+/// What a projection served cost (a `projections` event, or `stats.last_projection`):
+/// `7,812 of 8,000 tokens, 23 shown`.
+pub(crate) fn cost(e: &serde_json::Value) -> String {
+    let u = |k: &str| e.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+    format!(
+        "{} of {} tokens, {} shown",
+        thousands(u("tokens")),
+        thousands(u("budget")),
+        u("entries")
+    )
+}
+
 /// The time of day in the local time zone, to the millisecond.
 pub(crate) fn clock(time_ms: u64) -> String {
     i64::try_from(time_ms)

@@ -5,7 +5,7 @@ use std::collections::{HashMap, HashSet};
 
 use serde_json::Value;
 
-use super::format::{clock, thousands};
+use super::format::{clock, cost, short_id, thousands};
 
 /// Most requesters whose last projection is remembered; past it the memory starts again.
 const REQUESTERS_KEPT: usize = 256;
@@ -39,18 +39,10 @@ impl ProjectionLines {
         let who = if session.is_empty() {
             "projection".to_owned()
         } else {
-            format!(
-                "projection[{}]",
-                session.chars().take(8).collect::<String>()
-            )
+            format!("projection[{}]", short_id(&session))
         };
         let total = u("evicted_total");
-        let mut head = format!(
-            "{} of {} tokens, {} shown, {total} left out",
-            thousands(u("tokens")),
-            thousands(u("budget")),
-            u("entries"),
-        );
+        let mut head = format!("{}, {total} left out", cost(e));
         if u("in_request") > 0 {
             head.push_str(&format!(", {} in the request itself", u("in_request")));
         }
