@@ -91,7 +91,13 @@ pub enum Command {
     },
     /// Internal: watches a daemon and aborts its connection if it dies (started by `mount`).
     #[command(name = "__watchdog", hide = true)]
-    Watchdog { pid: u32, dev: u64, target: PathBuf },
+    Watchdog {
+        pid: u32,
+        dev: u64,
+        target: PathBuf,
+        /// The daemon's socket, removed if the daemon dies without removing it.
+        socket: Option<PathBuf>,
+    },
     /// Unmount a worldfs mount, also one whose daemon died.
     Unmount {
         /// The mount point (SOURCE for an in-place mount).

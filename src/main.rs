@@ -128,7 +128,12 @@ fn main() -> ExitCode {
             socket: target,
         }),
         Command::Unmount { path } => mount::unmount(&path),
-        Command::Watchdog { pid, dev, target } => worldfs::watchdog::run(pid, dev, &target),
+        Command::Watchdog {
+            pid,
+            dev,
+            target,
+            socket,
+        } => worldfs::watchdog::run(pid, dev, &target, socket.as_deref()),
         // Socket clients (issue 4): their exit codes say whether the daemon answered.
         Command::Ctl { .. }
         | Command::Projection { .. }

@@ -329,7 +329,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         })
         .context("spawning the signal thread")?;
 
-    let mut watchdog = crate::watchdog::spawn(&plan.target)
+    let mut watchdog = crate::watchdog::spawn(&plan.target, server.as_ref().map(|s| s.path()))
         .map_err(|e| warn!("cannot start the watchdog process: {e}"))
         .ok();
     let _pid_file = crate::runtime::PidFile::create(&plan.target)

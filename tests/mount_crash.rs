@@ -261,3 +261,42 @@ fn sigkill_mid_write_daemon_io() {
 fn sigkill_mid_write_in_place() {
     crash_during_writes(Mode::InPlace, &[]);
 }
+
+/// A killed daemon cannot remove its pid file and its socket; its watchdog does, so a runtime
+/// directory does not fill with them (a crash test's temporary mounts left two files each).
+#[test]
+fn a_killed_daemons_pid_file_and_socket_are_removed() {
+    let m = Mount::mirror();
+    let socket = m.socket();
+    let dir = socket
+        .parent()
+        .unwrap_or_else(|| panic!("the socket has a directory: {}", socket.display()))
+        .to_path_buf();
+    let root = m.root.display().to_string();
+    // The pid file names the mount point on its second line.
+    let pid_file = || {
+        fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "pid"))
+            .find(|p| fs::read_to_string(p).is_ok_and(|t| t.lines().nth(1) == Some(&*root)))
+    };
+    assert!(socket.exists(), "{}", socket.display());
+    assert!(
+        pid_file().is_some(),
+        "no pid file for {root} in {}",
+        dir.display()
+    );
+    m.kill9();
+    let gone = wait_until(Duration::from_secs(5), || {
+        !socket.exists() && pid_file().is_none()
+    });
+    assert!(
+        gone.is_some(),
+        "left after the daemon was killed: socket {} ({}), pid file {:?}",
+        socket.display(),
+        socket.exists(),
+        pid_file()
+    );
+}
