@@ -79,12 +79,17 @@ pub fn capped_input(v: Value) -> Value {
 
 /// `v` with every string longer than 2 KiB cut.
 pub fn shorten_strings(v: Value) -> Value {
+    map_strings(v, &|s| cut_head(s, MAX_INPUT_STRING_BYTES))
+}
+
+/// `v` with `cut` applied to every string in it, however deep (not to object keys).
+pub fn map_strings(v: Value, cut: &impl Fn(String) -> String) -> Value {
     match v {
-        Value::String(s) => Value::String(cut_head(s, MAX_INPUT_STRING_BYTES)),
-        Value::Array(a) => Value::Array(a.into_iter().map(shorten_strings).collect()),
+        Value::String(s) => Value::String(cut(s)),
+        Value::Array(a) => Value::Array(a.into_iter().map(|v| map_strings(v, cut)).collect()),
         Value::Object(o) => Value::Object(
             o.into_iter()
-                .map(|(k, v)| (k, shorten_strings(v)))
+                .map(|(k, v)| (k, map_strings(v, cut)))
                 .collect(),
         ),
         other => other,

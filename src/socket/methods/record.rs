@@ -276,18 +276,13 @@ const TOLD_STRING_CHARS: usize = 200;
 
 /// `input` with every string longer than [`TOLD_STRING_CHARS`] cut there (marked `…`).
 fn shortened(input: &Value) -> Value {
-    match input {
-        Value::String(s) if s.chars().count() > TOLD_STRING_CHARS => {
-            let mut cut: String = s.chars().take(TOLD_STRING_CHARS).collect();
-            cut.push('…');
-            Value::String(cut)
-        }
-        Value::Array(a) => Value::Array(a.iter().map(shortened).collect()),
-        Value::Object(o) => {
-            Value::Object(o.iter().map(|(k, v)| (k.clone(), shortened(v))).collect())
-        }
-        other => other.clone(),
-    }
+    crate::socket::fit::map_strings(input.clone(), &|s| match s
+        .char_indices()
+        .nth(TOLD_STRING_CHARS)
+    {
+        Some((at, _)) => format!("{}…", &s[..at]),
+        None => s,
+    })
 }
 
 #[derive(Deserialize)]
