@@ -8,9 +8,8 @@
 //! watchdog process does, and only while the same mount is still in place. It also removes
 //! what the dead daemon would have removed at its end: its pid file and its socket.
 
-use std::os::unix::fs::MetadataExt;
-
 use std::io;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
