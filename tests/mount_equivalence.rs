@@ -2995,15 +2995,15 @@ fn set_id_bits_cleared_as_natively() {
                 ));
             }
             // what the mount shows is what the backing file holds (no stale cached mode)
-            if let Ok(st) = m.backing_lstat(&format!("{}/f", g.0)) {
-                if st.st_mode & 0o7777 != g.2 {
-                    problems.push(format!(
-                        "{}: mode {:o} through the mount but {:o} in SOURCE",
-                        g.0,
-                        g.2,
-                        st.st_mode & 0o7777
-                    ));
-                }
+            if let Ok(st) = m.backing_lstat(&format!("{}/f", g.0))
+                && st.st_mode & 0o7777 != g.2
+            {
+                problems.push(format!(
+                    "{}: mode {:o} through the mount but {:o} in SOURCE",
+                    g.0,
+                    g.2,
+                    st.st_mode & 0o7777
+                ));
             }
         }
         assert!(

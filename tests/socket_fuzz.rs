@@ -241,7 +241,7 @@ fn fuzz_100k_requests_server_stays_alive_and_correct() {
             // Bounded, so the ring (which changes.since serializes) stays small.
             while !stop.load(Ordering::Relaxed) && i < 200 {
                 f.read(&format!("pkg/m{:02}.py", i % 20));
-                if i % 50 == 0 {
+                if i.is_multiple_of(50) {
                     f.write(
                         "src/util.rs",
                         &format!("pub fn helper() -> u32 {{ {i} }}\n"),

@@ -281,12 +281,12 @@ pub fn from_anthropic(body: &Value, trace: &Trace, counter: &mut Counter) -> Vec
             out.push(blk);
         }
     }
-    if let Some(tools) = body.get("tools").and_then(Value::as_array) {
-        if !tools.is_empty() {
-            // tools come first in the cached prefix; counted once as a block
-            let t = counter.block(Value::Array(tools.clone()).to_string(), Vec::new());
-            out.insert(0, t);
-        }
+    if let Some(tools) = body.get("tools").and_then(Value::as_array)
+        && !tools.is_empty()
+    {
+        // tools come first in the cached prefix; counted once as a block
+        let t = counter.block(Value::Array(tools.clone()).to_string(), Vec::new());
+        out.insert(0, t);
     }
     out
 }

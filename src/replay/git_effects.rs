@@ -94,10 +94,10 @@ impl Applier {
             if !entry.file_type().is_some_and(|t| t.is_file()) {
                 continue;
             }
-            if let Ok(rel) = entry.path().strip_prefix(pristine) {
-                if rel != Path::new(BASE_LISTING) {
-                    out.push((rel.to_owned(), entry.path().to_owned()));
-                }
+            if let Ok(rel) = entry.path().strip_prefix(pristine)
+                && rel != Path::new(BASE_LISTING)
+            {
+                out.push((rel.to_owned(), entry.path().to_owned()));
             }
         }
         out.sort();

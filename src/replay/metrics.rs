@@ -397,16 +397,16 @@ pub fn measure(
             m.present_stale_file += 1;
         }
         let mut missed = !fresh;
-        if let Some((a, b)) = n.lines {
-            if seen.covers(&n.path, a, b) {
-                m.needs_range += 1;
-                let ok = h.fresh.get(&n.path).is_some_and(|rs| covered(rs, a, b));
-                if ok {
-                    m.fresh_range += 1;
-                } else {
-                    m.forced_rereads += 1;
-                    missed = true;
-                }
+        if let Some((a, b)) = n.lines
+            && seen.covers(&n.path, a, b)
+        {
+            m.needs_range += 1;
+            let ok = h.fresh.get(&n.path).is_some_and(|rs| covered(rs, a, b));
+            if ok {
+                m.fresh_range += 1;
+            } else {
+                m.forced_rereads += 1;
+                missed = true;
             }
         }
         if missed {

@@ -82,10 +82,10 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
                 s.reads += x.measure.reads_next;
                 s.violations += x.violations;
                 s.over_budget += u64::from(x.over_budget);
-                if x.turn >= 40 {
-                    if let Some((b, ..)) = base.get(&x.turn).filter(|b| b.0 > 0) {
-                        late.push(x.tokens as f64 / *b as f64);
-                    }
+                if x.turn >= 40
+                    && let Some((b, ..)) = base.get(&x.turn).filter(|b| b.0 > 0)
+                {
+                    late.push(x.tokens as f64 / *b as f64);
                 }
             }
             s.tokens_ratio = ratio(s.tokens_total as f64, base_tokens as f64);

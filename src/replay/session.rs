@@ -112,11 +112,11 @@ impl Session {
                     if let Some(p) = line.strip_prefix("worldfs: socket ") {
                         let _ = tx.send(PathBuf::from(p.trim()));
                     }
-                    if let Ok(mut l) = log.lock() {
-                        if l.len() < 1 << 20 {
-                            l.push_str(&line);
-                            l.push('\n');
-                        }
+                    if let Ok(mut l) = log.lock()
+                        && l.len() < 1 << 20
+                    {
+                        l.push_str(&line);
+                        l.push('\n');
                     }
                 }
             });
@@ -141,10 +141,10 @@ impl Session {
                     )
                 }
             }
-            if let Some(c) = session.child.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    bail!("worldfs mount exited with {st}:\n{}", session.log());
-                }
+            if let Some(c) = session.child.as_mut()
+                && let Ok(Some(st)) = c.try_wait()
+            {
+                bail!("worldfs mount exited with {st}:\n{}", session.log());
             }
             if start.elapsed() > START_TIMEOUT {
                 bail!(
@@ -199,11 +199,9 @@ impl Session {
         let still = crate::mountinfo::worldfs_mounts()
             .map(|ms| ms.iter().any(|m| m.mount_point == self.root))
             .unwrap_or(false);
-        if still {
-            if let Ok(c) = cpath(&self.root) {
-                // SAFETY: valid path.
-                unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
-            }
+        if still && let Ok(c) = cpath(&self.root) {
+            // SAFETY: valid path.
+            unsafe { libc::umount2(c.as_ptr(), libc::MNT_DETACH) };
         }
         match status {
             Some(st) if st.success() && !still => Ok(()),

@@ -278,10 +278,10 @@ impl Step {
 
     /// The tool input as the agent sent it (the command for shell steps).
     pub fn call_input(&self) -> Value {
-        if let Some(i) = &self.input {
-            if i.is_object() {
-                return i.clone();
-            }
+        if let Some(i) = &self.input
+            && i.is_object()
+        {
+            return i.clone();
         }
         let mut m = serde_json::Map::new();
         if let Some(c) = &self.command {
@@ -297,10 +297,10 @@ impl Step {
             if let Some(t) = &self.new_text {
                 m.insert("new_string".into(), Value::from(t.clone()));
             }
-            if self.kind == Kind::Write {
-                if let Some(c) = &self.content {
-                    m.insert("content".into(), Value::from(c.clone()));
-                }
+            if self.kind == Kind::Write
+                && let Some(c) = &self.content
+            {
+                m.insert("content".into(), Value::from(c.clone()));
             }
         }
         Value::Object(m)
