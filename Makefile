@@ -16,6 +16,8 @@
 #   make bench-overhead observation on vs off, two mounts side by side, fsbench run twice with the sides swapped (<= 5%)
 #   make bench-restart  keeping the world across restarts: save, unmount, mounts that restore
 #                       a world of 20,000 entries against mounts with --no-state
+#   make bench-watcher fanotify against inotify: time to set the watch on 20,000 directories,
+#                       daemon CPU while files churn elsewhere on the file system, change latency
 #   make bench-render   projection render time after a change, in a world of 20,000 live entries
 #                       (in-process; RENDER_FILES=N, RENDER_RENDERS=R)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
@@ -32,7 +34,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-watcher bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -88,6 +90,9 @@ bench-catchup: build
 
 bench-restart: build
 	scripts/bench.sh restart
+
+bench-watcher: build
+	scripts/bench.sh watcher
 
 RENDER_FILES ?= 20000
 RENDER_RENDERS ?= 30

@@ -2,7 +2,7 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart]...
+#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart|watcher]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -63,6 +63,11 @@
 #            B observing (A --no-observe), then with A observing, and the overhead per
 #            workload is sqrt(r1/r2) of the two median pair ratios, which cancels whatever
 #            favours one side (position in fsbench's pairs, disk layout). Not in `all`.
+#   watcher  fanotify against inotify (`--watcher`), alternating, WATCH_ROUNDS=5 times, on a
+#            mirror mount of a tree of WATCH_DIRS=20000 directories (bench-work/watcher/src):
+#            the time to set the watch and the inotify watches held; the daemon's CPU time
+#            while WATCH_FILES=5000 files are created and removed outside SOURCE on the same
+#            file system; change visibility (change_latency, first round). Not in `all`.
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -104,9 +109,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|fs-user|latency|rss|socket|overhead|hook|proxy|proxy-codex|sessions|catchup|restart) ;;
+    fs|fs-user|latency|rss|socket|overhead|hook|proxy|proxy-codex|sessions|catchup|restart|watcher) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, proxy-codex, sessions, catchup, restart)" ;;
+    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, proxy-codex, sessions, catchup, restart, watcher)" ;;
   esac
 done
 
@@ -677,6 +682,95 @@ PY
   } | record
 }
 
+# ---------- watcher ----------
+# The two ways of watching SOURCE side by side: fanotify (one mark on its file system) and
+# inotify (a watch per directory). For each, alternating, WATCH_ROUNDS times: the time the
+# watch takes to set at the mount (the daemon's own log line) and the inotify watches it holds,
+# on a tree of WATCH_DIRS directories; the daemon's CPU time while another process creates and
+# removes WATCH_FILES files elsewhere on the same file system (the mark sees those too), against
+# the same loop with nothing mounted; and how soon a change behind the mount shows through it.
+proc_cpu_ms() {  # PID -> utime + stime of the process, in ms
+  awk -v hz="$(getconf CLK_TCK)" '{ print int(($14 + $15) * 1000 / hz) }' "/proc/$1/stat"
+}
+inotify_watches() {  # PID -> inotify watches held
+  cat /proc/"$1"/fdinfo/* 2> /dev/null | grep -c '^inotify wd:' || true
+}
+churn() {  # DIR N -> ms to create then remove N small files in DIR
+  local d=$1 n=$2 t0 t1 i
+  mkdir -p "$d"
+  t0=$(date +%s%N)
+  for ((i = 0; i < n; i++)); do echo "$i" > "$d/f$i"; done
+  rm -rf "$d"
+  t1=$(date +%s%N)
+  echo $(((t1 - t0) / 1000000))
+}
+bench_watcher() {
+  local dirs=${WATCH_DIRS:-20000} rounds=${WATCH_ROUNDS:-5} files=${WATCH_FILES:-5000}
+  local dir=$BW/watcher trials=${LATENCY_TRIALS:-50} out="" r w ms setup watches lat bin mode cpu0 cpu1
+  cargo build --release --quiet --example change_latency || wfs_die "cannot build the change_latency example"
+  bin=${CARGO_TARGET_DIR:-$WFS_ROOT/target}/release/examples/change_latency
+  if [ ! -d "$dir/src/t$((dirs - 1))" ]; then
+    rm -rf "$dir"; mkdir -p "$dir/src" "$dir/mnt"
+    wfs_log "making a tree of $dirs directories"
+    seq 0 $((dirs - 1)) | sed "s|^|$dir/src/t|" | xargs mkdir -p
+  fi
+  for ((r = 1; r <= rounds; r++)); do
+    ms=$(churn "$dir/elsewhere" "$files")
+    out+=$'\n'"CHURN none $ms 0"
+    for w in fanotify inotify; do
+      wfs_mount "$dir/src" "$dir/mnt" -- --no-state -v --watcher "$w" "${MOUNT_ARGS[@]}"
+      setup=$(sed -n 's/.*watching SOURCE with [^(]*(\(.*\))$/\1/p' "$WFS_LOG" | head -1)
+      watches=$(inotify_watches "$WFS_PID")
+      out+=$'\n'"SETUP $w $setup $watches"
+      cpu0=$(proc_cpu_ms "$WFS_PID")
+      ms=$(churn "$dir/elsewhere" "$files")
+      sleep 0.5
+      cpu1=$(proc_cpu_ms "$WFS_PID")
+      out+=$'\n'"CHURN $w $ms $((cpu1 - cpu0))"
+      if [ "$r" = 1 ]; then
+        for mode in overwrite rename; do
+          lat=$("$bin" "$dir/src" "$dir/mnt" --trials "$trials" --mode "$mode" \
+            | sed -n 's/.*median_ms=\([^ ]*\) p90_ms=\([^ ]*\) max_ms=\([^ ]*\).*/\1 \2 \3/p')
+          out+=$'\n'"LATENCY $w $mode $lat"
+        done
+      fi
+      wfs_unmount "$dir/mnt" || wfs_die "the mount did not unmount cleanly"
+    done
+  done
+  echo "$out"
+  md_header "watching SOURCE: fanotify against inotify"
+  {
+    echo "- command: \`scripts/bench.sh watcher\` (\`make bench-watcher\`), WATCH_DIRS=$dirs WATCH_ROUNDS=$rounds WATCH_FILES=$files LATENCY_TRIALS=$trials: a mirror mount of a tree of $dirs directories with \`--watcher fanotify\` and with \`--watcher inotify\`, alternating; medians over the rounds"
+    echo "- setting the watch: the daemon's own log line (\`watching SOURCE with ... (TIME)\`), before the mount appears; inotify watches: counted in the daemon's fdinfo"
+    echo "- churn elsewhere: another process creates and removes $files small files in a directory outside SOURCE on the same file system while the mount is up; the loop's time, and the daemon's CPU time (utime + stime) over it and the 0.5 s after; \`none\` is the same loop with nothing mounted"
+    echo "- change latency (first round): \`change_latency SRC MNT --trials $trials --mode MODE\` on the same tree"
+    echo
+    echo "| watcher | setting the watch (median) | inotify watches held | churn elsewhere, loop ms (median) | daemon CPU ms during it (median) |"
+    echo "|---|---|---|---|---|"
+    OUT=$out python3 - << 'PY'
+import os, statistics
+lines = [l.split() for l in os.environ["OUT"].splitlines() if l.strip()]
+def ms(t):
+    for unit, f in (("ms", 1.0), ("µs", 1e-3), ("ns", 1e-6), ("s", 1e3)):
+        if t.endswith(unit):
+            return float(t[: -len(unit)]) * f
+    return float("nan")
+for w in ("fanotify", "inotify", "none"):
+    setup = [l for l in lines if l[0] == "SETUP" and l[1] == w]
+    churn = [l for l in lines if l[0] == "CHURN" and l[1] == w]
+    st = "%.1f ms" % statistics.median(ms(l[2]) for l in setup) if setup else "-"
+    wt = "%d" % statistics.median(int(l[3]) for l in setup) if setup else "-"
+    loop = statistics.median(int(l[2]) for l in churn)
+    cpu = "%d" % statistics.median(int(l[3]) for l in churn) if w != "none" else "-"
+    print("| %s | %s | %s | %d | %s |" % (w, st, wt, loop, cpu))
+PY
+    echo
+    echo "| watcher | change | median ms | p90 ms | max ms |"
+    echo "|---|---|---|---|---|"
+    echo "$out" | sed -n 's/^LATENCY \([a-z]*\) \([a-z]*\) \([^ ]*\) \([^ ]*\) \([^ ]*\)$/| \1 | \2 | \3 | \4 | \5 |/p'
+  } | record
+}
+
 # ---------- proxy ----------
 # DIR/report/mod_1.py ... mod_40.py: 40 modules of 12 small functions each.
 gen_modules() {
@@ -1176,6 +1270,7 @@ for p in "${PARTS[@]}"; do
     sessions) bench_sessions ;;
     catchup) bench_catchup ;;
     restart) bench_restart ;;
+    watcher) bench_watcher ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"

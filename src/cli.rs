@@ -4,6 +4,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 
+use crate::fs::watcher::WatchWith;
 use crate::fs::{IoMode, IoUringMode};
 
 /// worldfs: a FUSE passthrough that records what a coding agent reads and writes, so a harness
@@ -60,9 +61,17 @@ pub enum Command {
         #[arg(long, default_value_t = 300.0)]
         cache_timeout: f64,
         /// Do not watch SOURCE for changes behind the mount (kernel caching is then disabled,
-        /// so nothing is ever served stale, at a cost in speed).
+        /// so nothing is ever served stale, at a cost in speed). Wins over --watcher.
         #[arg(long)]
         no_watch: bool,
+        /// How SOURCE is watched for changes behind the mount. `fanotify` (root only, Linux
+        /// 5.9+) puts one mark on SOURCE's file system: no limit on directories, nothing to
+        /// walk at mount, and a directory made behind the mount is watched from its first
+        /// file. `inotify` sets a watch on every directory (fs.inotify.max_user_watches bounds
+        /// them). `auto` uses fanotify where it can: as root, on a file system with file
+        /// handles, with no other file system mounted below SOURCE.
+        #[arg(long, value_enum, default_value_t = WatchWith::Auto, env = "WORLDFS_WATCHER")]
+        watcher: WatchWith,
         /// World cache settings (attribution, ignore rules, secrets, budget, policy); see
         /// docs/worldfs.toml.md. Without it the defaults apply.
         #[arg(long, value_name = "FILE")]

@@ -432,10 +432,15 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             Some(n) if n > 0 => format!("; {n} found changed when counted again after a restart"),
             _ => String::new(),
         };
+        let with = s
+            .pointer("/watcher")
+            .and_then(Value::as_str)
+            .map(|w| format!("; watched with {w}"))
+            .unwrap_or_default();
         outln!(
             out,
             "behind:   changes made behind the mount {}; echoes of the mount's own writes {} \
-             (re-checked, not counted as changes){unseen}",
+             (re-checked, not counted as changes){unseen}{with}",
             num(&s, "/world/by_class/external"),
             num(&s, "/world/by_class/echo"),
         );

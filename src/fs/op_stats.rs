@@ -12,6 +12,9 @@ macro_rules! op_counters {
             /// How reads and writes move, for `worldfs status`: decided at INIT, and again if
             /// kernel passthrough fails later. `None` before INIT.
             pub data_path: parking_lot::Mutex<Option<String>>,
+            /// How SOURCE is watched for changes behind the mount, for `worldfs status`;
+            /// `None` when it is not.
+            pub watcher: parking_lot::Mutex<Option<String>>,
         }
 
         impl OpStats {

@@ -11,6 +11,11 @@
 //! are always invalidated. An entry not matched within `TTL` is dropped, so a lost event can never
 //! hide a later external change for longer than that.
 //!
+//! A watcher that names the process behind each change (fanotify) needs none of this: every
+//! name change the daemon's own process made is the mount's. fanotify also merges queued events
+//! about one name, which would leave noted changes unmatched, each hiding a change made behind
+//! the mount for `TTL`; so nothing is noted then ([`SelfChanges::by_process`]).
+//!
 //! One creation can also be reported twice: notify walks a directory it starts watching and
 //! reports what it finds there as created, and the kernel may have queued the same creation
 //! (a `mkdir -p a/b` made while `a`'s watch was being added). The second report of a name that
@@ -19,6 +24,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -41,11 +47,23 @@ pub struct SelfChanges {
     pending: Mutex<HashMap<Key, (u32, Instant)>>,
     /// Creations reported lately, with the inode each name led to when it was reported.
     created: Mutex<HashMap<NameKey, (u64, Instant)>>,
+    /// The watcher tells the mount's own changes by the process that made them.
+    by_process: AtomicBool,
 }
 
 impl SelfChanges {
+    /// From now on the watcher tells the mount's own name changes by their process: nothing is
+    /// noted for it to match.
+    pub fn by_process(&self) {
+        self.by_process.store(true, Ordering::Relaxed);
+        self.pending.lock().clear();
+    }
+
     /// Notes that the mount changed `name` in the directory (dev, ino) of the backing tree.
     pub fn record(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) {
+        if self.by_process.load(Ordering::Relaxed) {
+            return;
+        }
         let now = Instant::now();
         let mut p = self.pending.lock();
         if p.len() >= MAX_ENTRIES {
@@ -160,5 +178,16 @@ mod tests {
         );
         s.withdraw(1, 2, n, NameChange::Removed);
         assert!(s.pending.lock().is_empty());
+    }
+
+    #[test]
+    fn nothing_is_noted_for_a_watcher_that_names_processes() {
+        let s = SelfChanges::default();
+        let n = OsStr::new("a");
+        s.record(1, 2, n, NameChange::Created);
+        s.by_process();
+        s.record(1, 2, n, NameChange::Created);
+        s.withdraw(1, 2, n, NameChange::Created);
+        assert!(!s.take(1, 2, n, NameChange::Created));
     }
 }

@@ -2,8 +2,11 @@
 //! invalidate the kernel's caches for exactly the names and inodes they touch, so long cache
 //! timeouts stay safe. Each change is also reported as an `External` observation.
 //!
-//! The watch is set on `/proc/self/fd/N` of the SOURCE descriptor opened before mounting: in
-//! in-place mode SOURCE's path leads into the mount itself, where no backing change is visible.
+//! Two watchers feed it. As root, one fanotify mark on SOURCE's file system
+//! ([`fanotify`]); otherwise, or where that cannot work, notify's recursive inotify watch, one
+//! per directory. Either names paths below `/proc/self/fd/N` of the SOURCE descriptor opened
+//! before mounting: in in-place mode SOURCE's path leads into the mount itself, where no
+//! backing change is visible.
 
 use std::ffi::OsStr;
 use std::os::fd::{AsFd, AsRawFd};
@@ -19,7 +22,7 @@ use notify::event::{
     AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RemoveKind, RenameMode,
 };
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
-use tracing::{debug, warn};
+use tracing::{debug, info, warn};
 
 use self::inbox::Inbox;
 use super::inode_store::{Inode, InodeStore, ROOT_ID};
@@ -28,22 +31,70 @@ use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
 
+mod fanotify;
 mod inbox;
 
 type WatchEvent = notify::Result<notify::Event>;
 
-/// A recursive watch on SOURCE whose events wait for a kernel connection to invalidate.
+/// Which watcher reports the changes made behind the mount (`worldfs mount --watcher`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WatchWith {
+    /// fanotify where it can watch SOURCE, inotify otherwise.
+    Auto,
+    /// fanotify, or fail at mount time.
+    Fanotify,
+    /// inotify, one watch per directory.
+    Inotify,
+}
+
+/// A watch on SOURCE whose events wait for a kernel connection to invalidate.
 pub struct Watcher {
-    _watcher: RecommendedWatcher,
+    /// notify's watch, which stops when dropped; `None` for fanotify, whose thread reads until
+    /// the process ends.
+    _watcher: Option<RecommendedWatcher>,
     events: Arc<Inbox<WatchEvent>>,
     prefix: PathBuf,
+    /// How SOURCE is watched, for `worldfs status`.
+    pub how: String,
+    /// Each event names the process that made the change (fanotify), so the mount's own are
+    /// known by the daemon's pid (`SelfChanges::by_process`).
+    pub names_processes: bool,
 }
 
 impl Watcher {
     /// Starts watching before the mount exists, so nothing changed in between is missed.
-    pub fn start(store: &InodeStore) -> anyhow::Result<Self> {
+    pub fn start(store: &InodeStore, with: WatchWith) -> anyhow::Result<Self> {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
         let events = Arc::new(Inbox::default());
+        if with != WatchWith::Inotify {
+            let why_not = match below_mounts(store) {
+                Some(m) => Err(anyhow::anyhow!(
+                    "{} is mounted below SOURCE, and a fanotify mark watches one file system",
+                    m.display()
+                )),
+                None => fanotify::Mark::start(store.root_fd()),
+            };
+            match why_not {
+                Ok(mark) => {
+                    let tx = events.clone();
+                    mark.spawn(prefix.clone(), move |ev| tx.push(ev))
+                        .context("spawning the fanotify thread")?;
+                    return Ok(Self {
+                        _watcher: None,
+                        events,
+                        prefix,
+                        how: "fanotify, one mark on SOURCE's file system".into(),
+                        names_processes: true,
+                    });
+                }
+                Err(e) if with == WatchWith::Fanotify => {
+                    return Err(
+                        e.context("--watcher fanotify: SOURCE cannot be watched with fanotify")
+                    );
+                }
+                Err(e) => info!("watching SOURCE with inotify: fanotify cannot: {e:#}"),
+            }
+        }
         let tx = events.clone();
         // Only changes: notify's default mask includes opens and closes, so every file the
         // mount opens would wake two threads for an event that is then ignored (8% of a
@@ -65,9 +116,11 @@ impl Watcher {
             ));
         }
         Ok(Self {
-            _watcher: watcher,
+            _watcher: Some(watcher),
             events,
             prefix,
+            how: "inotify, a watch on each directory".into(),
+            names_processes: false,
         })
     }
 
@@ -93,6 +146,7 @@ impl Watcher {
                     _watcher,
                     events,
                     prefix,
+                    ..
                 } = self;
                 let mut batch = Vec::new();
                 loop {
@@ -137,6 +191,18 @@ impl Watcher {
                 }
             })
     }
+}
+
+/// The first file system mounted below SOURCE, if any: changes there are on another file
+/// system than SOURCE's, which a fanotify mark does not see.
+fn below_mounts(store: &InodeStore) -> Option<PathBuf> {
+    let source =
+        std::fs::read_link(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd())).ok()?;
+    crate::mountinfo::read()
+        .ok()?
+        .into_iter()
+        .map(|m| m.mount_point)
+        .find(|p| p != &source && p.starts_with(&source))
 }
 
 /// What `worldfs mount` says when inotify refused to watch `at` (relative to SOURCE).
@@ -220,6 +286,9 @@ impl Invalidator {
             ev.kind,
             EventKind::Create(_) | EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(_))
         );
+        // Named by fanotify: the daemon makes every name change and setattr the mount serves
+        // (and, with daemon I/O, every write).
+        let own = ev.attrs.process_id() == Some(std::process::id());
         for path in &ev.paths {
             let Ok(rel) = path.strip_prefix(prefix) else {
                 continue;
@@ -269,7 +338,7 @@ impl Invalidator {
                         }
                         _ => {}
                     }
-                    if self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
+                    if own || self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
                         // The echo of an operation made through the mount.
                         continue;
                     }
@@ -303,6 +372,7 @@ impl Invalidator {
                             // as a removal behind it), and a change to a name that no longer
                             // exists would only bring a deleted entry back until re-hashed.
                             (None, _) => continue,
+                            (Some(_), _) if own => change = ExternalChange::Echo,
                             // Perhaps the echo of a change the mount itself is making.
                             (Some(_), Some(i)) if i.own_writes.may_echo() => {
                                 change = ExternalChange::Echo;

@@ -857,8 +857,12 @@ impl Mount {
     /// The socket path the daemon prints right after mounting (polled: `start` returns as soon
     /// as the mount exists, which may be before the line is written).
     pub fn socket(&self) -> PathBuf {
+        // Whole lines only: the daemon's stderr is unbuffered, so a line can be read before
+        // its path is written (a test once connected to "").
         let find = || {
-            self.log()
+            let log = self.log();
+            let whole = log.rsplit_once('\n').map_or("", |(done, _)| done);
+            whole
                 .lines()
                 .find_map(|l| l.strip_prefix("worldfs: socket "))
                 .map(|p| PathBuf::from(p.trim()))
