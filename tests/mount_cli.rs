@@ -886,8 +886,10 @@ fn watch_prints_what_happens_in_the_mount_as_it_happens() {
         read
     );
     drop(later);
-    below.line("the change behind the mount", |l| {
-        l.contains("behind the mount") && l.contains("sub/c.txt")
+    // Named by the process that made it (this one), which fanotify tells.
+    let made_behind = format!("behind: {}[{}]", comm(), std::process::id());
+    below.line("the change behind the mount, with its process", |l| {
+        l.contains(&made_behind) && l.contains(" created ") && l.contains("sub/c.txt")
     });
     let json = behind.line("the change behind the mount, as JSON", |l| {
         l.contains("sub/c.txt")
@@ -943,4 +945,12 @@ fn watch_prints_what_happens_in_the_mount_as_it_happens() {
 fn watch_outside_a_mount_is_an_error() {
     let out = fails(&[os(&"watch"), os(&"/proc")]);
     assert_error("watch /proc", &out, &["not inside a worldfs mount"]);
+}
+
+/// This process's name as the kernel keeps it (at most 15 bytes).
+fn comm() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .unwrap_or_else(|e| panic!("/proc/self/comm: {e}"))
+        .trim_end()
+        .to_owned()
 }

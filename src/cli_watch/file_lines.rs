@@ -194,7 +194,11 @@ fn line(r: &Value, all: bool) -> Option<Line> {
         _ => (op.clone(), format!("  {}", extra_fields(r))),
     };
     let who = if op == "external" {
-        "behind the mount".to_owned()
+        // The process, when the watcher named one (fanotify does) and it was still there.
+        match r.get("comm").and_then(Value::as_str) {
+            Some(comm) => format!("behind: {comm}[{pid}]"),
+            None => "behind the mount".to_owned(),
+        }
     } else {
         match (r.get("comm").and_then(Value::as_str), pid) {
             (Some(comm), pid) => format!("{comm}[{pid}]"),
@@ -349,6 +353,14 @@ mod tests {
         );
         v["change"] = json!("removed_file");
         assert!(rendered(std::slice::from_ref(&v), false)[0].ends_with("removed   ."));
+        // fanotify names the process behind a change.
+        v["pid"] = json!(4411);
+        v["comm"] = json!("git");
+        assert!(
+            rendered(std::slice::from_ref(&v), false)[0].starts_with("behind: git[4411]      -"),
+            "{:?}",
+            rendered(std::slice::from_ref(&v), false)
+        );
     }
 
     #[test]

@@ -382,8 +382,13 @@ impl Invalidator {
                     }
                 }
             }
+            // Who made it, when the watcher says and it was not the mount itself.
+            let pid = match ev.attrs.process_id() {
+                Some(p) if !own => p,
+                _ => 0,
+            };
             self.observe
-                .emit(Op::External { change }, 0, || Some(rel.to_path_buf()));
+                .emit(Op::External { change }, pid, || Some(rel.to_path_buf()));
         }
     }
 

@@ -184,10 +184,12 @@ fn from_stamp(world: &World, pid: u32, stamp: &CallerStamp) -> Arc<ProcInfo> {
 /// Applies one observation and returns its journal record.
 pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> JournalItem {
     Counters::bump(&world.counters.observations);
-    let proc = if obs.pid == 0 || matches!(obs.op, Op::External { .. }) {
-        None
-    } else {
-        caller(world, obs.pid, obs.caller.as_deref())
+    let proc = match obs.op {
+        _ if obs.pid == 0 => None,
+        // A change behind the mount whose process the watcher named (fanotify): its name, for
+        // whoever reads the observation; it is no caller of the mount's.
+        Op::External { .. } => world.procs.lookup(obs.pid),
+        _ => caller(world, obs.pid, obs.caller.as_deref()),
     };
     let comm = proc.as_ref().map(|p| Arc::clone(&p.comm));
     let cx = Ctx {
