@@ -288,6 +288,7 @@ impl Invalidator {
         );
         // Named by fanotify: the daemon makes every name change and setattr the mount serves
         // (and, with daemon I/O, every write).
+        let named = ev.attrs.process_id().is_some();
         let own = ev.attrs.process_id() == Some(std::process::id());
         for path in &ev.paths {
             let Ok(rel) = path.strip_prefix(prefix) else {
@@ -321,24 +322,34 @@ impl Invalidator {
                         // it, its names cannot be matched to the mount's own changes either.
                         continue;
                     };
+                    if own {
+                        // The echo of an operation made through the mount, named by its
+                        // process: nothing else to learn from it.
+                        continue;
+                    }
+                    // Twice-reported creations come from notify's walk of a new directory;
+                    // fanotify walks nothing. Its events are read after the fact, so a merged
+                    // event of the mount's can stat a name made since behind the mount, and
+                    // would make the real creation look like a second report.
                     match (nc, &st) {
                         (NameChange::Created, Some(child))
-                            if self.self_changes.created_again(
-                                p.st_dev,
-                                p.st_ino,
-                                name,
-                                child.st_ino,
-                            ) =>
+                            if !named
+                                && self.self_changes.created_again(
+                                    p.st_dev,
+                                    p.st_ino,
+                                    name,
+                                    child.st_ino,
+                                ) =>
                         {
                             // notify's walk of a new directory and the kernel both reported it.
                             continue;
                         }
-                        (NameChange::Removed, _) => {
+                        (NameChange::Removed, _) if !named => {
                             self.self_changes.removal_reported(p.st_dev, p.st_ino, name)
                         }
                         _ => {}
                     }
-                    if own || self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
+                    if self.self_changes.take(p.st_dev, p.st_ino, name, nc) {
                         // The echo of an operation made through the mount.
                         continue;
                     }
