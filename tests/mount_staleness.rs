@@ -622,3 +622,24 @@ fn a_name_made_behind_right_after_the_mount_made_it_many_times_shows() {
         }
     }
 }
+
+/// SOURCE itself renamed behind the mount (its parent directory, here): the mount keeps
+/// serving it, and a change made in it under its new name still shows. fanotify names
+/// directories by path when an event is read, so the new name must be learnt.
+#[test]
+fn source_renamed_behind_the_mount_is_still_watched() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::write(src.join("f.txt"), "before").unwrap_or_else(|e| panic!("{e}"))
+        });
+        prime(&m, "f.txt");
+        let moved = m.base.join("src-moved");
+        fs::rename(&m.source, &moved).unwrap_or_else(|e| panic!("rename SOURCE: {e}"));
+        fs::write(moved.join("f.txt"), "after the move").unwrap_or_else(|e| panic!("{e}"));
+        visible(&m, "a change in SOURCE under its new name", || {
+            read(&m.path("f.txt")).as_deref() == Some(&b"after the move"[..])
+        });
+        // Put back, so the mount's teardown finds what it made.
+        fs::rename(&moved, &m.source).unwrap_or_else(|e| panic!("rename back: {e}"));
+    }
+}

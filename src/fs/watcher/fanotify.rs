@@ -42,6 +42,9 @@ use super::WatchEvent;
 const MASK: u64 =
     FAN_CREATE | FAN_DELETE | FAN_MOVED_FROM | FAN_MOVED_TO | FAN_MODIFY | FAN_ATTRIB | FAN_ONDIR;
 
+/// How long the reader pauses after a read that held nothing in SOURCE.
+const ELSEWHERE_PAUSE: Duration = Duration::from_millis(2);
+
 /// Directory handles remembered at most; past it the memory starts again (a build elsewhere on
 /// the file system can name many directories, each outside SOURCE).
 const REMEMBERED: usize = 16 * 1024;
@@ -102,11 +105,20 @@ impl Mark {
                             continue;
                         }
                     };
-                    paths.check_root();
+                    let mut inside = false;
                     for ev in &events {
                         for out in paths.translate(ev) {
+                            inside = true;
                             push(Ok(out));
                         }
+                    }
+                    if !inside {
+                        // Busy elsewhere on the file system (a build, a browser's cache):
+                        // waking for each of its events one at a time cost more than reading
+                        // them. A pause lets them gather into one read; a change in SOURCE
+                        // waits for it at most, and one that comes while the reader is
+                        // blocked is read at once.
+                        std::thread::sleep(ELSEWHERE_PAUSE);
                     }
                 }
             })
@@ -148,7 +160,8 @@ impl Paths {
         }
     }
 
-    /// SOURCE itself may have been renamed behind the mount: every path known is then wrong.
+    /// SOURCE itself may have been renamed behind the mount (or a directory above it): every
+    /// path known is then wrong.
     fn check_root(&mut self) {
         match fd_path(self.root.as_fd()) {
             Ok(p) if p != self.root_path => {
@@ -172,8 +185,9 @@ impl Paths {
             // A directory moved: the paths known for it and below it are wrong now, and one
             // outside SOURCE may have come in. (One removed needs nothing: its handle and its
             // children's are never reported again.) Before resolving this event's own parent,
-            // which has not moved.
+            // which has not moved. It may have been SOURCE itself.
             self.known.clear();
+            self.check_root();
         }
         let (Some(handle), Some(name)) = (ev.dfid_name_handle(), ev.dfid_name()) else {
             return Vec::new();
