@@ -65,7 +65,8 @@
 #            favours one side (position in fsbench's pairs, disk layout). Not in `all`.
 #   watcher  fanotify against inotify (`--watcher`), alternating, WATCH_ROUNDS=5 times, on a
 #            mirror mount of a tree of WATCH_DIRS=20000 directories (bench-work/watcher/src):
-#            the time to set the watch and the inotify watches held; the daemon's CPU time
+#            the time to set the watch (once with the page cache dropped first, as after a
+#            reboot; then warm) and the inotify watches held; the daemon's CPU time
 #            while WATCH_FILES=5000 files are created and removed outside SOURCE on the same
 #            file system; change visibility (change_latency, first round). Not in `all`.
 #
@@ -714,6 +715,17 @@ bench_watcher() {
     wfs_log "making a tree of $dirs directories"
     seq 0 $((dirs - 1)) | sed "s|^|$dir/src/t|" | xargs mkdir -p
   fi
+  # inotify reads every directory to watch it: on a cold cache (after a reboot, or once the
+  # tree has left the page cache) each is a disk read. Once per watcher, caches dropped first.
+  local WFS_TIMEOUT=600
+  for w in fanotify inotify; do
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    wfs_mount "$dir/src" "$dir/mnt" -- --no-state -v --watcher "$w" "${MOUNT_ARGS[@]}"
+    setup=$(sed -n 's/.*watching SOURCE with [^(]*(\(.*\))$/\1/p' "$WFS_LOG" | head -1)
+    out+=$'\n'"COLD $w $setup"
+    wfs_unmount "$dir/mnt" || wfs_die "the mount did not unmount cleanly"
+  done
   for ((r = 1; r <= rounds; r++)); do
     ms=$(churn "$dir/elsewhere" "$files")
     out+=$'\n'"CHURN none $ms 0"
@@ -741,12 +753,12 @@ bench_watcher() {
   md_header "watching SOURCE: fanotify against inotify"
   {
     echo "- command: \`scripts/bench.sh watcher\` (\`make bench-watcher\`), WATCH_DIRS=$dirs WATCH_ROUNDS=$rounds WATCH_FILES=$files LATENCY_TRIALS=$trials: a mirror mount of a tree of $dirs directories with \`--watcher fanotify\` and with \`--watcher inotify\`, alternating; medians over the rounds"
-    echo "- setting the watch: the daemon's own log line (\`watching SOURCE with ... (TIME)\`), before the mount appears; inotify watches: counted in the daemon's fdinfo"
+    echo "- setting the watch: the daemon's own log line (\`watching SOURCE with ... (TIME)\`), before the mount appears; inotify watches: counted in the daemon's fdinfo; cold: once per watcher, first, after \`sync; echo 3 > /proc/sys/vm/drop_caches\` (the tree's directories no longer in memory, as after a reboot), warm: the rounds after"
     echo "- churn elsewhere: another process creates and removes $files small files in a directory outside SOURCE on the same file system while the mount is up; the loop's time, and the daemon's CPU time (utime + stime) over it and the 0.5 s after; \`none\` is the same loop with nothing mounted"
     echo "- change latency (first round): \`change_latency SRC MNT --trials $trials --mode MODE\` on the same tree"
     echo
-    echo "| watcher | setting the watch (median) | inotify watches held | churn elsewhere, loop ms (median) | daemon CPU ms during it (median) |"
-    echo "|---|---|---|---|---|"
+    echo "| watcher | setting the watch, cold | setting the watch, warm (median) | inotify watches held | churn elsewhere, loop ms (median) | daemon CPU ms during it (median) |"
+    echo "|---|---|---|---|---|---|"
     OUT=$out python3 - << 'PY'
 import os, statistics
 lines = [l.split() for l in os.environ["OUT"].splitlines() if l.strip()]
@@ -757,12 +769,14 @@ def ms(t):
     return float("nan")
 for w in ("fanotify", "inotify", "none"):
     setup = [l for l in lines if l[0] == "SETUP" and l[1] == w]
+    cold = [l for l in lines if l[0] == "COLD" and l[1] == w]
+    ct = "%.1f ms" % ms(cold[0][2]) if cold else "-"
     churn = [l for l in lines if l[0] == "CHURN" and l[1] == w]
     st = "%.1f ms" % statistics.median(ms(l[2]) for l in setup) if setup else "-"
     wt = "%d" % statistics.median(int(l[3]) for l in setup) if setup else "-"
     loop = statistics.median(int(l[2]) for l in churn)
     cpu = "%d" % statistics.median(int(l[3]) for l in churn) if w != "none" else "-"
-    print("| %s | %s | %s | %d | %s |" % (w, st, wt, loop, cpu))
+    print("| %s | %s | %s | %s | %d | %s |" % (w, ct, st, wt, loop, cpu))
 PY
     echo
     echo "| watcher | change | median ms | p90 ms | max ms |"
