@@ -53,6 +53,7 @@ const REMEMBERED: usize = 16 * 1024;
 pub struct Mark {
     group: Fanotify,
     root: OwnedFd,
+    root_path: PathBuf,
 }
 
 impl Mark {
@@ -77,7 +78,13 @@ impl Mark {
         let root = root
             .try_clone_to_owned()
             .context("keeping SOURCE's descriptor")?;
-        Ok(Self { group, root })
+        // Every event's path is found below it: without it, none could be.
+        let root_path = fd_path(root.as_fd()).context("reading SOURCE's path back")?;
+        Ok(Self {
+            group,
+            root,
+            root_path,
+        })
     }
 
     /// Reads events until the process ends, handing each on to `push` as notify's event with
@@ -90,21 +97,30 @@ impl Mark {
         std::thread::Builder::new()
             .name("worldfs-fanotify".into())
             .spawn(move || {
-                let mut paths = Paths::new(self.root, prefix);
+                let mut paths = Paths::new(self.root, self.root_path, prefix);
                 // The read size: a batch of a few hundred events.
                 let mut buf = Vec::with_capacity(64 * 1024);
+                let mut failing = false;
                 loop {
                     let events = match self.group.read_events(&mut buf) {
                         Ok(events) => events,
                         Err(e) => {
                             // Nothing is known to fail here for long (ENOMEM); whatever was
-                            // missed meanwhile is made up for by dropping everything cached.
-                            warn!("reading fanotify events failed, invalidating everything: {e}");
+                            // missed meanwhile is made up for by dropping everything cached,
+                            // again at each try while it lasts. Said once per spell.
+                            if !failing {
+                                warn!(
+                                    "reading fanotify events failed, invalidating everything \
+                                     until it works again: {e}"
+                                );
+                            }
+                            failing = true;
                             std::thread::sleep(Duration::from_millis(100));
                             push(Ok(rescan()));
                             continue;
                         }
                     };
+                    failing = false;
                     let mut inside = false;
                     for ev in &events {
                         for out in paths.translate(ev) {
@@ -149,8 +165,7 @@ enum Outside {
 }
 
 impl Paths {
-    fn new(root: OwnedFd, prefix: PathBuf) -> Self {
-        let root_path = fd_path(root.as_fd()).unwrap_or_default();
+    fn new(root: OwnedFd, root_path: PathBuf, prefix: PathBuf) -> Self {
         Self {
             root,
             root_path,
@@ -333,7 +348,8 @@ mod tests {
         let root: OwnedFd = std::fs::File::open(tmp.path().join("src"))
             .expect("open SOURCE")
             .into();
-        let paths = Paths::new(root, PathBuf::from("/proc/self/fd/7"));
+        let root_path = fd_path(root.as_fd()).expect("SOURCE's path");
+        let paths = Paths::new(root, root_path, PathBuf::from("/proc/self/fd/7"));
         (tmp, paths)
     }
 
