@@ -156,7 +156,11 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             let t = Instant::now();
             match Watcher::start(&store, with) {
                 Ok(w) => {
-                    info!("watching SOURCE with {} ({:?})", w.how, t.elapsed());
+                    info!(
+                        "watching SOURCE with {} ({:?})",
+                        w.kind.describe(),
+                        t.elapsed()
+                    );
                     Some(w)
                 }
                 // Asked for by name: mounting without it would not be what was asked.
@@ -236,12 +240,12 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     };
 
     let self_changes = Arc::new(SelfChanges::default());
-    if watcher.as_ref().is_some_and(|w| w.names_processes) {
+    if watcher.as_ref().is_some_and(|w| w.kind.names_processes()) {
         self_changes.by_process();
     }
     let fs = Passthrough::new(store.clone(), opts, sink.clone(), self_changes.clone());
     let op_stats = fs.stats();
-    *op_stats.watcher.lock() = watcher.as_ref().map(|w| w.how.clone());
+    *op_stats.watcher.lock() = watcher.as_ref().map(|w| w.kind.describe());
 
     // Started before mounting, so a live daemon already serving this mount's socket (or an
     // unusable socket directory) aborts with nothing mounted. Kept until the mount is gone.

@@ -14,7 +14,7 @@ macro_rules! op_counters {
             pub data_path: parking_lot::Mutex<Option<String>>,
             /// How SOURCE is watched for changes behind the mount, for `worldfs status`;
             /// `None` when it is not.
-            pub watcher: parking_lot::Mutex<Option<String>>,
+            pub watcher: parking_lot::Mutex<Option<&'static str>>,
         }
 
         impl OpStats {

@@ -91,7 +91,15 @@ impl SelfChanges {
 
     /// True if the watcher already reported `name` created, leading to inode `ino`, within
     /// `TTL`, and not removed since: a second report of one creation. Otherwise notes this one.
+    ///
+    /// Never with a watcher that names processes (fanotify): it walks nothing, so it reports
+    /// each creation once, and its events are read after the fact, so a merged event of the
+    /// mount's could note the inode of a name made since behind the mount, and make that real
+    /// creation look like a second report.
     pub fn created_again(&self, dev: u64, dir_ino: u64, name: &OsStr, ino: u64) -> bool {
+        if self.by_process.load(Ordering::Relaxed) {
+            return false;
+        }
         let now = Instant::now();
         let mut c = self.created.lock();
         if c.len() >= MAX_ENTRIES {
@@ -106,6 +114,9 @@ impl SelfChanges {
 
     /// The watcher reported `name` removed: a creation reported after this is a new one.
     pub fn removal_reported(&self, dev: u64, dir_ino: u64, name: &OsStr) {
+        if self.by_process.load(Ordering::Relaxed) {
+            return;
+        }
         let key: NameKey = (dev, dir_ino, name.as_bytes().into());
         self.created.lock().remove(&key);
     }
@@ -189,5 +200,8 @@ mod tests {
         s.record(1, 2, n, NameChange::Created);
         s.withdraw(1, 2, n, NameChange::Created);
         assert!(!s.take(1, 2, n, NameChange::Created));
+        // Nor is any creation taken for a second report of one.
+        assert!(!s.created_again(1, 2, n, 10));
+        assert!(!s.created_again(1, 2, n, 10));
     }
 }

@@ -63,6 +63,11 @@ pub fn proc_fd_path(fd: RawFd) -> CString {
     CString::new(format!("/proc/self/fd/{fd}")).unwrap_or_default()
 }
 
+/// The path the kernel gives an open descriptor now (its `/proc/self/fd/N` link).
+pub fn fd_path(fd: BorrowedFd<'_>) -> io::Result<std::path::PathBuf> {
+    std::fs::read_link(OsStr::from_bytes(proc_fd_path(fd.as_raw_fd()).as_bytes()))
+}
+
 pub fn readlinkat(dir: BorrowedFd<'_>, name: &CStr) -> io::Result<Vec<u8>> {
     let mut buf = vec![0u8; libc::PATH_MAX as usize];
     let n = cvt_size(unsafe {

@@ -47,6 +47,29 @@ pub enum WatchWith {
     Inotify,
 }
 
+/// Which watcher a watch started as.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Fanotify,
+    Inotify,
+}
+
+impl Kind {
+    /// How SOURCE is watched, for `worldfs status`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Kind::Fanotify => "fanotify, one mark on SOURCE's file system",
+            Kind::Inotify => "inotify, a watch on each directory",
+        }
+    }
+
+    /// Each event names the process that made the change (fanotify), so the mount's own are
+    /// known by the daemon's pid (`SelfChanges::by_process`).
+    pub fn names_processes(self) -> bool {
+        self == Kind::Fanotify
+    }
+}
+
 /// A watch on SOURCE whose events wait for a kernel connection to invalidate.
 pub struct Watcher {
     /// notify's watch, which stops when dropped; `None` for fanotify, whose thread reads until
@@ -54,11 +77,7 @@ pub struct Watcher {
     _watcher: Option<RecommendedWatcher>,
     events: Arc<Inbox<WatchEvent>>,
     prefix: PathBuf,
-    /// How SOURCE is watched, for `worldfs status`.
-    pub how: String,
-    /// Each event names the process that made the change (fanotify), so the mount's own are
-    /// known by the daemon's pid (`SelfChanges::by_process`).
-    pub names_processes: bool,
+    pub kind: Kind,
 }
 
 impl Watcher {
@@ -67,13 +86,15 @@ impl Watcher {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
         let events = Arc::new(Inbox::default());
         if with != WatchWith::Inotify {
-            let why_not = match below_mounts(store) {
-                Some(m) => Err(anyhow::anyhow!(
-                    "{} is mounted below SOURCE, and a fanotify mark watches one file system",
-                    m.display()
-                )),
-                None => fanotify::Mark::start(store.root_fd()),
-            };
+            let why_not = sys::fd_path(store.root_fd())
+                .context("reading SOURCE's path back")
+                .and_then(|source| match below_mounts(&source) {
+                    Some(m) => Err(anyhow::anyhow!(
+                        "{} is mounted below SOURCE, and a fanotify mark watches one file system",
+                        m.display()
+                    )),
+                    None => fanotify::Mark::start(store.root_fd(), source),
+                });
             match why_not {
                 Ok(mark) => {
                     let tx = events.clone();
@@ -83,8 +104,7 @@ impl Watcher {
                         _watcher: None,
                         events,
                         prefix,
-                        how: "fanotify, one mark on SOURCE's file system".into(),
-                        names_processes: true,
+                        kind: Kind::Fanotify,
                     });
                 }
                 Err(e) if with == WatchWith::Fanotify => {
@@ -119,8 +139,7 @@ impl Watcher {
             _watcher: Some(watcher),
             events,
             prefix,
-            how: "inotify, a watch on each directory".into(),
-            names_processes: false,
+            kind: Kind::Inotify,
         })
     }
 
@@ -193,16 +212,14 @@ impl Watcher {
     }
 }
 
-/// The first file system mounted below SOURCE, if any: changes there are on another file
-/// system than SOURCE's, which a fanotify mark does not see.
-fn below_mounts(store: &InodeStore) -> Option<PathBuf> {
-    let source =
-        std::fs::read_link(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd())).ok()?;
+/// The first file system mounted below `source` (SOURCE's path), if any: changes there are
+/// on another file system than SOURCE's, which a fanotify mark does not see.
+fn below_mounts(source: &Path) -> Option<PathBuf> {
     crate::mountinfo::read()
         .ok()?
         .into_iter()
         .map(|m| m.mount_point)
-        .find(|p| p != &source && p.starts_with(&source))
+        .find(|p| p != source && p.starts_with(source))
 }
 
 /// What `worldfs mount` says when inotify refused to watch `at` (relative to SOURCE).
@@ -288,7 +305,6 @@ impl Invalidator {
         );
         // Named by fanotify: the daemon makes every name change and setattr the mount serves
         // (and, with daemon I/O, every write).
-        let named = ev.attrs.process_id().is_some();
         let own = ev.attrs.process_id() == Some(std::process::id());
         for path in &ev.paths {
             let Ok(rel) = path.strip_prefix(prefix) else {
@@ -327,24 +343,19 @@ impl Invalidator {
                         // process: nothing else to learn from it.
                         continue;
                     }
-                    // Twice-reported creations come from notify's walk of a new directory;
-                    // fanotify walks nothing. Its events are read after the fact, so a merged
-                    // event of the mount's can stat a name made since behind the mount, and
-                    // would make the real creation look like a second report.
                     match (nc, &st) {
                         (NameChange::Created, Some(child))
-                            if !named
-                                && self.self_changes.created_again(
-                                    p.st_dev,
-                                    p.st_ino,
-                                    name,
-                                    child.st_ino,
-                                ) =>
+                            if self.self_changes.created_again(
+                                p.st_dev,
+                                p.st_ino,
+                                name,
+                                child.st_ino,
+                            ) =>
                         {
                             // notify's walk of a new directory and the kernel both reported it.
                             continue;
                         }
-                        (NameChange::Removed, _) if !named => {
+                        (NameChange::Removed, _) => {
                             self.self_changes.removal_reported(p.st_dev, p.st_ino, name)
                         }
                         _ => {}

@@ -21,7 +21,7 @@
 
 use std::collections::HashMap;
 use std::ffi::OsStr;
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -37,6 +37,7 @@ use notify::event::{EventKind, RenameMode};
 use tracing::{debug, warn};
 
 use super::WatchEvent;
+use crate::fs::sys;
 
 /// What the mark asks for: the changes notify's `CORE` kinds give from inotify.
 const MASK: u64 =
@@ -57,9 +58,10 @@ pub struct Mark {
 }
 
 impl Mark {
-    /// Marks the file system `root` (SOURCE's directory) is on. Fails where fanotify cannot
-    /// watch it: without root, on a kernel before 5.9, on a file system without file handles.
-    pub fn start(root: BorrowedFd<'_>) -> anyhow::Result<Self> {
+    /// Marks the file system `root` (SOURCE's directory, whose path is `root_path`) is on.
+    /// Fails where fanotify cannot watch it: without root, on a kernel before 5.9, on a file
+    /// system without file handles.
+    pub fn start(root: BorrowedFd<'_>, root_path: PathBuf) -> anyhow::Result<Self> {
         // An unlimited queue: the mark sees the whole file system, and a queue that overflows
         // costs every cached name and page of the mount (a rescan).
         let group = Fanotify::new(
@@ -78,8 +80,6 @@ impl Mark {
         let root = root
             .try_clone_to_owned()
             .context("keeping SOURCE's descriptor")?;
-        // Every event's path is found below it: without it, none could be.
-        let root_path = fd_path(root.as_fd()).context("reading SOURCE's path back")?;
         Ok(Self {
             group,
             root,
@@ -178,7 +178,7 @@ impl Paths {
     /// SOURCE itself may have been renamed behind the mount (or a directory above it): every
     /// path known is then wrong.
     fn check_root(&mut self) {
-        match fd_path(self.root.as_fd()) {
+        match sys::fd_path(self.root.as_fd()) {
             Ok(p) if p != self.root_path => {
                 debug!("SOURCE is now {}", p.display());
                 self.root_path = p;
@@ -313,21 +313,16 @@ impl Paths {
     fn below_root(&self, fd: BorrowedFd<'_>) -> Option<PathBuf> {
         // A removed directory's path reads with " (deleted)" appended: its link count says so
         // without trusting a name.
-        match super::super::sys::fstat(fd) {
+        match sys::fstat(fd) {
             Ok(st) if st.st_nlink == 0 => return None,
             Ok(_) => {}
             Err(_) => return None,
         }
-        let path = fd_path(fd).ok()?;
+        let path = sys::fd_path(fd).ok()?;
         path.strip_prefix(&self.root_path)
             .ok()
             .map(Path::to_path_buf)
     }
-}
-
-/// The path the kernel gives an open descriptor.
-fn fd_path(fd: BorrowedFd<'_>) -> std::io::Result<PathBuf> {
-    std::fs::read_link(format!("/proc/self/fd/{}", fd.as_raw_fd()))
 }
 
 /// What tells the invalidator events were lost: it drops everything the kernel caches.
@@ -348,7 +343,7 @@ mod tests {
         let root: OwnedFd = std::fs::File::open(tmp.path().join("src"))
             .expect("open SOURCE")
             .into();
-        let root_path = fd_path(root.as_fd()).expect("SOURCE's path");
+        let root_path = sys::fd_path(root.as_fd()).expect("SOURCE's path");
         let paths = Paths::new(root, root_path, PathBuf::from("/proc/self/fd/7"));
         (tmp, paths)
     }
