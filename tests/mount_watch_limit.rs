@@ -36,11 +36,20 @@ impl Drop for Limit {
     }
 }
 
-/// Every inotify watch on the machine: more than root's own, which is what the limit bounds,
-/// so a limit this far above it still leaves far fewer than [`DIRS`] for the mount.
+/// The inotify watches root's processes hold: the limit is per user, so a limit this far above
+/// them leaves far fewer than [`DIRS`] for the mount.
 fn watches_in_use() -> usize {
     let mut n = 0;
     for proc in fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let root = fs::read_to_string(proc.path().join("status")).is_ok_and(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Uid:"))
+                .and_then(|ids| ids.split_whitespace().next())
+                == Some("0")
+        });
+        if !root {
+            continue;
+        }
         let Ok(fds) = fs::read_dir(proc.path().join("fdinfo")) else {
             continue;
         };
