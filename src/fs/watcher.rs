@@ -86,7 +86,7 @@ impl Watcher {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
         let events = Arc::new(Inbox::default());
         if with != WatchWith::Inotify {
-            let why_not = sys::fd_path(store.root_fd())
+            let mark = sys::fd_path(store.root_fd())
                 .context("reading SOURCE's path back")
                 .and_then(|source| match below_mounts(&source) {
                     Some(m) => Err(anyhow::anyhow!(
@@ -95,7 +95,7 @@ impl Watcher {
                     )),
                     None => fanotify::Mark::start(store.root_fd(), source),
                 });
-            match why_not {
+            match mark {
                 Ok(mark) => {
                     let tx = events.clone();
                     mark.spawn(prefix.clone(), move |ev| tx.push(ev))
@@ -310,6 +310,11 @@ impl Invalidator {
             let Ok(rel) = path.strip_prefix(prefix) else {
                 continue;
             };
+            if own && namespace && rel.file_name().is_some() {
+                // The echo of a name change made through the mount, named by its process:
+                // nothing to learn from it, so nothing to stat.
+                continue;
+            }
             // One stat of the path (and, for name changes, of its parent) serves every decision.
             let st = self.stat(rel);
             let mut change = match (ev.kind, &st) {
@@ -338,11 +343,6 @@ impl Invalidator {
                         // it, its names cannot be matched to the mount's own changes either.
                         continue;
                     };
-                    if own {
-                        // The echo of an operation made through the mount, named by its
-                        // process: nothing else to learn from it.
-                        continue;
-                    }
                     match (nc, &st) {
                         (NameChange::Created, Some(child))
                             if self.self_changes.created_again(
