@@ -69,7 +69,8 @@ pub enum Command {
         /// walk at mount, and a directory made behind the mount is watched from its first
         /// file. `inotify` sets a watch on every directory (fs.inotify.max_user_watches bounds
         /// them). `auto` uses fanotify where it can: as root, on a file system with file
-        /// handles, with no other file system mounted below SOURCE.
+        /// handles. Either way, a file system mounted below SOURCE (also after the mount) is
+        /// watched with inotify, and shown through the mount as it is mounted or unmounted.
         #[arg(long, value_enum, default_value_t = WatchWith::Auto, env = "WORLDFS_WATCHER")]
         watcher: WatchWith,
         /// World cache settings (attribution, ignore rules, secrets, budget, policy); see

@@ -241,7 +241,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
 
     let self_changes = Arc::new(SelfChanges::default());
     if watcher.as_ref().is_some_and(|w| w.kind.names_processes()) {
-        self_changes.by_process();
+        self_changes.by_process(store.root_dev());
     }
     let fs = Passthrough::new(store.clone(), opts, sink.clone(), self_changes.clone());
     let op_stats = fs.stats();

@@ -1,5 +1,6 @@
 //! Reading /proc/self/mountinfo: which worldfs mounts exist, so mounting twice over one path
-//! and unmounting something that is not ours are refused.
+//! and unmounting something that is not ours are refused, and which file systems are mounted
+//! below SOURCE, so the watcher sees changes there too.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -8,6 +9,10 @@ pub const FSTYPE: &str = "fuse.worldfs";
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountEntry {
+    /// The mount's id (as `statx`'s `STATX_MNT_ID` and `name_to_handle_at` give it).
+    pub id: u64,
+    /// The id of the mount this one is mounted on.
+    pub parent: u64,
     pub mount_point: PathBuf,
     pub fstype: String,
     /// The source field: worldfs puts SOURCE's path there.
@@ -46,6 +51,8 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
         .filter_map(|line| {
             let (pre, post) = line.split_once(" - ")?;
             let fields: Vec<&str> = pre.split(' ').collect();
+            let id = fields.first()?.parse().ok()?;
+            let parent = fields.get(1)?.parse().ok()?;
             let (major, minor) = fields.get(2)?.split_once(':')?;
             let dev = libc::makedev(major.parse().ok()?, minor.parse().ok()?);
             let mount_point = fields.get(4)?;
@@ -53,6 +60,8 @@ pub fn parse(text: &str) -> Vec<MountEntry> {
             let fstype = post.next()?.to_string();
             let source = post.next().unwrap_or("").to_string();
             Some(MountEntry {
+                id,
+                parent,
                 mount_point: unescape(mount_point),
                 fstype,
                 source,
@@ -102,6 +111,7 @@ mod tests {
         assert_eq!(m[0].mount_point, PathBuf::from("/work/my proj"));
         assert_eq!(m[0].fstype, FSTYPE);
         assert_eq!(m[0].dev, libc::makedev(0, 32));
+        assert_eq!((m[0].id, m[0].parent), (36, 25));
         assert_eq!(m[1].fstype, "ext4");
         assert_eq!(m[1].mount_point, PathBuf::from("/"));
     }

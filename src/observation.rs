@@ -128,6 +128,9 @@ pub enum ExternalChange {
     RemovedFile,
     /// The watcher lost events (queue overflow): anything may have changed.
     Rescan,
+    /// A file system was mounted or unmounted at this directory (with the path of the mount
+    /// point; SOURCE's own directory is never one): what is below it may be other files now.
+    Remounted,
     /// The watcher cannot watch this directory (inotify's watch limit): anything may have
     /// changed, and changes below it will go unseen from now on.
     Unwatched,

@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{Mode, Mount, wait_until};
+use common::{Mode, Mount, Tmpfs, wait_until};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -641,5 +641,95 @@ fn source_renamed_behind_the_mount_is_still_watched() {
         });
         // Put back, so the mount's teardown finds what it made.
         fs::rename(&moved, &m.source).unwrap_or_else(|e| panic!("rename back: {e}"));
+    }
+}
+
+/// A file system mounted below SOURCE after the mount (a tmpfs for a build directory, a
+/// volume) shows through the mount in place of the directory it covers, and a change made on
+/// it behind the mount shows; once it is unmounted, the directory it covered shows again, and
+/// a change there too. Before, neither watcher saw the new file system: the mount went on
+/// showing the covered directory (looked up before), or served what it cached of the new one
+/// stale.
+#[test]
+fn a_file_system_mounted_below_source_after_the_mount_shows_and_is_watched() {
+    for args in MODES {
+        let m = mirror(args, |src| {
+            fs::create_dir(src.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+            fs::write(src.join("sub/f.txt"), "covered").unwrap_or_else(|e| panic!("{e}"));
+        });
+        prime(&m, "sub/f.txt");
+        prime(&m, "sub/g.txt");
+        // Declared after the mount, so dropped (unmounted) first if anything below fails.
+        let tmpfs = Tmpfs::mount(&m.backing("sub"));
+        fs::write(m.backing("sub/g.txt"), "on the tmpfs").unwrap_or_else(|e| panic!("{e}"));
+        visible(
+            &m,
+            "the mounted file system in place of the covered directory",
+            || names(&m.path("sub")) == ["g.txt"],
+        );
+        prime(&m, "sub/g.txt");
+        fs::write(
+            m.backing("sub/g.txt"),
+            "changed behind the mount, on the tmpfs",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        visible(&m, "a change on the mounted file system", || {
+            read(&m.path("sub/g.txt")).as_deref()
+                == Some(&b"changed behind the mount, on the tmpfs"[..])
+        });
+        // Lazily: the mount holds names on it, as any process that had looked them up would.
+        drop(tmpfs);
+        visible(&m, "the covered directory again, once unmounted", || {
+            names(&m.path("sub")) == ["f.txt"]
+                && read(&m.path("sub/f.txt")).as_deref() == Some(&b"covered"[..])
+        });
+        fs::write(
+            m.backing("sub/f.txt"),
+            "changed behind the mount, uncovered",
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        visible(&m, "a change in the directory uncovered", || {
+            read(&m.path("sub/f.txt")).as_deref()
+                == Some(&b"changed behind the mount, uncovered"[..])
+        });
+    }
+}
+
+/// A file system mounted below SOURCE before the mount: a root mount still watches SOURCE with
+/// one fanotify mark (before, it fell back to inotify for the whole tree), and the file system
+/// below with inotify, so a change made behind the mount on either shows.
+#[test]
+fn a_file_system_mounted_below_source_before_the_mount_is_watched_too() {
+    for args in MODES {
+        // Declared before the mount: unmounted after it.
+        let mut tmpfs = None;
+        let m = mirror(args, |src| {
+            fs::create_dir(src.join("sub")).unwrap_or_else(|e| panic!("{e}"));
+            tmpfs = Some(Tmpfs::mount(&src.join("sub")));
+            fs::write(src.join("sub/f.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
+            fs::write(src.join("top.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
+        });
+        let status = m.status();
+        let watched_with = if args.contains(&"inotify") {
+            "watched with inotify"
+        } else {
+            "watched with fanotify"
+        };
+        assert!(status.contains(watched_with), "{args:?}: {status}");
+        for rel in ["sub/f.txt", "top.txt", "sub/new.txt"] {
+            prime(&m, rel);
+        }
+        fs::write(m.backing("sub/f.txt"), "two, on the tmpfs").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(m.backing("top.txt"), "two, on SOURCE's").unwrap_or_else(|e| panic!("{e}"));
+        fs::write(m.backing("sub/new.txt"), "new").unwrap_or_else(|e| panic!("{e}"));
+        visible(&m, "a change on the file system below SOURCE", || {
+            read(&m.path("sub/f.txt")).as_deref() == Some(&b"two, on the tmpfs"[..])
+        });
+        visible(&m, "a file made on the file system below SOURCE", || {
+            read(&m.path("sub/new.txt")).as_deref() == Some(&b"new"[..])
+        });
+        visible(&m, "a change on SOURCE's file system", || {
+            read(&m.path("top.txt")).as_deref() == Some(&b"two, on SOURCE's"[..])
+        });
     }
 }

@@ -526,3 +526,75 @@ fn changes_since_already_holds_what_the_client_just_did() {
         );
     }
 }
+
+/// A file system mounted below SOURCE (bound there with its files already in it, so no watcher
+/// event tells of them) makes the world count what it had seen there again, and so does its
+/// unmount. The mount's own changes on it are echoes, not changes behind the mount, though
+/// inotify watches it without naming processes while fanotify watches SOURCE's file system.
+#[test]
+fn a_file_system_mounted_below_source_is_counted_again_as_it_comes_and_goes() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        std::fs::create_dir(src.join("sub")).expect("mkdir");
+        std::fs::write(src.join("sub/notes.txt"), "covered\n").expect("write");
+    });
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    let root = m.root.clone();
+    sh(&root, "cat sub/notes.txt");
+    let covered = blake3::hash(b"covered\n").to_hex().to_string();
+    until(&mut c, "the file read", |l| {
+        hash_of(l, "sub/notes.txt").as_deref() == Some(covered.as_str())
+    });
+
+    let ready = m.scratch.join("ready");
+    std::fs::create_dir(&ready).expect("mkdir");
+    let tmpfs = common::Tmpfs::mount(&ready);
+    std::fs::write(ready.join("notes.txt"), "on the tmpfs\n").expect("write");
+    let bound = Command::new("mount")
+        .arg("--bind")
+        .arg(&ready)
+        .arg(m.source.join("sub"))
+        .status()
+        .expect("running mount --bind");
+    assert!(bound.success(), "mount --bind");
+    // Unmounted (lazily) before the tmpfs below it, and before the mount, if anything fails.
+    let bind = Unmount(m.source.join("sub"));
+    let on_tmpfs = blake3::hash(b"on the tmpfs\n").to_hex().to_string();
+    until(&mut c, "the file on the mounted file system counted", |l| {
+        hash_of(l, "sub/notes.txt").as_deref() == Some(on_tmpfs.as_str())
+    });
+
+    let before = world_counts(&mut c)["external"].as_u64().unwrap_or(0);
+    sh(
+        &root,
+        "for i in $(seq 1 20); do echo $i > sub/f$i; mv sub/f$i sub/g$i; rm sub/g$i; done; \
+         mkdir sub/d; rmdir sub/d",
+    );
+    std::fs::create_dir(m.source.join("sub/made-behind")).expect("mkdir behind the mount");
+    let ok = wait_until(Duration::from_secs(5), || {
+        world_counts(&mut c)["external"].as_u64() > Some(before)
+    });
+    assert!(ok.is_some(), "the mkdir behind the mount was never seen");
+    let counts = world_counts(&mut c);
+    assert_eq!(
+        counts["external"].as_u64(),
+        Some(before + 1),
+        "only the mkdir is behind the mount: {counts}"
+    );
+
+    drop(bind);
+    until(
+        &mut c,
+        "the covered file counted again once unmounted",
+        |l| hash_of(l, "sub/notes.txt").as_deref() == Some(covered.as_str()),
+    );
+    drop(tmpfs);
+}
+
+/// Unmounts a path lazily when dropped.
+struct Unmount(std::path::PathBuf);
+
+impl Drop for Unmount {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}

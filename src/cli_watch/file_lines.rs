@@ -182,6 +182,11 @@ fn line(r: &Value, all: bool) -> Option<Line> {
                 "rescan".to_owned(),
                 "  (the watcher lost events: anything may have changed)".to_owned(),
             ),
+            "remounted" => (
+                "remounted".to_owned(),
+                "  (a file system mounted or unmounted here: what is below may be other files)"
+                    .to_owned(),
+            ),
             "unwatched" => (
                 "unwatched".to_owned(),
                 "  (inotify's watch limit: changes below go unseen until it is mounted again)"
@@ -353,6 +358,17 @@ mod tests {
         );
         v["change"] = json!("removed_file");
         assert!(rendered(std::slice::from_ref(&v), false)[0].ends_with("removed   ."));
+        v["change"] = json!("remounted");
+        v["path"] = json!("build");
+        assert!(
+            rendered(std::slice::from_ref(&v), false)[0].ends_with(
+                "remounted build  (a file system mounted or unmounted here: what is below may be \
+                 other files)"
+            ),
+            "{:?}",
+            rendered(std::slice::from_ref(&v), false)
+        );
+        v["path"] = json!("");
         // fanotify names the process behind a change.
         v["pid"] = json!(4411);
         v["comm"] = json!("git");

@@ -258,6 +258,11 @@ impl InodeStore {
         self.root_mount_id.is_some()
     }
 
+    /// The device SOURCE's directory is on.
+    pub fn root_dev(&self) -> u64 {
+        self.root_dev
+    }
+
     pub fn root_fd(&self) -> BorrowedFd<'_> {
         self.root_fd.as_fd()
     }

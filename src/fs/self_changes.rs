@@ -14,7 +14,9 @@
 //! A watcher that names the process behind each change (fanotify) needs none of this: every
 //! name change the daemon's own process made is the mount's. fanotify also merges queued events
 //! about one name, which would leave noted changes unmatched, each hiding a change made behind
-//! the mount for `TTL`; so nothing is noted then ([`SelfChanges::by_process`]).
+//! the mount for `TTL`; so nothing is noted on the file system it marks
+//! ([`SelfChanges::by_process`]). A file system mounted below SOURCE is watched with inotify even
+//! then, and its names are noted as above.
 //!
 //! One creation can also be reported twice: notify walks a directory it starts watching and
 //! reports what it finds there as created, and the kernel may have queued the same creation
@@ -24,7 +26,7 @@
 use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use parking_lot::Mutex;
@@ -47,21 +49,27 @@ pub struct SelfChanges {
     pending: Mutex<HashMap<Key, (u32, Instant)>>,
     /// Creations reported lately, with the inode each name led to when it was reported.
     created: Mutex<HashMap<NameKey, (u64, Instant)>>,
-    /// The watcher tells the mount's own changes by the process that made them.
-    by_process: AtomicBool,
+    /// The device whose changes the watcher tells by the process that made them (SOURCE's, with
+    /// fanotify).
+    by_process: OnceLock<u64>,
 }
 
 impl SelfChanges {
-    /// From now on the watcher tells the mount's own name changes by their process: nothing is
-    /// noted for it to match.
-    pub fn by_process(&self) {
-        self.by_process.store(true, Ordering::Relaxed);
-        self.pending.lock().clear();
+    /// From now on the watcher tells the mount's own name changes on the file system `dev` by
+    /// their process: nothing is noted there for it to match.
+    pub fn by_process(&self, dev: u64) {
+        if self.by_process.set(dev).is_ok() {
+            self.pending.lock().retain(|k, _| k.0 != dev);
+        }
+    }
+
+    fn told_by_process(&self, dev: u64) -> bool {
+        self.by_process.get() == Some(&dev)
     }
 
     /// Notes that the mount changed `name` in the directory (dev, ino) of the backing tree.
     pub fn record(&self, dev: u64, dir_ino: u64, name: &OsStr, change: NameChange) {
-        if self.by_process.load(Ordering::Relaxed) {
+        if self.told_by_process(dev) {
             return;
         }
         let now = Instant::now();
@@ -97,7 +105,7 @@ impl SelfChanges {
     /// mount's could note the inode of a name made since behind the mount, and make that real
     /// creation look like a second report.
     pub fn created_again(&self, dev: u64, dir_ino: u64, name: &OsStr, ino: u64) -> bool {
-        if self.by_process.load(Ordering::Relaxed) {
+        if self.told_by_process(dev) {
             return false;
         }
         let now = Instant::now();
@@ -114,7 +122,7 @@ impl SelfChanges {
 
     /// The watcher reported `name` removed: a creation reported after this is a new one.
     pub fn removal_reported(&self, dev: u64, dir_ino: u64, name: &OsStr) {
-        if self.by_process.load(Ordering::Relaxed) {
+        if self.told_by_process(dev) {
             return;
         }
         let key: NameKey = (dev, dir_ino, name.as_bytes().into());
@@ -196,12 +204,20 @@ mod tests {
         let s = SelfChanges::default();
         let n = OsStr::new("a");
         s.record(1, 2, n, NameChange::Created);
-        s.by_process();
+        s.record(7, 2, n, NameChange::Created);
+        s.by_process(1);
         s.record(1, 2, n, NameChange::Created);
         s.withdraw(1, 2, n, NameChange::Created);
         assert!(!s.take(1, 2, n, NameChange::Created));
         // Nor is any creation taken for a second report of one.
         assert!(!s.created_again(1, 2, n, 10));
         assert!(!s.created_again(1, 2, n, 10));
+        // Another file system (mounted below SOURCE, watched with inotify) is noted as before,
+        // and what was noted there before is kept.
+        assert!(s.take(7, 2, n, NameChange::Created));
+        s.record(7, 2, n, NameChange::Created);
+        assert!(s.take(7, 2, n, NameChange::Created));
+        assert!(!s.created_again(7, 2, n, 10));
+        assert!(s.created_again(7, 2, n, 10));
     }
 }

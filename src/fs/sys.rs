@@ -56,6 +56,29 @@ pub fn fstat(fd: BorrowedFd<'_>) -> io::Result<libc::stat> {
     fstatat(fd, EMPTY, libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW)
 }
 
+/// The id of the mount an open descriptor is on (mountinfo's first field). Linux 5.8 and later.
+pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    cvt(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_MNT_ID,
+            stx.as_mut_ptr(),
+        )
+    })?;
+    // Zeroed, then filled in by the kernel where it returned success.
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & libc::STATX_MNT_ID == 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "statx gave no mount id (Linux before 5.8)",
+        ));
+    }
+    Ok(stx.stx_mnt_id)
+}
+
 /// The `/proc/self/fd/N` path of a descriptor: lets path-only calls (chmod, xattrs, truncate)
 /// act on an `O_PATH` descriptor's inode without resolving any name again.
 pub fn proc_fd_path(fd: RawFd) -> CString {

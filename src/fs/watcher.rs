@@ -22,6 +22,7 @@ use notify::event::{
     AccessKind, AccessMode, EventKind, EventKindMask, ModifyKind, RemoveKind, RenameMode,
 };
 use notify::{RecommendedWatcher, RecursiveMode, Watcher as _};
+use parking_lot::Mutex;
 use tracing::{debug, info, warn};
 
 use self::inbox::Inbox;
@@ -33,8 +34,17 @@ use crate::observation::{ExternalChange, ObservationSink, Op};
 
 mod fanotify;
 mod inbox;
+mod mounts;
 
 type WatchEvent = notify::Result<notify::Event>;
+
+/// What the watcher thread is told.
+enum Seen {
+    /// A change a watcher reported.
+    Change(WatchEvent),
+    /// A file system was mounted or unmounted at this path (relative to SOURCE).
+    Remounted(PathBuf),
+}
 
 /// Which watcher reports the changes made behind the mount (`worldfs mount --watcher`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -72,10 +82,11 @@ impl Kind {
 
 /// A watch on SOURCE whose events wait for a kernel connection to invalidate.
 pub struct Watcher {
-    /// notify's watch, which stops when dropped; `None` for fanotify, whose thread reads until
-    /// the process ends.
-    _watcher: Option<RecommendedWatcher>,
-    events: Arc<Inbox<WatchEvent>>,
+    /// notify's watches, which stop when dropped: on SOURCE with inotify, on the file systems
+    /// mounted below it with fanotify (made when there is one). Shared with the thread that
+    /// follows the mount table.
+    inotify: Arc<Mutex<Option<RecommendedWatcher>>>,
+    events: Arc<Inbox<Seen>>,
     prefix: PathBuf,
     pub kind: Kind,
 }
@@ -84,50 +95,71 @@ impl Watcher {
     /// Starts watching before the mount exists, so nothing changed in between is missed.
     pub fn start(store: &InodeStore, with: WatchWith) -> anyhow::Result<Self> {
         let prefix = PathBuf::from(format!("/proc/self/fd/{}", store.root_fd().as_raw_fd()));
-        let events = Arc::new(Inbox::default());
-        if with != WatchWith::Inotify {
-            let mark = sys::fd_path(store.root_fd())
-                .context("reading SOURCE's path back")
-                .and_then(|source| match below_mounts(&source) {
-                    Some(m) => Err(anyhow::anyhow!(
-                        "{} is mounted below SOURCE, and a fanotify mark watches one file system",
-                        m.display()
-                    )),
-                    None => fanotify::Mark::start(store.root_fd(), source),
-                });
-            match mark {
-                Ok(mark) => {
-                    let tx = events.clone();
-                    mark.spawn(prefix.clone(), move |ev| tx.push(ev))
-                        .context("spawning the fanotify thread")?;
-                    return Ok(Self {
-                        _watcher: None,
-                        events,
-                        prefix,
-                        kind: Kind::Fanotify,
-                    });
+        // Read before any watch is set: whatever is mounted below SOURCE after it is reported.
+        let table = store
+            .root_fd()
+            .try_clone_to_owned()
+            .and_then(mounts::Table::open)
+            .inspect_err(|e| {
+                warn!(
+                    "file systems mounted or unmounted below SOURCE from now on will not be \
+                     watched: reading the mount table failed: {e}"
+                )
+            })
+            .ok();
+        let mut watcher = Self {
+            inotify: Arc::default(),
+            events: Arc::new(Inbox::default()),
+            prefix,
+            kind: Kind::Inotify,
+        };
+        let mark = match with {
+            WatchWith::Inotify => None,
+            _ => Some(
+                sys::fd_path(store.root_fd())
+                    .context("reading SOURCE's path back")
+                    .and_then(|source| fanotify::Mark::start(store.root_fd(), source)),
+            ),
+        };
+        match mark {
+            Some(Ok(mark)) => {
+                let tx = watcher.events.clone();
+                mark.spawn(watcher.prefix.clone(), move |ev| tx.push(Seen::Change(ev)))
+                    .context("spawning the fanotify thread")?;
+                watcher.kind = Kind::Fanotify;
+                // The mark sees SOURCE's file system only.
+                for rel in table.iter().flat_map(|t| t.below()) {
+                    watcher.watch_tree(rel);
                 }
-                Err(e) if with == WatchWith::Fanotify => {
-                    return Err(
-                        e.context("--watcher fanotify: SOURCE cannot be watched with fanotify")
-                    );
-                }
-                Err(e) => info!("watching SOURCE with inotify: fanotify cannot: {e:#}"),
             }
+            Some(Err(e)) if with == WatchWith::Fanotify => {
+                return Err(e.context("--watcher fanotify: SOURCE cannot be watched with fanotify"));
+            }
+            Some(Err(e)) => {
+                info!("watching SOURCE with inotify: fanotify cannot: {e:#}");
+                watcher.watch_source()?;
+            }
+            None => watcher.watch_source()?,
         }
-        let tx = events.clone();
-        // Only changes: notify's default mask includes opens and closes, so every file the
-        // mount opens would wake two threads for an event that is then ignored (8% of a
-        // `cat` of every file went into queuing them).
-        let config = notify::Config::default().with_event_kinds(EventKindMask::CORE);
-        let mut watcher = RecommendedWatcher::new(move |ev| tx.push(ev), config)
-            .context("creating the inotify watcher")?;
-        if let Err(e) = watcher.watch(&prefix, RecursiveMode::Recursive) {
+        if let Some(table) = table {
+            watcher
+                .follow(table)
+                .context("spawning the mount table's thread")?;
+        }
+        Ok(watcher)
+    }
+
+    /// notify's recursive inotify watch on the whole of SOURCE, file systems mounted below it
+    /// included.
+    fn watch_source(&mut self) -> anyhow::Result<()> {
+        let mut inotify = self.inotify.lock();
+        let watching = watch(&mut inotify, &self.events, &self.prefix);
+        if let Err(e) = watching {
             if matches!(e.kind, notify::ErrorKind::MaxFilesWatch) {
                 let at = e
                     .paths
                     .first()
-                    .map(|p| p.strip_prefix(&prefix).unwrap_or(p));
+                    .map(|p| p.strip_prefix(&self.prefix).unwrap_or(p));
                 anyhow::bail!("{}", unwatched_message(at));
             }
             return Err(anyhow::Error::new(e).context(
@@ -135,12 +167,62 @@ impl Watcher {
                  nothing (slower, never stale)",
             ));
         }
-        Ok(Self {
-            _watcher: Some(watcher),
-            events,
-            prefix,
-            kind: Kind::Inotify,
-        })
+        Ok(())
+    }
+
+    /// An inotify watch on `rel` and the directories below it (a file system mounted there).
+    /// Failing, it is handled as a watcher's error: named, and what it leaves unseen is not
+    /// cached.
+    fn watch_tree(&self, rel: &Path) {
+        watch_tree(&self.inotify, &self.events, &self.prefix, rel);
+    }
+
+    /// Follows the mount table: a file system mounted below SOURCE is watched, and the path
+    /// where one came or went is told to the watcher thread.
+    fn follow(&self, mut table: mounts::Table) -> std::io::Result<()> {
+        let (inotify, events, prefix) = (
+            self.inotify.clone(),
+            self.events.clone(),
+            self.prefix.clone(),
+        );
+        let kind = self.kind;
+        std::thread::Builder::new()
+            .name("worldfs-mounts".into())
+            .spawn(move || {
+                loop {
+                    let changes = match table.next_change() {
+                        Ok(changes) => changes,
+                        Err(e) => {
+                            warn!(
+                                "following the mount table failed: file systems mounted or \
+                                 unmounted below SOURCE from now on will not be watched: {e}"
+                            );
+                            return;
+                        }
+                    };
+                    for rel in &changes.mounted {
+                        info!("a file system was mounted at {} in SOURCE", rel.display());
+                        watch_tree(&inotify, &events, &prefix, rel);
+                    }
+                    for rel in &changes.unmounted {
+                        info!(
+                            "the file system at {} in SOURCE was unmounted",
+                            rel.display()
+                        );
+                        // What it covered: a directory inotify's walk may have gone past
+                        // into the mount (fanotify's mark sees it), or a file system mounted
+                        // there before it, whose watches the one on top replaced.
+                        if kind == Kind::Inotify || table.mounted_at(rel) {
+                            watch_tree(&inotify, &events, &prefix, rel);
+                        }
+                    }
+                    // After the watches: whatever is counted again from here is watched.
+                    for rel in changes.mounted.into_iter().chain(changes.unmounted) {
+                        events.push(Seen::Remounted(rel));
+                    }
+                }
+            })
+            .map(drop)
     }
 
     /// Hands events to a thread that invalidates through `notifier` until the watcher drops.
@@ -161,8 +243,9 @@ impl Watcher {
                     observe,
                     self_changes,
                 };
+                // Kept until the process ends: dropping notify's watcher would stop its watches.
                 let Watcher {
-                    _watcher,
+                    inotify: _inotify,
                     events,
                     prefix,
                     ..
@@ -171,9 +254,21 @@ impl Watcher {
                 loop {
                     events.take_all(&mut batch);
                     let mut last: Option<&notify::Event> = None;
-                    for ev in &batch {
+                    for seen in &batch {
+                        let ev = match seen {
+                            Seen::Change(ev) => ev,
+                            Seen::Remounted(rel) => {
+                                inval.remounted(rel);
+                                last = None;
+                                continue;
+                            }
+                        };
                         match ev {
                             Ok(ev) if last.is_some_and(|l| repeats(l, ev)) => {}
+                            // inotify's word for each watched directory of a file system
+                            // unmounted below SOURCE, which is not a removal: the mount table
+                            // names the mount point (`Seen::Remounted`).
+                            Ok(ev) if ev.info() == Some("unmount") => {}
                             Ok(ev) => inval.handle(&prefix, ev),
                             Err(e) if permission_denied(e) => {
                                 // Nothing was missed: the directory was never watched. A rescan
@@ -212,14 +307,39 @@ impl Watcher {
     }
 }
 
-/// The first file system mounted below `source` (SOURCE's path), if any: changes there are
-/// on another file system than SOURCE's, which a fanotify mark does not see.
-fn below_mounts(source: &Path) -> Option<PathBuf> {
-    crate::mountinfo::read()
-        .ok()?
-        .into_iter()
-        .map(|m| m.mount_point)
-        .find(|p| p != source && p.starts_with(source))
+/// notify's recursive watch on `path`, made with the watcher if there is none yet.
+fn watch(
+    inotify: &mut Option<RecommendedWatcher>,
+    events: &Arc<Inbox<Seen>>,
+    path: &Path,
+) -> notify::Result<()> {
+    let watcher = match inotify {
+        Some(w) => w,
+        None => {
+            let tx = events.clone();
+            // Only changes: notify's default mask includes opens and closes, so every file the
+            // mount opens would wake two threads for an event that is then ignored (8% of a
+            // `cat` of every file went into queuing them).
+            let config = notify::Config::default().with_event_kinds(EventKindMask::CORE);
+            inotify.insert(RecommendedWatcher::new(
+                move |ev| tx.push(Seen::Change(ev)),
+                config,
+            )?)
+        }
+    };
+    watcher.watch(path, RecursiveMode::Recursive)
+}
+
+/// [`Watcher::watch_tree`], for the mount table's thread too.
+fn watch_tree(
+    inotify: &Mutex<Option<RecommendedWatcher>>,
+    events: &Arc<Inbox<Seen>>,
+    prefix: &Path,
+    rel: &Path,
+) {
+    if let Err(e) = watch(&mut inotify.lock(), events, &prefix.join(rel)) {
+        events.push(Seen::Change(Err(e)));
+    }
 }
 
 /// What `worldfs mount` says when inotify refused to watch `at` (relative to SOURCE).
@@ -372,12 +492,7 @@ impl Invalidator {
                         self.store.retained.clear();
                     }
                     self.inval_known(st.as_ref());
-                    let parent = if parent_rel.as_os_str().is_empty() {
-                        Some(ROOT_ID)
-                    } else {
-                        parent_st.and_then(|p| self.store.known(p.st_dev, p.st_ino))
-                    };
-                    if let Some(parent) = parent {
+                    if let Some(parent) = self.node_at(parent_rel, parent_st.as_ref()) {
                         self.inval_entry(parent, name);
                         // The parent's cached listing and mtime are stale too.
                         self.inval_inode(parent);
@@ -412,6 +527,32 @@ impl Invalidator {
             self.observe
                 .emit(Op::External { change }, pid, || Some(rel.to_path_buf()));
         }
+    }
+
+    /// What `rel` leads to is another directory now (a file system was mounted or unmounted
+    /// there): the kernel looks the name up again, which reaches it, and the world counts what
+    /// is below it again.
+    fn remounted(&self, rel: &Path) {
+        if let (Some(name), Some(parent_rel)) = (rel.file_name(), rel.parent())
+            && let Some(parent) = self.node_at(parent_rel, self.stat(parent_rel).as_ref())
+        {
+            self.inval_entry(parent, name);
+        }
+        self.observe.emit(
+            Op::External {
+                change: ExternalChange::Remounted,
+            },
+            0,
+            || Some(rel.to_path_buf()),
+        );
+    }
+
+    /// The node id the kernel knows for the directory at `rel`, stated as `st`.
+    fn node_at(&self, rel: &Path, st: Option<&libc::stat>) -> Option<u64> {
+        if rel.as_os_str().is_empty() {
+            return Some(ROOT_ID);
+        }
+        st.and_then(|st| self.store.known(st.st_dev, st.st_ino))
     }
 
     fn stat(&self, rel: &Path) -> Option<libc::stat> {

@@ -246,7 +246,9 @@ fn changed_paths(op: &Op, path: &Path, out: &mut HashSet<PathBuf>) -> Option<()>
             }
         }
         Op::External { change } => match change {
-            ExternalChange::Rescan | ExternalChange::Unwatched => return None,
+            ExternalChange::Rescan | ExternalChange::Unwatched | ExternalChange::Remounted => {
+                return None;
+            }
             ExternalChange::Modified | ExternalChange::Echo => {
                 out.insert(path.to_owned());
             }

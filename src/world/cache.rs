@@ -292,13 +292,20 @@ impl Cache {
         }
     }
 
+    /// Marks `root` and every entry below it as needing a re-hash (a file system was mounted or
+    /// unmounted there; all of them for `""`).
+    pub fn mark_stale_under(&self, root: &Path) {
+        for k in self.keys_under(root) {
+            if let Some(mut e) = self.map.get_mut(&k) {
+                e.recheck();
+                e.unverified = e.needs_rehash;
+            }
+        }
+    }
+
     /// Marks every entry as needing a re-hash (the watcher lost events: anything may have changed).
     pub fn mark_all_stale(&self) {
-        for mut r in self.map.iter_mut() {
-            let e = r.value_mut();
-            e.recheck();
-            e.unverified = e.needs_rehash;
-        }
+        self.mark_stale_under(Path::new(""));
     }
 
     /// Moves `from` and everything below it to `to`; with `exchange`, swaps the two subtrees.

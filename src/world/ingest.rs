@@ -431,6 +431,10 @@ fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
             w.cache.mark_all_stale();
             w.rules.invalidate_all();
         }
+        ExternalChange::Remounted => {
+            w.cache.mark_stale_under(path);
+            w.rules.invalidate_all();
+        }
         ExternalChange::Unwatched => {
             w.cache.mark_all_stale();
             w.rules.invalidate_all();

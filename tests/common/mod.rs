@@ -471,10 +471,12 @@ pub enum Mode {
 }
 
 /// A tmpfs mounted for a test, lazily unmounted when dropped.
-struct Tmpfs(CString);
+/// A tmpfs mounted for a test; dropping it unmounts it (lazily: a mount over it may still hold
+/// names in it).
+pub struct Tmpfs(CString);
 
 impl Tmpfs {
-    fn mount(at: &Path) -> Tmpfs {
+    pub fn mount(at: &Path) -> Tmpfs {
         let c = cpath(at);
         // SAFETY: valid NUL-terminated strings.
         let r = unsafe {
