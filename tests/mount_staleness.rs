@@ -701,14 +701,17 @@ fn a_file_system_mounted_below_source_after_the_mount_shows_and_is_watched() {
 #[test]
 fn a_file_system_mounted_below_source_before_the_mount_is_watched_too() {
     for args in MODES {
-        // Declared before the mount: unmounted after it.
         let mut tmpfs = None;
-        let m = mirror(args, |src| {
+        let mut m = mirror(args, |src| {
             fs::create_dir(src.join("sub")).unwrap_or_else(|e| panic!("{e}"));
             tmpfs = Some(Tmpfs::mount(&src.join("sub")));
             fs::write(src.join("sub/f.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
             fs::write(src.join("top.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
         });
+        // Unmounted once the mount is gone, before its directories are removed.
+        if let Some(t) = tmpfs.take() {
+            m.keep_mounted(t);
+        }
         let status = m.status();
         let watched_with = if args.contains(&"inotify") {
             "watched with inotify"

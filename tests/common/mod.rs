@@ -522,6 +522,9 @@ struct Dirs {
 
 /// A running `worldfs mount` on temporary directories. Dropping it unmounts.
 pub struct Mount {
+    /// File systems a test mounted below SOURCE ([`Mount::keep_mounted`]): unmounted after the
+    /// daemon is gone, before the tmpfs below and the directories.
+    _below: Vec<Tmpfs>,
     /// Before `_tmp`: fields drop in order, after the daemon is gone, so the tmpfs is off
     /// SOURCE before the directories are removed.
     _source_tmpfs: Option<Tmpfs>,
@@ -728,6 +731,7 @@ impl Mount {
         let child = Arc::new(Mutex::new(child));
 
         let mut m = Mount {
+            _below: Vec::new(),
             _source_tmpfs: source_tmpfs,
             _tmp: Some(tmp),
             base,
@@ -790,6 +794,12 @@ impl Mount {
     }
 
     /// `root/rel`: a path through the mount.
+    /// Keeps `t`, mounted below SOURCE, until this mount is gone; then unmounts it before the
+    /// directories are removed (which its mount point would keep from going).
+    pub fn keep_mounted(&mut self, t: Tmpfs) {
+        self._below.push(t);
+    }
+
     pub fn path(&self, rel: impl AsRef<Path>) -> PathBuf {
         self.root.join(rel)
     }
