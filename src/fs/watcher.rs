@@ -4,7 +4,8 @@
 //!
 //! Two watchers feed it. As root, one fanotify mark on SOURCE's file system
 //! ([`fanotify`]); otherwise, or where that cannot work, notify's recursive inotify watch, one
-//! per directory. Either names paths below `/proc/self/fd/N` of the SOURCE descriptor opened
+//! per directory. Either way, file systems mounted below SOURCE are watched with inotify, and
+//! the mount table is followed for those that come and go ([`mounts`]). Either names paths below `/proc/self/fd/N` of the SOURCE descriptor opened
 //! before mounting: in in-place mode SOURCE's path leads into the mount itself, where no
 //! backing change is visible.
 
