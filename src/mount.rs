@@ -156,11 +156,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             let t = Instant::now();
             match Watcher::start(&store, with) {
                 Ok(w) => {
-                    info!(
-                        "watching SOURCE with {} ({:?})",
-                        w.kind.describe(),
-                        t.elapsed()
-                    );
+                    info!("watching SOURCE with {} ({:?})", w.describe(), t.elapsed());
                     Some(w)
                 }
                 // Asked for by name: mounting without it would not be what was asked.
@@ -245,7 +241,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     }
     let fs = Passthrough::new(store.clone(), opts, sink.clone(), self_changes.clone());
     let op_stats = fs.stats();
-    *op_stats.watcher.lock() = watcher.as_ref().map(|w| w.kind.describe());
+    *op_stats.watcher.lock() = watcher.as_ref().map(Watcher::describe);
 
     // Started before mounting, so a live daemon already serving this mount's socket (or an
     // unusable socket directory) aborts with nothing mounted. Kept until the mount is gone.
@@ -311,6 +307,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             sink.clone(),
             self_changes,
             kernel_cache,
+            op_stats.clone(),
         )
         .context("spawning the watcher thread")?;
     }

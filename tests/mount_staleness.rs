@@ -667,6 +667,11 @@ fn a_file_system_mounted_below_source_after_the_mount_shows_and_is_watched() {
             "the mounted file system in place of the covered directory",
             || names(&m.path("sub")) == ["g.txt"],
         );
+        let status = m.status();
+        assert!(
+            status.contains("file systems mounted below") && status.contains(": sub\n"),
+            "{args:?}: `worldfs status` names the file system watched below SOURCE: {status}"
+        );
         prime(&m, "sub/g.txt");
         fs::write(
             m.backing("sub/g.txt"),
@@ -683,6 +688,8 @@ fn a_file_system_mounted_below_source_after_the_mount_shows_and_is_watched() {
             names(&m.path("sub")) == ["f.txt"]
                 && read(&m.path("sub/f.txt")).as_deref() == Some(&b"covered"[..])
         });
+        let status = m.status();
+        assert!(!status.contains("mounted below"), "{args:?}: {status}");
         fs::write(
             m.backing("sub/f.txt"),
             "changed behind the mount, uncovered",
@@ -718,7 +725,12 @@ fn a_file_system_mounted_below_source_before_the_mount_is_watched_too() {
         } else {
             "watched with fanotify"
         };
-        assert!(status.contains(watched_with), "{args:?}: {status}");
+        assert!(
+            status.contains(watched_with)
+                && status.contains("file systems mounted below")
+                && status.contains(": sub\n"),
+            "{args:?}: {status}"
+        );
         for rel in ["sub/f.txt", "top.txt", "sub/new.txt"] {
             prime(&m, rel);
         }

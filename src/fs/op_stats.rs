@@ -12,9 +12,10 @@ macro_rules! op_counters {
             /// How reads and writes move, for `worldfs status`: decided at INIT, and again if
             /// kernel passthrough fails later. `None` before INIT.
             pub data_path: parking_lot::Mutex<Option<String>>,
-            /// How SOURCE is watched for changes behind the mount, for `worldfs status`;
-            /// `None` when it is not.
-            pub watcher: parking_lot::Mutex<Option<&'static str>>,
+            /// How SOURCE is watched for changes behind the mount, for `worldfs status`:
+            /// set at mount time, and again as file systems below SOURCE come and go. `None`
+            /// when it is not watched.
+            pub watcher: parking_lot::Mutex<Option<String>>,
         }
 
         impl OpStats {

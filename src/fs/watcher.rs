@@ -29,6 +29,7 @@ use tracing::{debug, info, warn};
 use self::inbox::Inbox;
 use super::inode_store::{Inode, InodeStore, ROOT_ID};
 use super::kernel_cache::KernelCache;
+use super::op_stats::OpStats;
 use super::self_changes::{NameChange, SelfChanges};
 use super::sys;
 use crate::observation::{ExternalChange, ObservationSink, Op};
@@ -66,11 +67,24 @@ pub enum Kind {
 }
 
 impl Kind {
-    /// How SOURCE is watched, for `worldfs status`.
-    pub fn describe(self) -> &'static str {
-        match self {
+    /// How SOURCE is watched, for `worldfs status`, with the file systems mounted `below` it
+    /// (each relative to SOURCE), which inotify watches either way.
+    fn describe<'a>(self, below: impl Iterator<Item = &'a Path>) -> String {
+        let below: Vec<String> = below.map(|p| p.display().to_string()).collect();
+        let how = match self {
             Kind::Fanotify => "fanotify, one mark on SOURCE's file system",
             Kind::Inotify => "inotify, a watch on each directory",
+        };
+        match (self, below.is_empty()) {
+            (_, true) => how.to_owned(),
+            (Kind::Fanotify, false) => format!(
+                "{how}, and inotify on the file systems mounted below it: {}",
+                below.join(", ")
+            ),
+            (Kind::Inotify, false) => format!(
+                "{how}, also on the file systems mounted below SOURCE: {}",
+                below.join(", ")
+            ),
         }
     }
 
@@ -90,6 +104,8 @@ pub struct Watcher {
     events: Arc<Inbox<Seen>>,
     prefix: PathBuf,
     pub kind: Kind,
+    /// The mount table, read before any watch was set; followed from [`Watcher::run`] on.
+    table: Option<mounts::Table>,
 }
 
 impl Watcher {
@@ -113,6 +129,7 @@ impl Watcher {
             events: Arc::new(Inbox::default()),
             prefix,
             kind: Kind::Inotify,
+            table: None,
         };
         let mark = match with {
             WatchWith::Inotify => None,
@@ -142,12 +159,14 @@ impl Watcher {
             }
             None => watcher.watch_source()?,
         }
-        if let Some(table) = table {
-            watcher
-                .follow(table)
-                .context("spawning the mount table's thread")?;
-        }
+        watcher.table = table;
         Ok(watcher)
+    }
+
+    /// How SOURCE is watched, for `worldfs status`.
+    pub fn describe(&self) -> String {
+        self.kind
+            .describe(self.table.iter().flat_map(|t| t.below()))
     }
 
     /// notify's recursive inotify watch on the whole of SOURCE, file systems mounted below it
@@ -178,9 +197,11 @@ impl Watcher {
         watch_tree(&self.inotify, &self.events, &self.prefix, rel);
     }
 
-    /// Follows the mount table: a file system mounted below SOURCE is watched, and the path
-    /// where one came or went is told to the watcher thread.
-    fn follow(&self, mut table: mounts::Table) -> std::io::Result<()> {
+    /// Follows the mount table: a file system mounted below SOURCE is watched, the path where
+    /// one came or went is told to the watcher thread, and `told` (what `worldfs status`
+    /// shows) says how SOURCE is watched now. A change made since the table was read is
+    /// reported at once.
+    fn follow(&self, mut table: mounts::Table, told: Arc<OpStats>) -> std::io::Result<()> {
         let (inotify, events, prefix) = (
             self.inotify.clone(),
             self.events.clone(),
@@ -217,6 +238,9 @@ impl Watcher {
                             watch_tree(&inotify, &events, &prefix, rel);
                         }
                     }
+                    if !changes.mounted.is_empty() || !changes.unmounted.is_empty() {
+                        *told.watcher.lock() = Some(kind.describe(table.below()));
+                    }
                     // After the watches: whatever is counted again from here is watched.
                     for rel in changes.mounted.into_iter().chain(changes.unmounted) {
                         events.push(Seen::Remounted(rel));
@@ -226,15 +250,21 @@ impl Watcher {
             .map(drop)
     }
 
-    /// Hands events to a thread that invalidates through `notifier` until the watcher drops.
+    /// Hands events to a thread that invalidates through `notifier` until the watcher drops,
+    /// and follows the mount table from here on (`told`: where `worldfs status` reads how
+    /// SOURCE is watched).
     pub fn run(
-        self,
+        mut self,
         store: Arc<InodeStore>,
         notifier: Notifier,
         observe: ObservationSink,
         self_changes: Arc<SelfChanges>,
         kernel_cache: KernelCache,
+        told: Arc<OpStats>,
     ) -> std::io::Result<JoinHandle<()>> {
+        if let Some(table) = self.table.take() {
+            self.follow(table, told)?;
+        }
         std::thread::Builder::new()
             .name("worldfs-watch".into())
             .spawn(move || {
