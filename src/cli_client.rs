@@ -338,7 +338,12 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
         outln!(out, "mount:    {source} at {mount}");
     }
     if let Some(io) = s.pointer("/data_path").and_then(Value::as_str) {
-        outln!(out, "io:       {io}");
+        let over = s
+            .pointer("/transport")
+            .and_then(Value::as_str)
+            .map(|t| format!("; requests over {t}"))
+            .unwrap_or_default();
+        outln!(out, "io:       {io}{over}");
     }
     outln!(out, "socket:   {}", path.display());
     outln!(

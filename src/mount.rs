@@ -134,13 +134,21 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let plan = validate(&cfg)?;
     // Decided before mounting: once INIT negotiates the ring, the kernel holds every request
     // until the ring is up, so only ask for it when it can work.
+    // Why the ring is not asked for, for `worldfs status`: it took about 40% off a `grep -r`
+    // and off small creates through the mount here (BENCHMARKS.md, "Session 43"), and the
+    // kernel offers it only once root turned it on.
+    let mut no_ring = None;
     let io_uring = match (cfg.io_uring, io_uring_available()) {
-        (IoUringMode::Off, _) => IoUringMode::Off,
+        (IoUringMode::Off, _) => {
+            no_ring = Some("--io-uring off".to_owned());
+            IoUringMode::Off
+        }
         (IoUringMode::On, Err(why)) => {
             bail!("--io-uring on: FUSE-over-io_uring unavailable: {why}")
         }
         (IoUringMode::Auto, Err(why)) => {
             info!("FUSE-over-io_uring not used: {why}");
+            no_ring = Some(why);
             IoUringMode::Off
         }
         (mode, Ok(())) => mode,
@@ -290,15 +298,13 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         let u = s.unmount_callable();
         (s, Unmounter::Fuser(u))
     };
-    info!(
-        io_uring = session.io_uring(),
-        "transport: {}",
-        if session.io_uring() {
-            "FUSE-over-io_uring (one queue per CPU)"
-        } else {
-            "/dev/fuse"
-        }
-    );
+    let transport = match (session.io_uring(), no_ring) {
+        (true, _) => "FUSE-over-io_uring (one queue per CPU)".to_owned(),
+        (false, Some(why)) => format!("/dev/fuse (FUSE-over-io_uring not used: {why})"),
+        (false, None) => "/dev/fuse".to_owned(),
+    };
+    info!(io_uring = session.io_uring(), "transport: {transport}");
+    *op_stats.transport.lock() = Some(transport);
     let notifier = session.notifier();
     if let Some(w) = watcher {
         w.run(

@@ -302,6 +302,11 @@ fn io_uring_on_mounts_or_names_the_parameter() {
             "the log does not name the transport:\n{}",
             m.log()
         );
+        assert!(
+            status_io_line(&m).contains("; requests over FUSE-over-io_uring (one queue per CPU)"),
+            "{}",
+            status_io_line(&m)
+        );
         m.signal(libc::SIGTERM);
         let st = m.wait_exit(common::EXIT_TIMEOUT);
         assert!(
@@ -336,6 +341,12 @@ fn io_uring_on_mounts_or_names_the_parameter() {
         m.log().contains("/dev/fuse"),
         "the log does not name the transport:\n{}",
         m.log()
+    );
+    assert!(
+        status_io_line(&m)
+            .contains("; requests over /dev/fuse (FUSE-over-io_uring not used: --io-uring off)"),
+        "{}",
+        status_io_line(&m)
     );
     m.signal(libc::SIGTERM);
     let st = m.wait_exit(common::EXIT_TIMEOUT);
@@ -667,20 +678,25 @@ fn options_no_observe_verbose_and_io_modes_mount() {
     }
 }
 
-/// `worldfs status` says how reads and writes move, and why: what makes a mount fast or slow
-/// is otherwise invisible.
+/// The `io:` line of `worldfs status`, after a write through the mount (the line comes once
+/// the kernel's first request has).
+fn status_io_line(m: &Mount) -> String {
+    std::fs::write(m.path("f"), "x").unwrap_or_else(|e| panic!("{e}"));
+    let out = worldfs(&[os(&"status"), os(&"--socket"), os(&m.socket())]);
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .find(|l| l.starts_with("io:"))
+        .map(str::to_owned)
+        .unwrap_or_else(|| panic!("no io line: {out:?}"))
+}
+
+/// `worldfs status` says how reads and writes move, and why, and over which transport the
+/// requests come (and why not the faster one): what makes a mount fast or slow is otherwise
+/// invisible.
 #[test]
 fn status_says_how_reads_and_writes_move() {
-    let io_line = |m: &Mount| {
-        std::fs::write(m.path("f"), "x").unwrap_or_else(|e| panic!("{e}"));
-        let out = worldfs(&[os(&"status"), os(&"--socket"), os(&m.socket())]);
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .find(|l| l.starts_with("io:"))
-            .map(str::to_owned)
-            .unwrap_or_else(|| panic!("no io line: {out:?}"))
-    };
+    let io_line = status_io_line;
     let daemon = Mount::mirror_with(&["--io", "daemon"]);
     assert!(
         io_line(&daemon)
@@ -696,6 +712,24 @@ fn status_says_how_reads_and_writes_move() {
             || line.contains("the kernel does not offer FUSE passthrough"),
         "{line}"
     );
+    let ring_offered = std::fs::read_to_string("/sys/module/fuse/parameters/enable_uring")
+        .map(|v| v.trim() == "Y")
+        .unwrap_or(false);
+    if ring_offered {
+        assert!(
+            line.contains("; requests over FUSE-over-io_uring (one queue per CPU)")
+                || line.contains("FUSE-over-io_uring not used: io_uring is not usable"),
+            "{line}"
+        );
+    } else {
+        assert!(
+            line.contains(
+                "; requests over /dev/fuse (FUSE-over-io_uring not used: \
+                 /sys/module/fuse/parameters/enable_uring is N (as root: echo Y > "
+            ) || line.contains("the kernel lacks FUSE-over-io_uring"),
+            "{line}"
+        );
+    }
 }
 
 /// The client commands find the mount from any directory in it given with `-C DIR` (or as

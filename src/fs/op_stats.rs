@@ -12,6 +12,9 @@ macro_rules! op_counters {
             /// How reads and writes move, for `worldfs status`: decided at INIT, and again if
             /// kernel passthrough fails later. `None` before INIT.
             pub data_path: parking_lot::Mutex<Option<String>>,
+            /// How requests reach the daemon, for `worldfs status`: FUSE-over-io_uring, or
+            /// `/dev/fuse` and why not the ring. `None` before the session starts.
+            pub transport: parking_lot::Mutex<Option<String>>,
             /// How SOURCE is watched for changes behind the mount, for `worldfs status`:
             /// set at mount time, and again as file systems below SOURCE come and go. `None`
             /// when it is not watched.

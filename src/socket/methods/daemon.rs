@@ -109,6 +109,7 @@ pub(super) fn stats(shared: &Shared) -> Value {
         },
         "fuse_ops": fuse,
         "data_path": shared.op_stats.as_ref().and_then(|s| s.data_path.lock().clone()),
+        "transport": shared.op_stats.as_ref().and_then(|s| s.transport.lock().clone()),
         "watcher": shared.op_stats.as_ref().and_then(|s| s.watcher.lock().clone()),
         "world": world,
         "root": {
