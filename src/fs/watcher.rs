@@ -119,8 +119,8 @@ impl Watcher {
             .and_then(mounts::Table::open)
             .inspect_err(|e| {
                 warn!(
-                    "file systems mounted or unmounted below SOURCE from now on will not be \
-                     watched: reading the mount table failed: {e}"
+                    "file systems mounted below SOURCE may go unwatched (mounted later, or \
+                     with fanotify at all): reading the mount table failed: {e}"
                 )
             })
             .ok();
