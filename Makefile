@@ -18,6 +18,8 @@
 #                       a world of 20,000 entries against mounts with --no-state
 #   make bench-watcher fanotify against inotify: time to set the watch on 20,000 directories,
 #                       daemon CPU while files churn elsewhere on the file system, change latency
+#   make bench-transport FUSE-over-io_uring against /dev/fuse: a warm grep -r of the fsbench tree
+#                       and 3,000 small creates on a tmpfs, through the mount and natively
 #   make bench-render   projection render time after a change, in a world of 20,000 live entries
 #                       (in-process; RENDER_FILES=N, RENDER_RENDERS=R)
 #   make bench-replay   replay every trace in ../shared/traces/dev (docs/replay.md); summary -> BENCHMARKS.md
@@ -34,7 +36,7 @@
 SHELL := /bin/bash
 CARGO ?= cargo
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-watcher bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
+.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-watcher bench-transport bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
@@ -93,6 +95,9 @@ bench-restart: build
 
 bench-watcher: build
 	scripts/bench.sh watcher
+
+bench-transport: build
+	scripts/bench.sh transport
 
 RENDER_FILES ?= 20000
 RENDER_RENDERS ?= 30

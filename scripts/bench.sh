@@ -2,7 +2,7 @@
 # bench.sh (`make bench`, `make bench-fs`, `make bench-latency`, `make bench-rss`, `make bench-socket`, `make bench-hook`,
 # `make bench-proxy`)
 #
-#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart|watcher]...
+#   scripts/bench.sh [all|fs|fs-user|latency|rss|socket|overhead|hook|proxy|sessions|catchup|restart|watcher|transport]...
 #
 #   fs       ../shared/tools/fsbench native vs a worldfs mirror mount, on
 #              bench-work/native/tree   `cargo vendor` of worldfs's dependencies (10k+ files),
@@ -69,6 +69,13 @@
 #            reboot; then warm) and the inotify watches held; the daemon's CPU time
 #            while WATCH_FILES=5000 files are created and removed outside SOURCE on the same
 #            file system; change visibility (change_latency, first round). Not in `all`.
+#   transport FUSE-over-io_uring against /dev/fuse (`--io-uring auto` and `off`, the
+#            parameter set to Y for the run as in every part), alternating,
+#            TRANSPORT_ROUNDS=5 times: a warm `grep -rIl` of the fsbench tree through a
+#            mirror mount of bench-work/native (fsbench's `grep` command), and
+#            TRANSPORT_FILES=3000 small files created by a shell loop (fsbench's `smallfiles`)
+#            through a mirror mount of a tmpfs (so ext4's allocator is out of it); the same
+#            natively. Not in `all`.
 #
 # Each part appends a dated section (machine, commit, exact commands, results) to
 # BENCHMARKS.md. Environment:
@@ -110,9 +117,9 @@ PARTS=("$@")
 for p in "${PARTS[@]}"; do
   case "$p" in
     all) PARTS=(fs latency rss socket); break ;;
-    fs|fs-user|latency|rss|socket|overhead|hook|proxy|proxy-codex|sessions|catchup|restart|watcher) ;;
+    fs|fs-user|latency|rss|socket|overhead|hook|proxy|proxy-codex|sessions|catchup|restart|watcher|transport) ;;
     -h|--help) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
-    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, proxy-codex, sessions, catchup, restart, watcher)" ;;
+    *) wfs_die "unknown part $p (all, fs, fs-user, latency, rss, socket, overhead, hook, proxy, proxy-codex, sessions, catchup, restart, watcher, transport)" ;;
   esac
 done
 
@@ -789,6 +796,79 @@ PY
   } | record
 }
 
+# ---------- transport ----------
+secs_of() {  # COMMAND... -> seconds it took (3 decimals)
+  local t0 t1
+  t0=$(date +%s%N)
+  "$@" > /dev/null
+  t1=$(date +%s%N)
+  echo "$(((t1 - t0) / 1000000))" | awk '{printf "%.3f", $1 / 1000}'
+}
+grep_tree() { grep -rIl --exclude-dir=.git 'fn main' "$1" || [ $? = 1 ]; }
+small_creates() {  # DIR N: fsbench's smallfiles loop, in a fresh DIR
+  local d=$1 n=$2 i blob
+  rm -rf "$d"; mkdir -p "$d"
+  blob=$(head -c 1024 /dev/zero | tr '\0' x)
+  for ((i = 0; i < n; i++)); do printf '%s' "$blob" > "$d/f$i"; done
+}
+bench_transport() {
+  local rounds=${TRANSPORT_ROUNDS:-5} files=${TRANSPORT_FILES:-3000} dir=$BW/transport
+  local out="" r t ring grep_s small_s
+  [ "$(uring_state)" = Y ] || wfs_die "$URING_PARAM is not Y: FUSE-over-io_uring cannot be measured here"
+  ensure_tree "$BW/native"
+  rm -rf "$dir"; mkdir -p "$dir/tree-mnt" "$dir/tmp" "$dir/small-mnt"
+  mount -t tmpfs -o size=512m worldfs-bench "$dir/tmp" || wfs_die "cannot mount a tmpfs"
+  wfs_defer "umount -l $dir/tmp"
+  mkdir -p "$dir/tmp/src"
+  for ((r = 1; r <= rounds; r++)); do
+    grep_tree "$BW/native/tree"
+    grep_s=$(secs_of grep_tree "$BW/native/tree")
+    small_s=$(secs_of small_creates "$dir/tmp/native" "$files")
+    out+=$'\n'"native $grep_s $small_s"
+    for t in ring dev; do
+      ring=auto; [ "$t" = dev ] && ring=off
+      wfs_mount "$BW/native" "$dir/tree-mnt" -- --no-state -v --io-uring "$ring" "${MOUNT_ARGS[@]}"
+      if [ "$t" = ring ]; then
+        grep -q 'transport: FUSE-over-io_uring' "$WFS_LOG" || wfs_die "the mount did not use FUSE-over-io_uring: $(grep transport "$WFS_LOG")"
+      fi
+      # Warm: the first run looks every name up and reads every small file into the page
+      # cache; fsbench's timed runs come after its warm-up too.
+      grep_tree "$dir/tree-mnt/tree"
+      grep_tree "$dir/tree-mnt/tree"
+      grep_s=$(secs_of grep_tree "$dir/tree-mnt/tree")
+      wfs_unmount "$dir/tree-mnt" || wfs_die "the mount did not unmount cleanly"
+      wfs_mount "$dir/tmp/src" "$dir/small-mnt" -- --no-state --io-uring "$ring" "${MOUNT_ARGS[@]}"
+      small_s=$(secs_of small_creates "$dir/small-mnt/small" "$files")
+      wfs_unmount "$dir/small-mnt" || wfs_die "the mount did not unmount cleanly"
+      out+=$'\n'"$t $grep_s $small_s"
+    done
+  done
+  echo "$out"
+  md_header "FUSE-over-io_uring against /dev/fuse"
+  {
+    echo "- command: \`scripts/bench.sh transport\` (\`make bench-transport\`), TRANSPORT_ROUNDS=$rounds TRANSPORT_FILES=$files: mirror mounts with \`--io-uring auto\` (the ring; checked in the daemon's log) and \`--io-uring off\` (/dev/fuse), alternating, after the same commands natively, each round"
+    echo "- grep: \`grep -rIl --exclude-dir=.git 'fn main'\` of bench-work/native/tree (fsbench's \`grep\`), timed after two untimed runs on the same mount; small creates: $files files of 1 KiB written by a shell loop (fsbench's \`smallfiles\`) into an empty directory of a tmpfs mirror-mounted for it"
+    echo
+    echo "| transport | grep -r, s (median) | ratio to native | small creates, s (median) | ratio to native | all rounds (grep / creates) |"
+    echo "|---|---|---|---|---|---|"
+    OUT=$out python3 - << 'PY'
+import os, statistics
+rows = [l.split() for l in os.environ["OUT"].splitlines() if l.strip()]
+med = {}
+for name in ("native", "ring", "dev"):
+    g = [float(r[1]) for r in rows if r[0] == name]
+    c = [float(r[2]) for r in rows if r[0] == name]
+    med[name] = (statistics.median(g), statistics.median(c), g, c)
+label = {"native": "native", "ring": "FUSE-over-io_uring", "dev": "/dev/fuse"}
+for name in ("native", "ring", "dev"):
+    g, c, gs, cs = med[name]
+    print("| %s | %.3f | %.2f | %.3f | %.2f | %s / %s |" % (
+        label[name], g, g / med["native"][0], c, c / med["native"][1],
+        " ".join("%.3f" % x for x in gs), " ".join("%.3f" % x for x in cs)))
+PY
+  } | record
+}
+
 # ---------- proxy ----------
 # DIR/report/mod_1.py ... mod_40.py: 40 modules of 12 small functions each.
 gen_modules() {
@@ -1289,6 +1369,7 @@ for p in "${PARTS[@]}"; do
     catchup) bench_catchup ;;
     restart) bench_restart ;;
     watcher) bench_watcher ;;
+    transport) bench_transport ;;
   esac
 done
 [ "${BENCH_NO_RECORD:-0}" = 1 ] || wfs_log "results appended to $MD"
