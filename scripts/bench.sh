@@ -805,15 +805,15 @@ secs_of() {  # COMMAND... -> seconds it took (3 decimals)
   echo "$(((t1 - t0) / 1000000))" | awk '{printf "%.3f", $1 / 1000}'
 }
 grep_tree() { grep -rIl --exclude-dir=.git 'fn main' "$1" || [ $? = 1 ]; }
-small_creates() {  # DIR N: fsbench's smallfiles loop, in a fresh DIR
-  local d=$1 n=$2 i blob
-  rm -rf "$d"; mkdir -p "$d"
-  blob=$(head -c 1024 /dev/zero | tr '\0' x)
+small_creates() {  # DIR N BLOB: fsbench's smallfiles loop, N files holding BLOB in DIR
+  local d=$1 n=$2 blob=$3 i
   for ((i = 0; i < n; i++)); do printf '%s' "$blob" > "$d/f$i"; done
 }
+fresh_dir() { rm -rf "$1"; mkdir -p "$1"; }
 bench_transport() {
   local rounds=${TRANSPORT_ROUNDS:-5} files=${TRANSPORT_FILES:-3000} dir=$BW/transport
-  local out="" r t ring grep_s small_s
+  local out="" r t ring grep_s small_s blob
+  blob=$(head -c 1024 /dev/zero | tr '\0' x)
   [ "$(uring_state)" = Y ] || wfs_die "$URING_PARAM is not Y: FUSE-over-io_uring cannot be measured here"
   ensure_tree "$BW/native"
   rm -rf "$dir"; mkdir -p "$dir/tree-mnt" "$dir/tmp" "$dir/small-mnt"
@@ -823,7 +823,8 @@ bench_transport() {
   for ((r = 1; r <= rounds; r++)); do
     grep_tree "$BW/native/tree"
     grep_s=$(secs_of grep_tree "$BW/native/tree")
-    small_s=$(secs_of small_creates "$dir/tmp/native" "$files")
+    fresh_dir "$dir/tmp/native"
+    small_s=$(secs_of small_creates "$dir/tmp/native" "$files" "$blob")
     out+=$'\n'"native $grep_s $small_s"
     for t in ring dev; do
       ring=auto; [ "$t" = dev ] && ring=off
@@ -838,7 +839,9 @@ bench_transport() {
       grep_s=$(secs_of grep_tree "$dir/tree-mnt/tree")
       wfs_unmount "$dir/tree-mnt" || wfs_die "the mount did not unmount cleanly"
       wfs_mount "$dir/tmp/src" "$dir/small-mnt" -- --no-state --io-uring "$ring" "${MOUNT_ARGS[@]}"
-      small_s=$(secs_of small_creates "$dir/small-mnt/small" "$files")
+      # Emptied before the clock starts: the other transport's files from this round are there.
+      fresh_dir "$dir/small-mnt/small"
+      small_s=$(secs_of small_creates "$dir/small-mnt/small" "$files" "$blob")
       wfs_unmount "$dir/small-mnt" || wfs_die "the mount did not unmount cleanly"
       out+=$'\n'"$t $grep_s $small_s"
     done
