@@ -134,9 +134,9 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let plan = validate(&cfg)?;
     // Decided before mounting: once INIT negotiates the ring, the kernel holds every request
     // until the ring is up, so only ask for it when it can work.
-    // Why the ring is not asked for, for `worldfs status`: it took a third off a `grep -r` and
-    // 40% off small creates through the mount here (`make bench-transport`), and the kernel
-    // offers it only once root turned it on.
+    // Why the ring is not asked for, for `worldfs status`: it took a fifth to a third off a
+    // `grep -r` and 40% off small creates through the mount here (`make bench-transport`), and
+    // the kernel offers it only once root turned it on.
     let mut no_ring = None;
     let io_uring = match (cfg.io_uring, io_uring_available()) {
         (IoUringMode::Off, _) => {
