@@ -707,14 +707,21 @@ proc_cpu_ms() {  # PID -> utime + stime of the process, in ms
 inotify_watches() {  # PID -> inotify watches held
   cat /proc/"$1"/fdinfo/* 2> /dev/null | grep -c '^inotify wd:' || true
 }
-churn() {  # DIR N -> ms to create then remove N small files in DIR
-  local d=$1 n=$2 t0 t1 i
-  mkdir -p "$d"
+ms_of() {  # COMMAND... -> milliseconds it took (its output dropped)
+  local t0 t1
   t0=$(date +%s%N)
-  for ((i = 0; i < n; i++)); do echo "$i" > "$d/f$i"; done
-  rm -rf "$d"
+  "$@" > /dev/null
   t1=$(date +%s%N)
   echo $(((t1 - t0) / 1000000))
+}
+churn_files() {  # DIR N: create then remove N small files in DIR
+  local d=$1 n=$2 i
+  for ((i = 0; i < n; i++)); do echo "$i" > "$d/f$i"; done
+  rm -rf "$d"
+}
+churn() {  # DIR N -> ms to create then remove N small files in DIR
+  mkdir -p "$1"
+  ms_of churn_files "$1" "$2"
 }
 bench_watcher() {
   local dirs=${WATCH_DIRS:-20000} rounds=${WATCH_ROUNDS:-5} files=${WATCH_FILES:-5000}
@@ -798,13 +805,9 @@ PY
 
 # ---------- transport ----------
 secs_of() {  # COMMAND... -> seconds it took (3 decimals)
-  local t0 t1
-  t0=$(date +%s%N)
-  "$@" > /dev/null
-  t1=$(date +%s%N)
-  echo "$(((t1 - t0) / 1000000))" | awk '{printf "%.3f", $1 / 1000}'
+  ms_of "$@" | awk '{printf "%.3f", $1 / 1000}'
 }
-grep_tree() { grep -rIl --exclude-dir=.git 'fn main' "$1" || [ $? = 1 ]; }
+grep_tree() { grep -rIl --exclude-dir=.git 'fn main' "$1" > /dev/null || [ $? = 1 ]; }
 small_creates() {  # DIR N BLOB: fsbench's smallfiles loop, N files holding BLOB in DIR
   local d=$1 n=$2 blob=$3 i
   for ((i = 0; i < n; i++)); do printf '%s' "$blob" > "$d/f$i"; done
