@@ -1,8 +1,9 @@
 //! Command-line interface.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::fs::watcher::WatchWith;
 use crate::fs::{IoMode, IoUringMode};
@@ -34,70 +35,57 @@ pub enum Command {
         source: PathBuf,
         /// Where to show it; defaults to SOURCE itself (mount in place).
         mountpoint: Option<PathBuf>,
-        /// How file data flows: `auto` uses kernel passthrough when the kernel offers it and the
-        /// daemon is root (native speed; reads and writes are observed at open and close; files
-        /// up to 256 KiB opened only for reading are served from the kernel's page cache, which
-        /// saves a round trip per open), `daemon` routes every read and write through worldfs
-        /// (byte ranges observed).
-        #[arg(long, value_enum, default_value_t = IoMode::Auto)]
-        io: IoMode,
-        /// How requests travel between the kernel and worldfs. `auto` uses FUSE-over-io_uring
-        /// when the kernel offers it: one queue per CPU, so a request is served on the CPU that
-        /// made it (much faster metadata on small VMs); `on` fails at mount time if it is not
-        /// available; `off` uses /dev/fuse only. The kernel (Linux 6.14+) offers it only while
-        /// /sys/module/fuse/parameters/enable_uring is Y (root: `echo Y > ...`; worldfs never
-        /// changes it).
-        #[arg(long, value_enum, default_value_t = IoUringMode::Auto, env = "WORLDFS_IO_URING")]
-        io_uring: IoUringMode,
-        /// Do not record observations (pure passthrough, for comparison).
+        #[command(flatten)]
+        options: MountOptions,
+    },
+    /// Mount DIR in place, run COMMAND in it, and unmount when COMMAND ends: the whole set-up in
+    /// one command (`worldfs run -- claude`, or `worldfs run --proxy -- claude`).
+    ///
+    /// The mount (and with --proxy, `worldfs proxy`) run as processes of their own, in their
+    /// own process group, so a Ctrl-C meant for the agent reaches the agent only; their
+    /// messages go to --log. COMMAND runs in the mount, with WORLDFS_SOCKET set to the mount's
+    /// socket (and with --proxy, ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL to the proxy), in the
+    /// foreground: SIGTERM and SIGHUP sent to `worldfs run` are passed on to it. When it ends,
+    /// the proxy stops and DIR is unmounted (detached, if a process COMMAND left behind still
+    /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
+    /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
+    /// `worldfs hook --install` still needs running once per project for the goal and the
+    /// steps (README, "With Claude Code").
+    Run {
+        /// The directory to mount in place and run COMMAND in; by default the current one.
+        #[arg(short = 'C', value_name = "DIR")]
+        dir: Option<PathBuf>,
+        #[command(flatten)]
+        options: MountOptions,
+        /// Also serve COMMAND's model calls with the projection in place of their history:
+        /// starts `worldfs proxy` for the mount and sets ANTHROPIC_BASE_URL (Claude Code) and
+        /// WORLDFS_PROXY_URL to it in COMMAND's environment.
         #[arg(long)]
-        no_observe: bool,
-        /// Threads reading FUSE requests from /dev/fuse. With FUSE-over-io_uring (--io-uring),
-        /// one more thread per CPU serves the requests and these carry only FORGET and INTERRUPT.
-        #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
-        threads: u16,
-        /// Seconds the kernel may cache names and attributes. Safe to keep long: the watcher
-        /// invalidates whatever changes behind the mount.
-        #[arg(long, default_value_t = 300.0)]
-        cache_timeout: f64,
-        /// Do not watch SOURCE for changes behind the mount (kernel caching is then disabled,
-        /// so nothing is ever served stale, at a cost in speed). Wins over --watcher.
-        #[arg(long)]
-        no_watch: bool,
-        /// How SOURCE is watched for changes behind the mount. `fanotify` (root only, Linux
-        /// 5.9+) puts one mark on SOURCE's file system: no limit on directories, nothing to
-        /// walk at mount, and a directory made behind the mount is watched from its first
-        /// file. `inotify` sets a watch on every directory (fs.inotify.max_user_watches bounds
-        /// them). `auto` uses fanotify where it can: as root, on a file system with file
-        /// handles. Either way, a file system mounted below SOURCE (also after the mount) is
-        /// watched with inotify, and shown through the mount as it is mounted or unmounted.
-        #[arg(long, value_enum, default_value_t = WatchWith::Auto, env = "WORLDFS_WATCHER")]
-        watcher: WatchWith,
-        /// World cache settings (attribution, ignore rules, secrets, budget, policy); see
-        /// docs/worldfs.toml.md. Without it the defaults apply.
+        proxy: bool,
+        /// With --proxy: where the proxy sends requests (Codex: https://api.openai.com, with
+        /// --listen at the address its config.toml names).
+        #[arg(
+            long,
+            env = "WORLDFS_PROXY_UPSTREAM",
+            default_value = "https://api.anthropic.com",
+            value_name = "URL"
+        )]
+        upstream: String,
+        /// With --proxy: the address it listens on (port 0 picks a free one).
+        #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
+        listen: std::net::SocketAddr,
+        /// Where the mount's and the proxy's messages go (replaced at each run); by default
+        /// NAME.log beside the mount's socket. Warnings are also shown on stderr.
         #[arg(long, value_name = "FILE")]
-        config: Option<PathBuf>,
-        /// Append every observation to this JSONL file (rotated by size; for audit only).
-        #[arg(long, value_name = "FILE")]
-        journal: Option<PathBuf>,
-        /// Serve the socket here instead of the default ($XDG_RUNTIME_DIR/worldfs/NAME.sock, or
-        /// /tmp/worldfs-$UID/NAME.sock, NAME made from the mountpoint path; printed at start).
-        #[arg(long, value_name = "PATH")]
-        socket: Option<PathBuf>,
-        /// Keep the world in this file across restarts of the daemon, instead of the default
-        /// ($XDG_STATE_HOME/worldfs/NAME.json, or ~/.local/state/worldfs/NAME.json, NAME made
-        /// from the SOURCE path). The world is saved every 10 s while it changes and at
-        /// unmount, and the next mount of SOURCE starts from it: what the agent saw and
-        /// changed, the goal, the last step, the task list, and the command outputs whose
-        /// input files are unchanged. No file content is saved; it is read from disk as always.
-        #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
-        state: Option<PathBuf>,
-        /// Start with an empty world, leaving out what was saved (the next save replaces it).
-        #[arg(long, conflicts_with = "no_state")]
-        fresh: bool,
-        /// Neither read nor save a kept world: the world lives as long as the mount.
-        #[arg(long)]
-        no_state: bool,
+        log: Option<PathBuf>,
+        /// The program to run in the mount, and its arguments (after `--`).
+        #[arg(
+            required = true,
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "COMMAND"
+        )]
+        command: Vec<OsString>,
     },
     /// Internal: watches a daemon and aborts its connection if it dies (started by `mount`).
     #[command(name = "__watchdog", hide = true)]
@@ -358,4 +346,160 @@ pub struct SocketArg {
     /// Talk to the worldfs mount that contains DIR, as if run there (like `git -C`).
     #[arg(short = 'C', value_name = "DIR")]
     pub dir: Option<PathBuf>,
+}
+
+/// How `worldfs mount` (and the mount `worldfs run` makes) serves SOURCE.
+#[derive(Debug, Clone, PartialEq, clap::Args)]
+pub struct MountOptions {
+    /// How file data flows: `auto` uses kernel passthrough when the kernel offers it and the
+    /// daemon is root (native speed; reads and writes are observed at open and close; files
+    /// up to 256 KiB opened only for reading are served from the kernel's page cache, which
+    /// saves a round trip per open), `daemon` routes every read and write through worldfs
+    /// (byte ranges observed).
+    #[arg(long, value_enum, default_value_t = IoMode::Auto)]
+    pub io: IoMode,
+    /// How requests travel between the kernel and worldfs. `auto` uses FUSE-over-io_uring
+    /// when the kernel offers it: one queue per CPU, so a request is served on the CPU that
+    /// made it (much faster metadata on small VMs); `on` fails at mount time if it is not
+    /// available; `off` uses /dev/fuse only. The kernel (Linux 6.14+) offers it only while
+    /// /sys/module/fuse/parameters/enable_uring is Y (root: `echo Y > ...`; worldfs never
+    /// changes it).
+    #[arg(long, value_enum, default_value_t = IoUringMode::Auto, env = "WORLDFS_IO_URING")]
+    pub io_uring: IoUringMode,
+    /// Do not record observations (pure passthrough, for comparison).
+    #[arg(long)]
+    pub no_observe: bool,
+    /// Threads reading FUSE requests from /dev/fuse. With FUSE-over-io_uring (--io-uring),
+    /// one more thread per CPU serves the requests and these carry only FORGET and INTERRUPT.
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u16).range(1..=64))]
+    pub threads: u16,
+    /// Seconds the kernel may cache names and attributes. Safe to keep long: the watcher
+    /// invalidates whatever changes behind the mount.
+    #[arg(long, default_value_t = 300.0)]
+    pub cache_timeout: f64,
+    /// Do not watch SOURCE for changes behind the mount (kernel caching is then disabled,
+    /// so nothing is ever served stale, at a cost in speed). Wins over --watcher.
+    #[arg(long)]
+    pub no_watch: bool,
+    /// How SOURCE is watched for changes behind the mount. `fanotify` (root only, Linux
+    /// 5.9+) puts one mark on SOURCE's file system: no limit on directories, nothing to
+    /// walk at mount, and a directory made behind the mount is watched from its first
+    /// file. `inotify` sets a watch on every directory (fs.inotify.max_user_watches bounds
+    /// them). `auto` uses fanotify where it can: as root, on a file system with file
+    /// handles. Either way, a file system mounted below SOURCE (also after the mount) is
+    /// watched with inotify, and shown through the mount as it is mounted or unmounted.
+    #[arg(long, value_enum, default_value_t = WatchWith::Auto, env = "WORLDFS_WATCHER")]
+    pub watcher: WatchWith,
+    /// World cache settings (attribution, ignore rules, secrets, budget, policy); see
+    /// docs/worldfs.toml.md. Without it the defaults apply.
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Append every observation to this JSONL file (rotated by size; for audit only).
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+    /// Serve the socket here instead of the default ($XDG_RUNTIME_DIR/worldfs/NAME.sock, or
+    /// /tmp/worldfs-$UID/NAME.sock, NAME made from the mountpoint path; printed at start).
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Keep the world in this file across restarts of the daemon, instead of the default
+    /// ($XDG_STATE_HOME/worldfs/NAME.json, or ~/.local/state/worldfs/NAME.json, NAME made
+    /// from the SOURCE path). The world is saved every 10 s while it changes and at
+    /// unmount, and the next mount of SOURCE starts from it: what the agent saw and
+    /// changed, the goal, the last step, the task list, and the command outputs whose
+    /// input files are unchanged. No file content is saved; it is read from disk as always.
+    #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
+    pub state: Option<PathBuf>,
+    /// Start with an empty world, leaving out what was saved (the next save replaces it).
+    #[arg(long, conflicts_with = "no_state")]
+    pub fresh: bool,
+    /// Neither read nor save a kept world: the world lives as long as the mount.
+    #[arg(long)]
+    pub no_state: bool,
+}
+
+impl MountOptions {
+    /// The same options as `worldfs mount` arguments: `worldfs run` starts its mount as a
+    /// process of its own, so that a Ctrl-C meant for the agent does not unmount it.
+    pub fn args(&self) -> Vec<OsString> {
+        let name = |v: Option<clap::builder::PossibleValue>| {
+            v.map(|v| v.get_name().to_owned()).unwrap_or_default()
+        };
+        let mut a: Vec<OsString> = vec![
+            "--io".into(),
+            name(self.io.to_possible_value()).into(),
+            "--io-uring".into(),
+            name(self.io_uring.to_possible_value()).into(),
+            "--threads".into(),
+            self.threads.to_string().into(),
+            "--cache-timeout".into(),
+            self.cache_timeout.to_string().into(),
+            "--watcher".into(),
+            name(self.watcher.to_possible_value()).into(),
+        ];
+        let flags = [
+            (self.no_observe, "--no-observe"),
+            (self.no_watch, "--no-watch"),
+            (self.fresh, "--fresh"),
+            (self.no_state, "--no-state"),
+        ];
+        a.extend(flags.iter().filter(|(on, _)| *on).map(|(_, f)| f.into()));
+        let paths = [
+            (&self.config, "--config"),
+            (&self.journal, "--journal"),
+            (&self.socket, "--socket"),
+            (&self.state, "--state"),
+        ];
+        for (p, flag) in paths {
+            if let Some(p) = p {
+                a.push(flag.into());
+                a.push(p.clone().into_os_string());
+            }
+        }
+        a
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mount_options(args: &[OsString]) -> MountOptions {
+        let mut argv: Vec<OsString> = vec!["worldfs".into(), "mount".into(), "/p".into()];
+        argv.extend_from_slice(args);
+        match Cli::try_parse_from(argv).map(|c| c.command) {
+            Ok(Command::Mount { options, .. }) => options,
+            other => panic!("not a mount: {other:?}"),
+        }
+    }
+
+    /// `worldfs run` hands its mount options on as arguments: every one must come back as it
+    /// was given, or the mount would not be the one asked for.
+    #[test]
+    fn mount_options_come_back_from_their_arguments() {
+        let defaults = mount_options(&[]);
+        assert_eq!(mount_options(&defaults.args()), defaults);
+        let every = MountOptions {
+            io: IoMode::Daemon,
+            io_uring: IoUringMode::Off,
+            no_observe: true,
+            threads: 9,
+            cache_timeout: 2.5,
+            no_watch: true,
+            watcher: WatchWith::Inotify,
+            config: Some("/c.toml".into()),
+            journal: Some("/j.jsonl".into()),
+            socket: Some("/s.sock".into()),
+            state: None,
+            fresh: false,
+            no_state: true,
+        };
+        assert_eq!(mount_options(&every.args()), every);
+        let kept = MountOptions {
+            state: Some("/state.json".into()),
+            fresh: true,
+            no_state: false,
+            ..every
+        };
+        assert_eq!(mount_options(&kept.args()), kept);
+    }
 }

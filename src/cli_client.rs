@@ -62,6 +62,7 @@ pub fn run(cmd: Command) -> ExitCode {
         })
         .map_err(Failure::from),
         Command::Mount { .. }
+        | Command::Run { .. }
         | Command::Unmount { .. }
         | Command::Watchdog { .. }
         | Command::Hook { .. }

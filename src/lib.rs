@@ -16,6 +16,7 @@ pub mod proc_stat;
 pub mod projection;
 pub mod proxy;
 pub mod replay;
+pub mod run;
 pub mod runtime;
 pub mod socket;
 pub mod watchdog;

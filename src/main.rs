@@ -27,44 +27,52 @@ fn main() -> ExitCode {
         Command::Mount {
             source,
             mountpoint,
-            io,
-            io_uring,
-            no_observe,
-            threads,
-            cache_timeout,
-            no_watch,
-            watcher,
-            config,
-            journal,
-            socket,
-            state,
-            fresh,
-            no_state,
+            options,
         } => {
-            if !(cache_timeout.is_finite() && cache_timeout >= 0.0) {
+            if !(options.cache_timeout.is_finite() && options.cache_timeout >= 0.0) {
                 eprintln!("worldfs: error: --cache-timeout must be a non-negative number");
                 return ExitCode::from(2);
             }
             mount::run(mount::MountConfig {
                 source,
                 mountpoint,
-                io_mode: io,
-                io_uring,
-                observe: !no_observe,
-                threads: threads as usize,
-                cache_timeout: Duration::from_secs_f64(cache_timeout),
-                watch: (!no_watch).then_some(watcher),
-                config,
-                journal,
-                socket,
-                state: match (no_state, state) {
+                io_mode: options.io,
+                io_uring: options.io_uring,
+                observe: !options.no_observe,
+                threads: options.threads as usize,
+                cache_timeout: Duration::from_secs_f64(options.cache_timeout),
+                watch: (!options.no_watch).then_some(options.watcher),
+                config: options.config,
+                journal: options.journal,
+                socket: options.socket,
+                state: match (options.no_state, options.state) {
                     (true, _) => mount::StateFile::Off,
                     (false, Some(p)) => mount::StateFile::At(p),
                     (false, None) => mount::StateFile::Default,
                 },
-                fresh,
+                fresh: options.fresh,
             })
         }
+        Command::Run {
+            dir,
+            options,
+            proxy,
+            upstream,
+            listen,
+            log,
+            command,
+        } => match worldfs::run::run(worldfs::run::RunConfig {
+            dir,
+            options,
+            proxy: proxy.then_some(worldfs::run::ProxyOptions { upstream, listen }),
+            log,
+            command,
+            verbose: cli.verbose,
+        }) {
+            // The command's own exit code.
+            Ok(code) => return code,
+            Err(e) => Err(e),
+        },
         Command::Replay {
             traces,
             out,

@@ -1,0 +1,577 @@
+//! `worldfs run`: mount a project in place, run the agent in it, unmount when it ends.
+//!
+//! What a user otherwise does in three terminals (README, "Usage" and "With Claude Code"):
+//! `worldfs mount`, `worldfs proxy`, then the agent pointed at the proxy. The mount and the
+//! proxy are started as processes of their own, in a process group of their own: a terminal
+//! sends Ctrl-C to its whole foreground group, and it is meant for the agent alone (Claude Code
+//! asks for a second one before it quits; the mount would have been gone after the first).
+//! Their messages go to a log file, since the agent usually owns the terminal and a line
+//! printed into a full-screen program is drawn over; warnings are shown on stderr too while
+//! the agent is not running.
+//!
+//! If `worldfs run` itself is killed (SIGKILL), the mount stays, as a `worldfs mount` would:
+//! `worldfs unmount DIR` removes it.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Write};
+use std::net::SocketAddr;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStderr, Command, ExitCode, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+use crossbeam_channel::{Receiver, Sender};
+use parking_lot::Mutex;
+use serde_json::json;
+
+use crate::cli::MountOptions;
+use crate::socket::Client;
+
+/// How long the mount may take to answer: restoring a kept world of many entries, or an
+/// inotify walk of a large tree, comes before the socket answers.
+const MOUNT_WAIT: Duration = Duration::from_secs(120);
+/// How long the proxy may take to listen.
+const PROXY_WAIT: Duration = Duration::from_secs(30);
+/// How long a daemon may take to stop once told to.
+const STOP_WAIT: Duration = Duration::from_secs(30);
+/// How often a start or a stop is looked at.
+const POLL: Duration = Duration::from_millis(20);
+
+/// `--proxy` and the proxy's settings.
+#[derive(Debug, Clone)]
+pub struct ProxyOptions {
+    pub upstream: String,
+    pub listen: SocketAddr,
+}
+
+/// What `worldfs run` was asked to do.
+#[derive(Debug, Clone)]
+pub struct RunConfig {
+    /// The directory to mount in place; the current one when absent.
+    pub dir: Option<PathBuf>,
+    pub options: MountOptions,
+    pub proxy: Option<ProxyOptions>,
+    pub log: Option<PathBuf>,
+    /// The program and its arguments.
+    pub command: Vec<OsString>,
+    /// `-v` given this many times, passed on to the mount and the proxy.
+    pub verbose: u8,
+}
+
+/// Mounts, runs the command, unmounts; the exit code is the command's.
+pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
+    let Some((program, args)) = cfg.command.split_first() else {
+        bail!("no COMMAND to run (`worldfs run -- claude`)");
+    };
+    let dir = match &cfg.dir {
+        Some(d) => d
+            .canonicalize()
+            .with_context(|| format!("-C {}", d.display()))?,
+        None => std::env::current_dir()
+            .context("reading the current directory")?
+            .canonicalize()
+            .context("resolving the current directory")?,
+    };
+    // The new mount could not start there, and until it failed the readiness check below
+    // would take that mount's socket for the new one's.
+    if let Some(m) = crate::mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? {
+        bail!(
+            "{} is already in the worldfs mount at {}: run the command there as it is (the \
+             mount's socket is found from the directory)",
+            dir.display(),
+            m.mount_point.display()
+        );
+    }
+    let log_path = match &cfg.log {
+        Some(p) => p.clone(),
+        // Named as the mount's socket is, beside it.
+        None => {
+            let socket = crate::socket::paths::default_socket_path(&dir)
+                .context("finding a place for the mount's log")?;
+            if let Some(parent) = socket.parent() {
+                crate::socket::paths::prepare_dir(parent)
+                    .context("making the directory for the mount's log")?;
+            }
+            socket.with_extension("log")
+        }
+    };
+    let mut daemons = Daemons::new(Log::create(&log_path)?, &dir);
+    let signals = Signals::watch()?;
+    let exe = std::env::current_exe().context("finding the worldfs program")?;
+    let verbose = (cfg.verbose > 0).then(|| format!("-{}", "v".repeat(cfg.verbose.into())));
+
+    let mut mount = Command::new(&exe);
+    mount
+        .args(&verbose)
+        .arg("mount")
+        .arg(&dir)
+        .args(cfg.options.args());
+    let (mount, _) = daemons.spawn("the mount", mount, false)?;
+    let socket = wait_mounted(&mut daemons, cfg.options.socket.as_deref(), mount, &signals)?;
+    eprintln!(
+        "worldfs: mounted {} in place (socket {}); messages in {}",
+        dir.display(),
+        socket.display(),
+        log_path.display()
+    );
+
+    let mut proxy_url = None;
+    if let Some(p) = &cfg.proxy {
+        let mut proxy = Command::new(&exe);
+        proxy
+            .args(&verbose)
+            .arg("proxy")
+            .arg("--socket")
+            .arg(&socket)
+            // Where it looks for the project's hooks (it leaves for `/` once started).
+            .current_dir(&dir)
+            .arg("--listen")
+            .arg(p.listen.to_string())
+            .arg("--upstream")
+            .arg(&p.upstream);
+        let (proxy, addr) = daemons.spawn("the proxy", proxy, true)?;
+        let url = wait_listening(&mut daemons, proxy, addr, &signals)?;
+        eprintln!(
+            "worldfs: proxy on {url}, forwarding to {}: ANTHROPIC_BASE_URL is set to it",
+            p.upstream
+        );
+        proxy_url = Some(url);
+    }
+
+    let mut command = Command::new(program);
+    command
+        .args(args)
+        // Resolved again by the child: it leads into the mount now.
+        .current_dir(&dir)
+        .env("WORLDFS_SOCKET", &socket);
+    if let Some(url) = &proxy_url {
+        command
+            .env("ANTHROPIC_BASE_URL", url)
+            .env("WORLDFS_PROXY_URL", url);
+    }
+    daemons.log.quiet(true);
+    let status = signals.run(&mut command);
+    daemons.log.quiet(false);
+    let code = match status {
+        Ok(st) => exit_code(st),
+        Err(e) => {
+            let code = if e.kind() == std::io::ErrorKind::NotFound {
+                127
+            } else {
+                126
+            };
+            eprintln!(
+                "worldfs: error: cannot run {}: {e}",
+                Path::new(program).display()
+            );
+            code
+        }
+    };
+    daemons.stop();
+    Ok(ExitCode::from(code))
+}
+
+/// Waits until the mount at `dir` answers on its socket (`socket`, or the one found for the
+/// mount point), and returns the socket.
+fn wait_mounted(
+    daemons: &mut Daemons,
+    socket: Option<&Path>,
+    mount: usize,
+    signals: &Signals,
+) -> anyhow::Result<PathBuf> {
+    let (dir, log) = (daemons.dir.clone(), daemons.log.path.clone());
+    let start = Instant::now();
+    loop {
+        if let Some(s) = answering(&dir, socket) {
+            return Ok(s);
+        }
+        signals.check("mounting")?;
+        if let Some(st) = daemons.exited(mount)? {
+            bail!(
+                "the mount did not start ({}; its messages are in {})",
+                describe(st),
+                log.display()
+            );
+        }
+        if start.elapsed() > MOUNT_WAIT {
+            bail!(
+                "{} was not mounted after {} s (its messages are in {})",
+                dir.display(),
+                MOUNT_WAIT.as_secs(),
+                log.display()
+            );
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The socket of the worldfs mount at `dir` once it answers.
+fn answering(dir: &Path, socket: Option<&Path>) -> Option<PathBuf> {
+    let m = crate::mountinfo::worldfs_mount_covering(dir).ok()??;
+    if m.mount_point != dir {
+        return None;
+    }
+    let socket = match socket {
+        Some(s) => s.to_owned(),
+        None => crate::cli_client::socket_for_mount(dir).ok()?,
+    };
+    Client::connect(&socket, Duration::from_secs(5))
+        .and_then(|mut c| c.call("initialize", json!({})))
+        .ok()?;
+    Some(socket)
+}
+
+/// Waits for the proxy's address (the line it prints once listening).
+fn wait_listening(
+    daemons: &mut Daemons,
+    proxy: usize,
+    addr: Receiver<String>,
+    signals: &Signals,
+) -> anyhow::Result<String> {
+    let log = daemons.log.path.clone();
+    let start = Instant::now();
+    loop {
+        if let Ok(url) = addr.recv_timeout(POLL) {
+            return Ok(url);
+        }
+        signals.check("starting the proxy")?;
+        if let Some(st) = daemons.exited(proxy)? {
+            bail!(
+                "the proxy did not start ({}; its messages are in {})",
+                describe(st),
+                log.display()
+            );
+        }
+        if start.elapsed() > PROXY_WAIT {
+            bail!(
+                "the proxy was not listening after {} s (its messages are in {})",
+                PROXY_WAIT.as_secs(),
+                log.display()
+            );
+        }
+    }
+}
+
+/// The daemons started, stopped in the reverse order when the run ends, however it ends, and
+/// the log their messages go to.
+struct Daemons {
+    /// The directory mounted.
+    dir: PathBuf,
+    log: Log,
+    started: Vec<Daemon>,
+}
+
+struct Daemon {
+    name: &'static str,
+    child: Child,
+    /// Whether it is the mount, which may outlive the run detached.
+    mount: bool,
+}
+
+impl Daemons {
+    fn new(log: Log, dir: &Path) -> Daemons {
+        Daemons {
+            dir: dir.to_owned(),
+            log,
+            started: Vec::new(),
+        }
+    }
+
+    /// Starts `cmd` in a process group of its own, its messages relayed into the log; returns
+    /// its index for [`Daemons::exited`], and the address it prints if `proxy`.
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        mut cmd: Command,
+        proxy: bool,
+    ) -> anyhow::Result<(usize, Receiver<String>)> {
+        let mut child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let relayed = match child.stderr.take() {
+            Some(stderr) => self.log.relay(name, stderr, proxy.then_some(tx)),
+            None => Ok(()),
+        };
+        self.started.push(Daemon {
+            name,
+            child,
+            mount: !proxy,
+        });
+        relayed?;
+        Ok((self.started.len() - 1, rx))
+    }
+
+    /// The exit status of the `i`th daemon started, once it has ended.
+    fn exited(&mut self, i: usize) -> anyhow::Result<Option<ExitStatus>> {
+        let Some(d) = self.started.get_mut(i) else {
+            return Ok(None);
+        };
+        let st = d
+            .child
+            .try_wait()
+            .with_context(|| format!("waiting for {}", d.name))?;
+        if st.is_some() {
+            // Its last lines (the error) are relayed before the message that points to them.
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        Ok(st)
+    }
+
+    /// Stops each daemon (SIGTERM), the last started first. The mount may stay as a detached
+    /// mount, served until the processes that hold it let go, which is said.
+    fn stop(&mut self) {
+        while let Some(mut d) = self.started.pop() {
+            if let Ok(Some(_)) = d.child.try_wait() {
+                continue;
+            }
+            let pid = d.child.id() as libc::pid_t;
+            // SAFETY: a signal to our own child, not reaped yet, so the pid is still its.
+            unsafe { libc::kill(pid, libc::SIGTERM) };
+            match self.wait_stopped(&mut d) {
+                Stopped::Exited(st) if d.mount && st.success() => {
+                    eprintln!("worldfs: unmounted {}", self.dir.display());
+                }
+                Stopped::Exited(st) if !st.success() && st.signal() != Some(libc::SIGTERM) => {
+                    eprintln!(
+                        "worldfs: warning: {} ended with {} (see {})",
+                        d.name,
+                        describe(st),
+                        self.log.path.display()
+                    );
+                }
+                Stopped::Exited(_) => {}
+                Stopped::Detached => eprintln!(
+                    "worldfs: {} was still in use, so it is detached: its daemon (pid {pid}) \
+                     serves the processes that hold it until they let go (see {})",
+                    self.dir.display(),
+                    self.log.path.display()
+                ),
+                Stopped::Running => eprintln!(
+                    "worldfs: warning: {} (pid {pid}) did not stop within {} s (see {}){}",
+                    d.name,
+                    STOP_WAIT.as_secs(),
+                    self.log.path.display(),
+                    if d.mount {
+                        format!(
+                            "; `worldfs unmount {}` removes the mount",
+                            self.dir.display()
+                        )
+                    } else {
+                        String::new()
+                    }
+                ),
+            }
+        }
+    }
+
+    /// Waits for `d`, told to stop, to end; for the mount, also for it to leave the mount
+    /// table (a busy mount is detached and its daemon goes on serving it).
+    fn wait_stopped(&self, d: &mut Daemon) -> Stopped {
+        let start = Instant::now();
+        loop {
+            match d.child.try_wait() {
+                Ok(Some(st)) => return Stopped::Exited(st),
+                Ok(None) => {}
+                Err(_) => return Stopped::Running,
+            }
+            // Given a moment first: a daemon that unmounted is about to exit.
+            if d.mount && start.elapsed() > Duration::from_secs(1) && !self.mounted() {
+                return Stopped::Detached;
+            }
+            if start.elapsed() > STOP_WAIT {
+                return Stopped::Running;
+            }
+            std::thread::sleep(POLL);
+        }
+    }
+
+    /// Whether a worldfs mount is at the directory.
+    fn mounted(&self) -> bool {
+        crate::mountinfo::worldfs_mount_covering(&self.dir)
+            .ok()
+            .flatten()
+            .is_some_and(|m| m.mount_point == self.dir)
+    }
+}
+
+/// How a daemon told to stop ended up.
+enum Stopped {
+    Exited(ExitStatus),
+    /// The mount, detached: its daemon serves those still holding it.
+    Detached,
+    /// Still there after [`STOP_WAIT`].
+    Running,
+}
+
+impl Drop for Daemons {
+    /// A run that failed before its command ended stops what it started all the same.
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// The log file the daemons' messages are relayed into.
+struct Log {
+    path: PathBuf,
+    file: Arc<Mutex<File>>,
+    /// While the command runs, warnings go to the log only.
+    quiet: Arc<AtomicBool>,
+}
+
+impl Log {
+    fn create(path: &Path) -> anyhow::Result<Log> {
+        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        Ok(Log {
+            path: path.to_owned(),
+            file: Arc::new(Mutex::new(file)),
+            quiet: Arc::new(AtomicBool::new(false)),
+        })
+    }
+
+    fn quiet(&self, on: bool) {
+        self.quiet.store(on, Ordering::Relaxed);
+    }
+
+    /// Copies `stderr`'s lines into the log on a thread of their own, showing warnings and
+    /// errors on our stderr too unless quiet; `addr` gets the proxy's address.
+    fn relay(
+        &self,
+        name: &str,
+        stderr: ChildStderr,
+        addr: Option<Sender<String>>,
+    ) -> anyhow::Result<()> {
+        let file = Arc::clone(&self.file);
+        let quiet = Arc::clone(&self.quiet);
+        std::thread::Builder::new()
+            .name(format!("worldfs-run-log ({name})"))
+            .spawn(move || {
+                for line in BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    let _ = writeln!(file.lock(), "{line}");
+                    if let Some(tx) = &addr
+                        && let Some(url) = proxy_url(&line)
+                    {
+                        let _ = tx.try_send(url);
+                    }
+                    // `error:` is clap's, for arguments it refused.
+                    let shown = ["worldfs: warning", "worldfs: error", "error:"]
+                        .iter()
+                        .any(|p| line.starts_with(p));
+                    if shown && !quiet.load(Ordering::Relaxed) {
+                        eprintln!("{line}");
+                    }
+                }
+            })
+            .context("starting the log thread")?;
+        Ok(())
+    }
+}
+
+/// The proxy's address from the line `worldfs proxy` prints once it listens.
+fn proxy_url(line: &str) -> Option<String> {
+    let rest = line.strip_prefix("worldfs: proxy on ")?;
+    let url = rest.split_whitespace().next()?;
+    url.starts_with("http://").then(|| url.to_owned())
+}
+
+/// The signals `worldfs run` gets: before the command runs, any of them ends the run; while
+/// it runs, SIGTERM and SIGHUP are passed on to it, and SIGINT and SIGQUIT, which a terminal
+/// sends to the command as well, are left to it.
+struct Signals {
+    got: Arc<AtomicI32>,
+    command: Arc<AtomicI32>,
+}
+
+impl Signals {
+    fn watch() -> anyhow::Result<Signals> {
+        use signal_hook::consts::{SIGHUP, SIGINT, SIGQUIT, SIGTERM};
+        let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGQUIT, SIGTERM, SIGHUP])
+            .context("installing signal handlers")?;
+        let got = Arc::new(AtomicI32::new(0));
+        let command = Arc::new(AtomicI32::new(0));
+        let (g, c) = (Arc::clone(&got), Arc::clone(&command));
+        std::thread::Builder::new()
+            .name("worldfs-run-signals".into())
+            .spawn(move || {
+                for sig in signals.forever() {
+                    let pid = c.load(Ordering::SeqCst);
+                    if pid > 0 {
+                        if sig == SIGTERM || sig == SIGHUP {
+                            // SAFETY: the command's pid, set only while it is not reaped.
+                            unsafe { libc::kill(pid, sig) };
+                        }
+                    } else {
+                        g.store(sig, Ordering::SeqCst);
+                    }
+                }
+            })
+            .context("starting the signal thread")?;
+        Ok(Signals { got, command })
+    }
+
+    /// An error if a signal asked the run to end while `doing`.
+    fn check(&self, doing: &str) -> anyhow::Result<()> {
+        match self.got.load(Ordering::SeqCst) {
+            0 => Ok(()),
+            sig => bail!("stopped by signal {sig} while {doing}"),
+        }
+    }
+
+    /// Runs `command` to its end, passing signals on as it runs.
+    fn run(&self, command: &mut Command) -> std::io::Result<ExitStatus> {
+        let mut child = command.spawn()?;
+        self.command.store(child.id() as i32, Ordering::SeqCst);
+        let status = child.wait();
+        self.command.store(0, Ordering::SeqCst);
+        status
+    }
+}
+
+/// The exit code a shell gives for `st`.
+fn exit_code(st: ExitStatus) -> u8 {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => (c & 0xff) as u8,
+        (None, Some(s)) => (128 + s).clamp(0, 255) as u8,
+        (None, None) => 1,
+    }
+}
+
+fn describe(st: ExitStatus) -> String {
+    match (st.code(), st.signal()) {
+        (Some(c), _) => format!("exit status {c}"),
+        (None, Some(s)) => format!("signal {s}"),
+        _ => st.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_proxy_address_is_read_from_its_line() {
+        let line = "worldfs: proxy on http://127.0.0.1:41234 for the mount's socket /run/x.sock, \
+                    forwarding to https://api.anthropic.com";
+        assert_eq!(proxy_url(line).as_deref(), Some("http://127.0.0.1:41234"));
+        assert_eq!(
+            proxy_url("worldfs: start Claude Code with ANTHROPIC_BASE_URL=x"),
+            None
+        );
+    }
+
+    #[test]
+    fn exit_codes_are_a_shells() {
+        assert_eq!(exit_code(ExitStatus::from_raw(7 << 8)), 7);
+        assert_eq!(exit_code(ExitStatus::from_raw(libc::SIGTERM)), 143);
+        assert_eq!(exit_code(ExitStatus::from_raw(0)), 0);
+    }
+}

@@ -1,0 +1,306 @@
+//! `worldfs run`: the mount is there for the command and gone after it, the command's exit
+//! status comes back, a terminal's Ctrl-C reaches the command and not the mount, SIGTERM is
+//! passed on, and `--proxy` points the command at a proxy that stops with it.
+
+mod common;
+
+use common::{Scratch, bin, require_fuse, run_with_timeout, wait_child, worldfs_mounts_at};
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::time::Duration;
+
+const RUN_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A project to run in, and a place outside it for the command's reports.
+struct Setup {
+    scratch: Scratch,
+}
+
+impl Setup {
+    fn new() -> Setup {
+        require_fuse();
+        let scratch = Scratch::new();
+        for d in ["proj", "out", "runtime"] {
+            std::fs::create_dir(scratch.join(d)).unwrap();
+        }
+        std::fs::write(scratch.join("proj/notes.txt"), "a line the agent reads\n").unwrap();
+        Setup { scratch }
+    }
+
+    fn proj(&self) -> std::path::PathBuf {
+        self.scratch.join("proj")
+    }
+
+    fn out(&self, name: &str) -> std::path::PathBuf {
+        self.scratch.join("out").join(name)
+    }
+
+    /// `worldfs run -C proj --no-state ARGS... -- sh -c SCRIPT`, its socket and log in a
+    /// runtime directory of the test's own.
+    fn command(&self, args: &[&str], script: &str) -> Command {
+        let mut c = Command::new(bin());
+        c.env("XDG_RUNTIME_DIR", self.scratch.join("runtime"))
+            .env("WFS", bin())
+            .env("OUT", self.scratch.join("out"))
+            .arg("run")
+            .arg("-C")
+            .arg(self.proj())
+            .arg("--no-state")
+            .args(args)
+            .args(["--", "sh", "-c", script]);
+        c
+    }
+
+    fn run(&self, args: &[&str], script: &str) -> Output {
+        run_with_timeout(&mut self.command(args, script), RUN_TIMEOUT)
+    }
+
+    fn read(&self, name: &str) -> String {
+        std::fs::read_to_string(self.out(name))
+            .unwrap_or_else(|e| panic!("the command's report {name}: {e}"))
+    }
+
+    fn assert_unmounted(&self, out: &Output) {
+        assert_eq!(
+            worldfs_mounts_at(&self.proj()),
+            0,
+            "still mounted after `worldfs run` ended; stderr:\n{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+/// `worldfs run` started in a process group of its own (as a shell starts a job); the group is
+/// killed if the test ends before it does, so a failed test leaves no command running.
+struct Running {
+    child: Child,
+    done: bool,
+}
+
+impl Running {
+    fn start(mut cmd: Command) -> Running {
+        let child = cmd
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .process_group(0)
+            .spawn()
+            .unwrap();
+        Running { child, done: false }
+    }
+
+    /// Waits for `ready` (a report the command writes once it runs).
+    fn wait_ready(&mut self, ready: &Path) {
+        if common::wait_until(Duration::from_secs(30), || ready.exists()).is_none() {
+            panic!("the command never started");
+        }
+    }
+
+    fn signal_group(&self, sig: i32) {
+        // SAFETY: a signal to the group the test's own child leads, not reaped yet.
+        unsafe { libc::kill(-(self.child.id() as i32), sig) };
+    }
+
+    fn signal(&self, sig: i32) {
+        // SAFETY: a signal to the test's own child, not reaped yet.
+        unsafe { libc::kill(self.child.id() as i32, sig) };
+    }
+
+    /// Its exit status and stderr.
+    fn wait(&mut self) -> (ExitStatus, String) {
+        let status = wait_child(&mut self.child, RUN_TIMEOUT).expect("worldfs run did not end");
+        self.done = true;
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            std::io::Read::read_to_string(&mut e, &mut err).unwrap();
+        }
+        (status, err)
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if !self.done {
+            self.signal_group(libc::SIGKILL);
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Whether the mount table this process sees has a worldfs mount at `dir`, as a report line.
+const MOUNTED: &str =
+    r#"awk -v d="$PWD" '$5 == d && / - fuse.worldfs /' /proc/self/mountinfo | wc -l"#;
+
+#[test]
+fn the_command_runs_in_the_mount_which_is_gone_after_it_with_its_exit_status() {
+    let s = Setup::new();
+    let script = format!(
+        r#"cat notes.txt > /dev/null
+{MOUNTED} > "$OUT/mounted"
+echo "$WORLDFS_SOCKET" > "$OUT/socket"
+cd / && "$WFS" ctl entries.list > "$OUT/entries"
+exit 7"#
+    );
+    let out = s.run(&[], &script);
+    assert_eq!(out.status.code(), Some(7), "stderr:\n{}", stderr(&out));
+    assert_eq!(
+        s.read("mounted").trim(),
+        "1",
+        "the command ran outside the mount"
+    );
+    // Found through WORLDFS_SOCKET alone: the client ran from `/`.
+    assert!(
+        s.read("entries").contains("notes.txt"),
+        "the mount did not record the command's read: {}",
+        s.read("entries")
+    );
+    let socket = s.read("socket");
+    assert!(
+        socket
+            .trim()
+            .starts_with(s.scratch.join("runtime").to_str().unwrap()),
+        "WORLDFS_SOCKET {socket:?}"
+    );
+    s.assert_unmounted(&out);
+    let err = stderr(&out);
+    assert!(err.contains("worldfs: mounted "), "stderr:\n{err}");
+    assert!(err.contains("worldfs: unmounted "), "stderr:\n{err}");
+    // The mount's own messages went to the log, named as the socket is, beside it.
+    let log = Path::new(socket.trim()).with_extension("log");
+    let log = std::fs::read_to_string(&log).unwrap_or_else(|e| panic!("{}: {e}", log.display()));
+    assert!(log.contains("worldfs: socket "), "log:\n{log}");
+}
+
+#[test]
+fn a_command_that_cannot_run_exits_127_and_leaves_nothing_mounted() {
+    let s = Setup::new();
+    let mut c = Command::new(bin());
+    c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
+        .args(["run", "--no-state", "-C"])
+        .arg(s.proj())
+        .args(["--", "/no/such/program", "arg"]);
+    let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+    assert_eq!(out.status.code(), Some(127), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot run /no/such/program"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+    s.assert_unmounted(&out);
+}
+
+#[test]
+fn a_directory_already_in_a_worldfs_mount_is_refused() {
+    let s = Setup::new();
+    // The first run's command runs a second one inside its mount.
+    let script = r#"mkdir -p sub && "$WFS" run -C sub --no-state -- true 2> "$OUT/second"; echo $? > "$OUT/second-status""#;
+    let out = s.run(&[], script);
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert_eq!(s.read("second-status").trim(), "1");
+    let second = s.read("second");
+    assert!(
+        second.contains("is already in the worldfs mount at"),
+        "second run's stderr:\n{second}"
+    );
+    s.assert_unmounted(&out);
+}
+
+/// A terminal sends Ctrl-C to its foreground process group: `worldfs run` and the command. The
+/// mount, in a group of its own, must not get it (it would unmount under the agent).
+#[test]
+fn a_ctrl_c_to_the_terminals_group_reaches_the_command_not_the_mount() {
+    let s = Setup::new();
+    let script = format!(
+        r#"trap "echo got > \"$OUT/int\"" INT
+touch "$OUT/ready"
+i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i+1)); done
+cat notes.txt > "$OUT/read"
+{MOUNTED} > "$OUT/mounted""#
+    );
+    let mut run = Running::start(s.command(&[], &script));
+    run.wait_ready(&s.out("ready"));
+    run.signal_group(libc::SIGINT);
+    common::wait_until(Duration::from_secs(10), || s.out("int").exists());
+    std::fs::write(s.out("go"), "").unwrap();
+    let (status, err) = run.wait();
+    assert!(status.success(), "{status}; stderr:\n{err}");
+    assert_eq!(
+        s.read("int").trim(),
+        "got",
+        "the command did not get the Ctrl-C"
+    );
+    assert_eq!(
+        s.read("mounted").trim(),
+        "1",
+        "the mount was gone after the Ctrl-C; stderr:\n{err}"
+    );
+    assert_eq!(s.read("read"), "a line the agent reads\n");
+    assert_eq!(worldfs_mounts_at(&s.proj()), 0, "stderr:\n{err}");
+}
+
+#[test]
+fn sigterm_is_passed_on_to_the_command() {
+    let s = Setup::new();
+    let script = r#"trap 'echo term > "$OUT/term"; exit 9' TERM
+touch "$OUT/ready"
+while :; do sleep 0.05; done"#;
+    let mut run = Running::start(s.command(&[], script));
+    run.wait_ready(&s.out("ready"));
+    run.signal(libc::SIGTERM);
+    let (status, _) = run.wait();
+    assert_eq!(status.code(), Some(9));
+    assert_eq!(s.read("term").trim(), "term");
+    assert_eq!(worldfs_mounts_at(&s.proj()), 0);
+}
+
+#[test]
+fn with_proxy_the_command_is_pointed_at_a_proxy_that_stops_with_it() {
+    let s = Setup::new();
+    let script = r#"echo "$ANTHROPIC_BASE_URL" > "$OUT/url"
+echo "$WORLDFS_PROXY_URL" > "$OUT/proxy-url""#;
+    let out = s.run(&["--proxy", "--upstream", "http://127.0.0.1:9"], script);
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    let url = s.read("url").trim().to_owned();
+    assert_eq!(url, s.read("proxy-url").trim());
+    let addr = url
+        .strip_prefix("http://")
+        .unwrap_or_else(|| panic!("ANTHROPIC_BASE_URL {url:?}"));
+    let addr: std::net::SocketAddr = addr.parse().unwrap();
+    assert!(addr.ip().is_loopback() && addr.port() != 0, "{addr}");
+    // The project has no hooks: the proxy's warning is shown before the command runs.
+    assert!(
+        stderr(&out).contains("register `worldfs hook`"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+    assert!(
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err(),
+        "the proxy still listens at {addr} after the run"
+    );
+    s.assert_unmounted(&out);
+}
+
+/// While the command runs, the proxy answers at the address it was given.
+#[test]
+fn with_proxy_the_proxy_listens_while_the_command_runs() {
+    let s = Setup::new();
+    let script = r#"hostport=${ANTHROPIC_BASE_URL#http://}
+echo "$hostport" > "$OUT/addr"
+touch "$OUT/ready"
+i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done"#;
+    let mut run =
+        Running::start(s.command(&["--proxy", "--upstream", "http://127.0.0.1:9"], script));
+    run.wait_ready(&s.out("ready"));
+    let addr: std::net::SocketAddr = s.read("addr").trim().parse().unwrap();
+    let connected = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(5));
+    std::fs::write(s.out("go"), "").unwrap();
+    let (status, _) = run.wait();
+    assert!(connected.is_ok(), "no proxy at {addr}: {connected:?}");
+    assert!(status.success(), "{status}");
+    assert_eq!(worldfs_mounts_at(&s.proj()), 0);
+}
