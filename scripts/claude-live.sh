@@ -958,4 +958,41 @@ if fails:
     print(f"claude-live: FAILED: {len(fails)} check(s) missed", file=sys.stderr)
     sys.exit(1)
 EOF
+
+# One command instead of three: `worldfs run --proxy` mounts a second project, starts the proxy,
+# runs claude -p in the mount pointed at it, and unmounts when it ends.
+say "worldfs run --proxy: a project mounted and proxied for one claude -p, unmounted after"
+PROJ2=$WORK/run-project
+mkdir -p "$PROJ2"
+cp "$PROJ/util.py" "$PROJ2/"
+"$BIN" hook --install -C "$PROJ2" > /dev/null
+cat > "$WORK/run-script.json" << EOF
+[
+  {"tool": "Read", "input": {"file_path": "$PROJ2/util.py"}},
+  {"tool": "Bash", "input": {"command": "cat util.py", "description": "Show util.py"}},
+  {"text": "Ran under worldfs run."}
+]
+EOF
+python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/run-api.jsonl" --keep-bodies \
+  --script "$WORK/run-script.json" > "$WORK/run-api.out" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do grep -q listening "$WORK/run-api.out" && break; sleep 0.1; done
+RUN_API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/run-api.out")
+[ -n "$RUN_API_PORT" ] || fail "the second stand-in API did not start: $(cat "$WORK/run-api.out")"
+set +e
+env HOME="$WORK/home" ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  DISABLE_AUTOUPDATER=1 timeout 240 "$BIN" -v run --proxy --upstream "http://127.0.0.1:$RUN_API_PORT" \
+  --no-state --log "$WORK/run.log" -C "$PROJ2" -- "$CLAUDE" -p "Look at util.py" \
+  --allowedTools "Read,Bash" --permission-mode acceptEdits --output-format json \
+  > "$WORK/run.json" 2> "$WORK/run.err"
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "worldfs run exited $rc: $(tail -5 "$WORK/run.err" "$WORK/run.json")"
+grep -q "Ran under worldfs run." "$WORK/run.json" || fail "claude under worldfs run did not finish: $(tail -c 500 "$WORK/run.json")"
+if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
+grep -q "worldfs: unmounted $PROJ2" "$WORK/run.err" || fail "worldfs run did not say it unmounted: $(cat "$WORK/run.err")"
+RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
+RUN_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/run.log" || true)
+[ "$RUN_REWRITTEN" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
+say "ok: worldfs run --proxy: claude ran in the mount ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 say "all checks passed"

@@ -67,18 +67,31 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     let Some((program, args)) = cfg.command.split_first() else {
         bail!("no COMMAND to run (`worldfs run -- claude`)");
     };
-    let dir = match &cfg.dir {
-        Some(d) => d
-            .canonicalize()
-            .with_context(|| format!("-C {}", d.display()))?,
-        None => std::env::current_dir()
-            .context("reading the current directory")?
-            .canonicalize()
-            .context("resolving the current directory")?,
+    let given = match &cfg.dir {
+        Some(d) => d.clone(),
+        None => std::env::current_dir().context("reading the current directory")?,
+    };
+    let dir = match given.canonicalize() {
+        Ok(d) => d,
+        // A path in a mount whose daemon died cannot be resolved; said below.
+        Err(e) => match std::path::absolute(&given) {
+            Ok(d) if crate::mountinfo::worldfs_mount_covering(&d).is_ok_and(|m| m.is_some()) => d,
+            _ if cfg.dir.is_some() => return Err(e).context(format!("-C {}", given.display())),
+            _ => return Err(e).context(format!("resolving {}", given.display())),
+        },
     };
     // The new mount could not start there, and until it failed the readiness check below
     // would take that mount's socket for the new one's.
     if let Some(m) = crate::mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? {
+        if answering(&m.mount_point, None).is_none() {
+            bail!(
+                "{} is in a worldfs mount at {} whose daemon does not answer (it died?); \
+                 `worldfs unmount {}` removes it",
+                dir.display(),
+                m.mount_point.display(),
+                m.mount_point.display()
+            );
+        }
         bail!(
             "{} is already in the worldfs mount at {}: run the command there as it is (the \
              mount's socket is found from the directory)",

@@ -4,7 +4,9 @@
 
 mod common;
 
-use common::{Scratch, bin, require_fuse, run_with_timeout, wait_child, worldfs_mounts_at};
+use common::{
+    Mount, Scratch, bin, require_fuse, run_with_timeout, wait_child, worldfs, worldfs_mounts_at,
+};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
@@ -208,6 +210,27 @@ fn a_directory_already_in_a_worldfs_mount_is_refused() {
         "second run's stderr:\n{second}"
     );
     s.assert_unmounted(&out);
+}
+
+/// A mount whose daemon died is not taken for a live one to run in: the error says how to remove it.
+#[test]
+fn a_dead_mount_is_named_with_the_way_out() {
+    let m = Mount::in_place();
+    m.kill9();
+    let root = m.path("");
+    let out = worldfs(&[
+        "run".as_ref(),
+        "-C".as_ref(),
+        root.as_os_str(),
+        "--".as_ref(),
+        "true".as_ref(),
+    ]);
+    let err = stderr(&out);
+    assert!(!out.status.success(), "stderr:\n{err}");
+    assert!(
+        err.contains("does not answer") && err.contains("worldfs unmount"),
+        "stderr:\n{err}"
+    );
 }
 
 /// A terminal sends Ctrl-C to its foreground process group: `worldfs run` and the command. The

@@ -919,7 +919,6 @@ impl Mount {
         wait_child(&mut c, timeout)
     }
 
-    /// SIGKILLs the daemon and reaps it; the mount stays behind, dead.
     /// SIGKILLs the daemon and reaps it; the mount stays behind, dead. Panics (after aborting
     /// the connection so nothing hangs) if the daemon cannot die within 5 s.
     pub fn kill9(&self) {
