@@ -95,6 +95,9 @@ pub enum Command {
         target: PathBuf,
         /// The daemon's socket, removed if the daemon dies without removing it.
         socket: Option<PathBuf>,
+        /// The descriptor of the connection's fusectl `abort` file, opened by the daemon.
+        #[arg(long)]
+        abort_fd: Option<i32>,
     },
     /// Unmount a worldfs mount, also one whose daemon died.
     Unmount {

@@ -142,7 +142,8 @@ fn main() -> ExitCode {
             dev,
             target,
             socket,
-        } => worldfs::watchdog::run(pid, dev, &target, socket.as_deref()),
+            abort_fd,
+        } => worldfs::watchdog::run(pid, dev, &target, socket.as_deref(), abort_fd),
         // Socket clients (issue 4): their exit codes say whether the daemon answered.
         Command::Ctl { .. }
         | Command::Projection { .. }

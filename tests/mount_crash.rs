@@ -300,3 +300,83 @@ fn a_killed_daemons_pid_file_and_socket_are_removed() {
         pid_file()
     );
 }
+
+/// The watchdog process of the daemon `pid` (`worldfs __watchdog PID ...`).
+fn watchdog_of(pid: i32) -> Option<i32> {
+    let want = format!("__watchdog\0{pid}\0");
+    fs::read_dir("/proc")
+        .ok()?
+        .filter_map(Result::ok)
+        .find_map(|e| {
+            let p: i32 = e.file_name().to_str()?.parse().ok()?;
+            let cmdline = fs::read(e.path().join("cmdline")).ok()?;
+            String::from_utf8_lossy(&cmdline)
+                .contains(&want)
+                .then_some(p)
+        })
+}
+
+/// The device number of the worldfs mount at `root`, from mountinfo.
+fn mount_dev(root: &Path) -> Option<String> {
+    common::mounts_at(root)
+        .into_iter()
+        .find(|m| m.fstype == "fuse.worldfs")
+        .map(|m| m.dev)
+}
+
+/// A killed daemon's watchdog may act late (a loaded machine), after the dead mount was removed
+/// and the directory mounted again. The new mount may get the dead one's device number (the
+/// kernel hands out the lowest free) and its socket the dead socket's inode: the watchdog must
+/// neither abort the new mount's connection nor remove its socket.
+#[test]
+fn a_watchdog_late_to_a_killed_daemon_leaves_the_next_mount_alone() {
+    let m = Mount::mirror();
+    fs::write(m.backing("kept.txt"), "still served\n").unwrap();
+    // The daemon starts it once mounted, maybe a moment after the mount answers.
+    let mut watchdog = None;
+    wait_until(Duration::from_secs(10), || {
+        watchdog = watchdog_of(m.pid());
+        watchdog.is_some()
+    });
+    let watchdog = watchdog.expect("the daemon's watchdog process");
+    let old_dev = mount_dev(&m.root);
+    // Held back until the next mount is up, as a watchdog descheduled for a while would be.
+    // SAFETY: a signal to a process of this test's daemon.
+    unsafe { libc::kill(watchdog, libc::SIGSTOP) };
+    m.kill9();
+    let m = m.restart(&[], |_| {});
+    let new_dev = mount_dev(&m.root);
+    eprintln!(
+        "device of the killed mount {old_dev:?}, of the next one {new_dev:?} (reused: {})",
+        old_dev == new_dev
+    );
+    unsafe { libc::kill(watchdog, libc::SIGCONT) };
+    let ended = wait_until(Duration::from_secs(10), || {
+        fs::read_to_string(format!("/proc/{watchdog}/stat")).map_or(true, |s| {
+            s.rsplit_once(')')
+                .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+        })
+    });
+    assert!(ended.is_some(), "the watchdog did not end");
+    assert_eq!(
+        fs::read_to_string(m.path("kept.txt")).map_err(|e| e.to_string()),
+        Ok("still served\n".to_owned()),
+        "the next mount no longer serves"
+    );
+    let socket = m.socket();
+    assert!(
+        socket.exists(),
+        "the next mount's socket {} was removed",
+        socket.display()
+    );
+    let out = worldfs(&[
+        OsStr::new("ctl"),
+        OsStr::new("--socket"),
+        socket.as_os_str(),
+        OsStr::new("stats"),
+    ]);
+    assert!(
+        out.status.success(),
+        "the next mount's socket does not answer: {out:?}"
+    );
+}
