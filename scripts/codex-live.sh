@@ -724,4 +724,43 @@ PY
   pass "the hook adds the user's answer to the goal, after the prompt, and keeps no output of it"
 fi
 
+# One command instead of three: `worldfs run --proxy` mounts a second project, starts the proxy
+# at the address Codex's config names (--listen), runs codex exec in the mount, and unmounts
+# when it ends.
+say "worldfs run --proxy: a second project mounted and proxied for one codex exec, unmounted after"
+PROJ2=$WORK/run-project
+mkdir -p "$PROJ2" "$WORK/codex-home-run"
+cp "$PROJ/util.py" "$PROJ2/"
+"$BIN" hook --install --codex -C "$PROJ2" > /dev/null
+cat > "$WORK/run-script.json" << 'EOF'
+[
+  {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"text": "Ran under worldfs run."}
+]
+EOF
+python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/run-api.jsonl" --keep-bodies \
+  --script "$WORK/run-script.json" > "$WORK/run-api.out" 2>&1 &
+wfs_defer "kill $! 2> /dev/null || true"
+for _ in $(seq 50); do grep -q listening "$WORK/run-api.out" && break; sleep 0.1; done
+RUN_API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/run-api.out")
+[ -n "$RUN_API_PORT" ] || fail "the second stand-in API did not start: $(cat "$WORK/run-api.out")"
+RUN_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+sed -e "s|^base_url = .*|base_url = \"http://127.0.0.1:$RUN_PORT/v1\"|" \
+  -e "s|^\[projects\..*|[projects.\"$PROJ2\"]|" "$WORK/codex-home/config.toml" \
+  > "$WORK/codex-home-run/config.toml"
+rc=0
+(cd / && CODEX_HOME=$WORK/codex-home-run STAND_IN_KEY=sk-stand-in OPENAI_API_KEY=sk-stand-in \
+  timeout 240 "$BIN" -v run --proxy --listen "127.0.0.1:$RUN_PORT" \
+  --upstream "http://127.0.0.1:$RUN_API_PORT" --no-state --log "$WORK/run.log" -C "$PROJ2" -- \
+  "$CODEX" exec --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write \
+  "Show util.py") > "$WORK/run.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "worldfs run exited $rc: $(tail -20 "$WORK/run.out")"
+grep -qF "Ran under worldfs run." "$WORK/run.out" || fail "codex under worldfs run did not finish: $(tail -20 "$WORK/run.out")"
+if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
+grep -q "worldfs: unmounted $PROJ2" "$WORK/run.out" || fail "worldfs run did not say it unmounted: $(tail -20 "$WORK/run.out")"
+RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
+RUN_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run.log" || true)
+[ "$RUN_SENT" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
+pass "worldfs run --proxy: codex ran in the mount ($RUN_SENT of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
+
 say "all $checks checks passed"
