@@ -44,7 +44,7 @@ pub enum Command {
     /// The mount (and with --proxy, `worldfs proxy`) run as processes of their own, in their
     /// own process group, so a Ctrl-C meant for the agent reaches the agent only; their
     /// messages go to --log. COMMAND runs in the mount, with WORLDFS_SOCKET set to the mount's
-    /// socket (and with --proxy, ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL to the proxy), in the
+    /// socket (and with --proxy, WORLDFS_PROXY_URL and ANTHROPIC_BASE_URL to the proxy), in the
     /// foreground: SIGTERM and SIGHUP sent to `worldfs run` are passed on to it. When it ends,
     /// the proxy stops and DIR is unmounted (detached, if a process COMMAND left behind still
     /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
@@ -58,8 +58,8 @@ pub enum Command {
         #[command(flatten)]
         options: MountOptions,
         /// Also serve COMMAND's model calls with the projection in place of their history:
-        /// starts `worldfs proxy` for the mount and sets ANTHROPIC_BASE_URL (Claude Code) and
-        /// WORLDFS_PROXY_URL to it in COMMAND's environment.
+        /// starts `worldfs proxy` for the mount and sets WORLDFS_PROXY_URL to it in COMMAND's
+        /// environment, and ANTHROPIC_BASE_URL (Claude Code) unless --upstream is OpenAI's.
         #[arg(long)]
         proxy: bool,
         /// With --proxy: where the proxy sends requests (Codex: https://api.openai.com, with

@@ -148,11 +148,16 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             .arg(&p.upstream);
         let (proxy, addr) = daemons.spawn("the proxy", proxy, true)?;
         let url = wait_listening(&mut daemons, proxy, addr, &signals)?;
+        let set = if for_anthropic(&p.upstream) {
+            "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
+        } else {
+            "WORLDFS_PROXY_URL is"
+        };
         eprintln!(
-            "worldfs: proxy on {url}, forwarding to {}: ANTHROPIC_BASE_URL is set to it",
+            "worldfs: proxy on {url}, forwarding to {}: {set} set to it",
             p.upstream
         );
-        proxy_url = Some(url);
+        proxy_url = Some((url, for_anthropic(&p.upstream)));
     }
 
     let mut command = Command::new(program);
@@ -161,10 +166,11 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         // Resolved again by the child: it leads into the mount now.
         .current_dir(&dir)
         .env("WORLDFS_SOCKET", &socket);
-    if let Some(url) = &proxy_url {
-        command
-            .env("ANTHROPIC_BASE_URL", url)
-            .env("WORLDFS_PROXY_URL", url);
+    if let Some((url, anthropic)) = &proxy_url {
+        command.env("WORLDFS_PROXY_URL", url);
+        if *anthropic {
+            command.env("ANTHROPIC_BASE_URL", url);
+        }
     }
     daemons.log.quiet(true);
     let status = signals.run(&mut command);
@@ -489,6 +495,17 @@ impl Log {
     }
 }
 
+/// Whether the proxy forwarding to `upstream` is one for Anthropic's API, whose clients (Claude
+/// Code) `ANTHROPIC_BASE_URL` points at it: any upstream but OpenAI's. Not for OpenAI's: the
+/// agent's commands inherit the variable, and a program of the project that calls Anthropic's
+/// API would reach OpenAI's.
+fn for_anthropic(upstream: &str) -> bool {
+    reqwest::Url::parse(upstream)
+        .ok()
+        .and_then(|u| u.host_str().map(str::to_owned))
+        .is_none_or(|h| h != "api.openai.com")
+}
+
 /// The proxy's address from the line `worldfs proxy` prints once it listens.
 fn proxy_url(line: &str) -> Option<String> {
     let rest = line.strip_prefix("worldfs: proxy on ")?;
@@ -579,6 +596,14 @@ mod tests {
             proxy_url("worldfs: start Claude Code with ANTHROPIC_BASE_URL=x"),
             None
         );
+    }
+
+    #[test]
+    fn anthropic_base_url_is_for_any_upstream_but_openais() {
+        assert!(for_anthropic("https://api.anthropic.com"));
+        assert!(for_anthropic("http://127.0.0.1:9"));
+        assert!(!for_anthropic("https://api.openai.com"));
+        assert!(!for_anthropic("https://api.openai.com/"));
     }
 
     #[test]
