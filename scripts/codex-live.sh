@@ -726,7 +726,7 @@ fi
 
 # One command instead of three: `worldfs run --proxy` mounts a second project, starts the proxy
 # at the address Codex's config names (--listen), runs codex exec in the mount, and unmounts
-# when it ends.
+# when it ends. Two commands: the third call has a step before its last turn to replace.
 say "worldfs run --proxy: a second project mounted and proxied for one codex exec, unmounted after"
 PROJ2=$WORK/run-project
 mkdir -p "$PROJ2" "$WORK/codex-home-run"
@@ -735,6 +735,7 @@ cp "$PROJ/util.py" "$PROJ2/"
 cat > "$WORK/run-script.json" << 'EOF'
 [
   {"tool": "exec_command", "input": {"cmd": "cat util.py"}},
+  {"tool": "exec_command", "input": {"cmd": "wc -l util.py"}},
   {"text": "Ran under worldfs run."}
 ]
 EOF
