@@ -85,8 +85,8 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     if let Some(m) = crate::mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? {
         if answering(&m.mount_point, None).is_none() {
             bail!(
-                "{} is in a worldfs mount at {} whose daemon does not answer (it died?); \
-                 `worldfs unmount {}` removes it",
+                "{} is in the worldfs mount at {}, whose socket does not answer (if its daemon \
+                 died, `worldfs unmount {}` removes the mount)",
                 dir.display(),
                 m.mount_point.display(),
                 m.mount_point.display()
