@@ -76,6 +76,30 @@ fn alive(pid: u32) -> bool {
     }
 }
 
+/// Waits (a few seconds at most) until every thread of `pid` has ended: its main thread ends
+/// before the rest, whose descriptors, its socket's among them, stay open until the last one
+/// is gone (and `/proc/PID/fd`, read through the main thread, already shows none).
+fn wait_released(pid: u32) {
+    for _ in 0..50 {
+        let Ok(status) = std::fs::read_to_string(format!("/proc/{pid}/status")) else {
+            return;
+        };
+        let field = |name: &str| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix(name))
+                .map(str::trim)
+                .unwrap_or_default()
+                .to_owned()
+        };
+        // A zombie counts itself until it is reaped.
+        if field("State:").starts_with('Z') && field("Threads:") == "1" {
+            return;
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
 /// Aborts the FUSE connection of the mount whose device is `dev`: every request waiting on it
 /// fails with ENOTCONN. fusectl's files belong to the user who mounted, so this needs no root
 /// when the control file system is mounted (root mounts it if not).
@@ -180,23 +204,34 @@ pub fn run(
     while alive(pid) {
         std::thread::sleep(POLL);
     }
-    forget_dead(pid, target, socket);
     // A clean exit unmounts first; only a mount still standing with the same device belongs to
     // a daemon that died without cleaning up, and only if the descriptor still reaches the
     // daemon's connection: the same device may be a mount made since.
     if crate::mountinfo::worldfs_dev_at(target) == Some(dev) {
-        match held {
-            Ok(mut file) if same_connection(&file, dev) => abort(&mut file)?,
+        let aborted = match held {
+            Ok(mut file) if same_connection(&file, dev) => abort(&mut file).map(|()| true),
             // The daemon's connection is gone: the mount there now is another daemon's.
-            Ok(_) => return Ok(()),
+            Ok(_) => Ok(false),
             // Opening it failed at the start (no control file system, not root): by the path.
-            Err(_) => abort_connection(dev)?,
+            Err(_) => abort_connection(dev).map(|()| true),
+        };
+        match aborted {
+            Ok(true) => eprintln!(
+                "worldfs: the daemon for {} died; its connection was aborted (run `worldfs unmount {}`)",
+                target.display(),
+                target.display()
+            ),
+            Ok(false) => {}
+            Err(e) => eprintln!(
+                "worldfs: warning: the daemon for {} died, and its connection could not be \
+                 aborted: {e}",
+                target.display()
+            ),
         }
-        eprintln!(
-            "worldfs: the daemon for {} died; its connection was aborted (run `worldfs unmount {}`)",
-            target.display(),
-            target.display()
-        );
     }
+    // After the abort: threads stuck in the kernel keep the process, and its socket, open
+    // until then.
+    wait_released(pid);
+    forget_dead(pid, target, socket);
     Ok(())
 }
