@@ -20,6 +20,7 @@ pub mod protocol;
 pub mod render;
 pub mod render_cache;
 pub mod server;
+mod stop;
 pub mod subscriptions;
 
 pub use client::{Client, ClientError};

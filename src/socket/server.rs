@@ -27,6 +27,7 @@ use super::methods::{self, Connection, DaemonInfo, EmittedFn, Shared};
 use super::paths::{self, PathError};
 use super::protocol::{self, Line, LineReader, RpcError, code};
 use super::render::{Projections, Renderer};
+use super::stop::StopSignal;
 use crate::fs::op_stats::OpStats;
 use crate::world::World;
 
@@ -98,7 +99,7 @@ pub struct Server {
     shared: Arc<Shared>,
     path: PathBuf,
     inode: (u64, u64),
-    stop: Arc<AtomicBool>,
+    stop: Arc<StopSignal>,
     live: Arc<LiveConns>,
     accept: Option<JoinHandle<()>>,
     fanout: Option<JoinHandle<()>>,
@@ -152,7 +153,7 @@ impl Server {
                 what: "fan-out",
                 source,
             })?;
-        let stop = Arc::new(AtomicBool::new(false));
+        let stop = Arc::new(StopSignal::new());
         let live = Arc::new(LiveConns::default());
         let accept = {
             let shared = Arc::clone(&shared);
@@ -201,11 +202,12 @@ impl Server {
 
 impl Drop for Server {
     fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
+        self.stop.stop();
         if let Some(h) = self.accept.take() {
             let _ = h.join();
         }
         self.shared.subs.stop();
+        self.shared.world.recent().wake();
         if let Some(h) = self.fanout.take() {
             let _ = h.join();
         }
@@ -256,18 +258,6 @@ fn euid() -> u32 {
     unsafe { libc::geteuid() }
 }
 
-/// Waits up to `timeout` for the listener to become readable.
-fn wait_readable(l: &UnixListener, timeout: Duration) -> bool {
-    let mut pfd = libc::pollfd {
-        fd: l.as_raw_fd(),
-        events: libc::POLLIN,
-        revents: 0,
-    };
-    let ms = libc::c_int::try_from(timeout.as_millis()).unwrap_or(libc::c_int::MAX);
-    // SAFETY: one valid pollfd, for the duration of the call.
-    unsafe { libc::poll(&mut pfd, 1, ms) > 0 }
-}
-
 /// Sends one error line to a connection we are about to close, without waiting long for it.
 fn refuse(mut s: UnixStream, err: RpcError) {
     let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
@@ -282,12 +272,12 @@ fn accept_loop(
     l: &UnixListener,
     shared: &Arc<Shared>,
     opts: &ServerOptions,
-    stop: &AtomicBool,
+    stop: &StopSignal,
     live: &Arc<LiveConns>,
 ) {
     let me = euid();
-    while !stop.load(Ordering::Acquire) {
-        if !wait_readable(l, Duration::from_millis(100)) {
+    while !stop.is_stopped() {
+        if !stop.wait_readable(l, Duration::from_millis(100)) {
             continue;
         }
         let stream = match l.accept() {

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant, SystemTime};
 
-use crossbeam_channel::{Receiver, RecvTimeoutError};
+use crossbeam_channel::Receiver;
 
 use super::attribution::{Attributor, Class};
 use super::entry::{Entry, EntryKind, EntryState, Extent, IgnoreReason, Stamp};
@@ -59,10 +59,14 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
                 Err(_) => break,
             }
         } else {
-            match rx.recv_timeout(TICK) {
-                Ok(o) => Some(o),
-                Err(RecvTimeoutError::Timeout) => None,
-                Err(RecvTimeoutError::Disconnected) => break,
+            crossbeam_channel::select! {
+                recv(rx) -> o => match o {
+                    Ok(o) => Some(o),
+                    Err(_) => break,
+                },
+                // Told to stop: drained above, with no idle work first.
+                recv(world.stop_wake.1) -> _ => continue,
+                default(TICK) => None,
             }
         };
         match first {

@@ -204,6 +204,7 @@ impl WorldBuilder {
             dropped: RwLock::new(None),
             dirty: AtomicBool::new(false),
             stop: AtomicBool::new(false),
+            stop_wake: crossbeam_channel::bounded(1),
             reads_by_range: self.reads_by_range,
             source,
             config: self.config,
@@ -294,6 +295,9 @@ pub struct World {
     /// Some entry may need a hash or token count.
     dirty: AtomicBool,
     stop: AtomicBool,
+    /// Wakes the ingest thread from its wait for observations when it is told to stop, which
+    /// would otherwise wait out its tick (100 ms of every unmount).
+    stop_wake: (crossbeam_channel::Sender<()>, Receiver<()>),
     reads_by_range: bool,
     source: Arc<SourceRoot>,
     config: Config,
@@ -368,6 +372,7 @@ impl World {
     /// Asks the ingest thread to finish (after draining the channel) and flush the journal.
     pub fn stop_ingest(&self) {
         self.stop.store(true, Ordering::Release);
+        let _ = self.stop_wake.0.try_send(());
     }
 
     /// Applies observations synchronously on the calling thread (tests, replays). Not to be

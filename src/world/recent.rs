@@ -179,6 +179,13 @@ impl Recent {
         }
     }
 
+    /// Wakes every [`Recent::wait_past`] at once (a thread told to stop should not wait out
+    /// its timeout).
+    pub fn wake(&self) {
+        let _ring = self.ring.lock();
+        self.grew.notify_all();
+    }
+
     /// Waits until a record with push index `index` or later exists, or `timeout` passes.
     /// Returns whether one exists.
     pub fn wait_past(&self, index: u64, timeout: Duration) -> bool {
