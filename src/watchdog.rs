@@ -17,6 +17,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
+use crate::socket::paths::{self, SocketIdentity};
+
 const POLL: Duration = Duration::from_millis(100);
 const FUSECTL: &str = "/sys/fs/fuse/connections";
 
@@ -150,18 +152,6 @@ fn same_connection(file: &File, dev: u64) -> bool {
     }
 }
 
-/// Device, inode, change time (seconds, nanoseconds).
-type Identity = (u64, u64, i64, i64);
-
-/// Which file a path is now, to tell the daemon's socket from one a daemon started since made
-/// at the same path: device, inode and change time, since a file system may give the new
-/// socket the inode number the old one just freed.
-fn identity(p: &Path) -> Option<Identity> {
-    std::fs::symlink_metadata(p)
-        .ok()
-        .map(|m| (m.dev(), m.ino(), m.ctime(), m.ctime_nsec()))
-}
-
 /// Whether a daemon listens on the socket at `p`.
 fn answers(p: &Path) -> bool {
     std::os::unix::net::UnixStream::connect(p).is_ok()
@@ -171,7 +161,7 @@ fn answers(p: &Path) -> bool {
 /// the file the daemon made (`socket_file`): a killed daemon leaves both, one pair per mount
 /// point (a crash test's temporary ones piled up by the hundred). A daemon started since for
 /// the same mount point has written its own, which stay.
-fn forget_dead(pid: u32, target: &Path, socket: Option<(&Path, Identity)>) {
+fn forget_dead(pid: u32, target: &Path, socket: Option<(&Path, SocketIdentity)>) {
     if let Ok(file) = crate::runtime::pid_file(target)
         && std::fs::read_to_string(&file)
             .is_ok_and(|t| t.lines().next().map(str::trim) == Some(pid.to_string().as_str()))
@@ -179,7 +169,7 @@ fn forget_dead(pid: u32, target: &Path, socket: Option<(&Path, Identity)>) {
         let _ = std::fs::remove_file(&file);
     }
     if let Some((path, made)) = socket
-        && identity(path) == Some(made)
+        && paths::identity(path) == Some(made)
         && !answers(path)
     {
         let _ = std::fs::remove_file(path);
@@ -195,7 +185,7 @@ pub fn run(
     abort_fd: Option<RawFd>,
 ) -> anyhow::Result<()> {
     // The daemon made its socket before starting this process.
-    let socket = socket.and_then(|s| identity(s).map(|made| (s, made)));
+    let socket = socket.and_then(|s| paths::identity(s).map(|made| (s, made)));
     let held = match abort_fd {
         // SAFETY: the descriptor the daemon handed down (`spawn`), ours alone.
         Some(fd) => Ok(unsafe { File::from_raw_fd(fd) }),

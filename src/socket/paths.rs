@@ -144,6 +144,21 @@ pub fn prepare_dir(dir: &Path) -> Result<(), PathError> {
     Ok(())
 }
 
+/// A socket file as a daemon made it: device, inode, and change time (seconds, nanoseconds).
+pub type SocketIdentity = (u64, u64, i64, i64);
+
+/// Which file the socket path `p` is now, to tell a daemon's socket from one a daemon started
+/// since made at the same path: the change time too, since a file system may give the new
+/// socket the inode number the old one freed (ext4 does).
+pub fn identity(p: &Path) -> Option<SocketIdentity> {
+    std::fs::symlink_metadata(p).ok().map(|m| identity_of(&m))
+}
+
+/// [`identity`] of a file whose metadata was read already.
+pub fn identity_of(m: &std::fs::Metadata) -> SocketIdentity {
+    (m.dev(), m.ino(), m.ctime(), m.ctime_nsec())
+}
+
 /// Makes `path` free for binding: a leftover socket of a dead daemon (nobody answers) is
 /// removed; a live one is an error, and so is anything that is not a socket.
 pub fn claim(path: &Path) -> Result<(), PathError> {

@@ -10,7 +10,7 @@
 use std::collections::HashMap;
 use std::io::{self, BufReader, Write};
 use std::os::fd::AsRawFd;
-use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -98,7 +98,8 @@ pub enum ServerError {
 pub struct Server {
     shared: Arc<Shared>,
     path: PathBuf,
-    inode: (u64, u64),
+    /// The socket file as bound, to remove it only while it is still this one.
+    made: paths::SocketIdentity,
     stop: Arc<StopSignal>,
     live: Arc<LiveConns>,
     accept: Option<JoinHandle<()>>,
@@ -129,7 +130,7 @@ impl Server {
         // The directory already keeps others out; 0600 says the same on the socket itself.
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))
             .map_err(bind_err)?;
-        let meta = std::fs::symlink_metadata(&path).map_err(bind_err)?;
+        let made = paths::identity_of(&std::fs::symlink_metadata(&path).map_err(bind_err)?);
         // Non-blocking, so the accept loop can poll with a timeout and notice shutdown.
         listener.set_nonblocking(true).map_err(bind_err)?;
 
@@ -179,7 +180,7 @@ impl Server {
         Ok(Server {
             shared,
             path,
-            inode: (meta.dev(), meta.ino()),
+            made,
             stop,
             live,
             accept: Some(accept),
@@ -215,9 +216,7 @@ impl Drop for Server {
             let _ = s.shutdown(std::net::Shutdown::Both);
         }
         // Only remove the file if it is still ours: a new daemon may have replaced it.
-        if let Ok(m) = std::fs::symlink_metadata(&self.path)
-            && (m.dev(), m.ino()) == self.inode
-        {
+        if paths::identity(&self.path) == Some(self.made) {
             let _ = std::fs::remove_file(&self.path);
         }
     }
