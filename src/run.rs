@@ -124,7 +124,9 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         .arg(&dir)
         .args(cfg.options.args());
     let (mount, _) = daemons.spawn("the mount", mount, false)?;
-    let socket = wait_mounted(&mut daemons, cfg.options.socket.as_deref(), mount, &signals)?;
+    let socket = wait_ready(&mut daemons, mount, MOUNT_WAIT, &signals, || {
+        answering(&dir, cfg.options.socket.as_deref())
+    })?;
     eprintln!(
         "worldfs: mounted {} in place (socket {}); messages in {}",
         dir.display(),
@@ -147,7 +149,9 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             .arg("--upstream")
             .arg(&p.upstream);
         let (proxy, addr) = daemons.spawn("the proxy", proxy, true)?;
-        let url = wait_listening(&mut daemons, proxy, addr, &signals)?;
+        let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
+            addr.try_recv().ok()
+        })?;
         let set = if for_anthropic(&p.upstream) {
             "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
         } else {
@@ -194,33 +198,34 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// Waits until the mount at `dir` answers on its socket (`socket`, or the one found for the
-/// mount point), and returns the socket.
-fn wait_mounted(
+/// Waits until `ready` gives something, while the `i`th daemon started runs: an error if it
+/// ends first, if a signal asks the run to end, or after `limit`.
+fn wait_ready<T>(
     daemons: &mut Daemons,
-    socket: Option<&Path>,
-    mount: usize,
+    i: usize,
+    limit: Duration,
     signals: &Signals,
-) -> anyhow::Result<PathBuf> {
-    let (dir, log) = (daemons.dir.clone(), daemons.log.path.clone());
+    mut ready: impl FnMut() -> Option<T>,
+) -> anyhow::Result<T> {
+    let name = daemons.started.get(i).map_or("a daemon", |d| d.name);
+    let log = daemons.log.path.clone();
     let start = Instant::now();
     loop {
-        if let Some(s) = answering(&dir, socket) {
-            return Ok(s);
+        if let Some(t) = ready() {
+            return Ok(t);
         }
-        signals.check("mounting")?;
-        if let Some(st) = daemons.exited(mount)? {
+        signals.check(&format!("starting {name}"))?;
+        if let Some(st) = daemons.exited(i)? {
             bail!(
-                "the mount did not start ({}; its messages are in {})",
+                "{name} did not start ({}; its messages are in {})",
                 describe(st),
                 log.display()
             );
         }
-        if start.elapsed() > MOUNT_WAIT {
+        if start.elapsed() > limit {
             bail!(
-                "{} was not mounted after {} s (its messages are in {})",
-                dir.display(),
-                MOUNT_WAIT.as_secs(),
+                "{name} was not ready after {} s (its messages are in {})",
+                limit.as_secs(),
                 log.display()
             );
         }
@@ -242,37 +247,6 @@ fn answering(dir: &Path, socket: Option<&Path>) -> Option<PathBuf> {
         .and_then(|mut c| c.call("initialize", json!({})))
         .ok()?;
     Some(socket)
-}
-
-/// Waits for the proxy's address (the line it prints once listening).
-fn wait_listening(
-    daemons: &mut Daemons,
-    proxy: usize,
-    addr: Receiver<String>,
-    signals: &Signals,
-) -> anyhow::Result<String> {
-    let log = daemons.log.path.clone();
-    let start = Instant::now();
-    loop {
-        if let Ok(url) = addr.recv_timeout(POLL) {
-            return Ok(url);
-        }
-        signals.check("starting the proxy")?;
-        if let Some(st) = daemons.exited(proxy)? {
-            bail!(
-                "the proxy did not start ({}; its messages are in {})",
-                describe(st),
-                log.display()
-            );
-        }
-        if start.elapsed() > PROXY_WAIT {
-            bail!(
-                "the proxy was not listening after {} s (its messages are in {})",
-                PROXY_WAIT.as_secs(),
-                log.display()
-            );
-        }
-    }
 }
 
 /// The daemons started, stopped in the reverse order when the run ends, however it ends, and
