@@ -160,6 +160,21 @@ fn error_source_is_a_file() {
 }
 
 #[test]
+fn error_config_file_missing() {
+    let s = Scratch::new();
+    let src = s.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let cfg = s.join("worldfs.tmol");
+    let out = fails(&[os(&"mount"), os(&src), os(&"--config"), os(&cfg)]);
+    assert_error(
+        "a --config file that does not exist",
+        &out,
+        &[cfg.to_str().unwrap()],
+    );
+    assert_nothing_mounted("a --config file that does not exist", &[&src]);
+}
+
+#[test]
 fn error_mountpoint_inside_source() {
     let s = Scratch::new();
     let src = s.join("src");

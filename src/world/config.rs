@@ -336,11 +336,11 @@ impl Default for JournalConfig {
 }
 
 impl Config {
-    /// Reads `path`; a missing file means defaults.
+    /// Reads `path`. A missing file is an error: it is named by `--config`, and a mistyped
+    /// path would otherwise go unnoticed, every setting in it left at its default.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
         match std::fs::read_to_string(path) {
             Ok(text) => Self::parse(&text, path),
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Self::default()),
             Err(source) => Err(ConfigError::Read {
                 path: path.to_owned(),
                 source,
@@ -397,10 +397,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn missing_file_means_defaults() {
+    fn a_missing_file_is_an_error_that_names_it() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
-        let cfg = Config::load(&dir.path().join("worldfs.toml"));
-        assert_eq!(cfg.ok(), Some(Config::default()));
+        let path = dir.path().join("worldfs.toml");
+        let err = Config::load(&path).expect_err("a missing file");
+        assert!(
+            err.to_string().contains(path.to_str().unwrap_or_default()),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_empty_file_means_defaults() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = dir.path().join("worldfs.toml");
+        std::fs::write(&path, "").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(Config::load(&path).ok(), Some(Config::default()));
     }
 
     #[test]
