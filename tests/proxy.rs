@@ -1453,3 +1453,42 @@ fn the_proxy_warns_when_the_project_has_no_hooks() {
     let p = start();
     assert!(!outdated(&p), "installed again: no warning");
 }
+
+/// SIGTERM while connections keep coming stops the proxy: the loop that takes them is busy
+/// with one when the signal comes (`worldfs run` stops the proxy so, its agent's last call
+/// just made). Each round has a stream of connections; a stop missed in any fails the test.
+#[test]
+fn a_sigterm_while_connections_come_stops_the_proxy() {
+    let m = Mount::mirror();
+    let up = Upstream::start();
+    for round in 0..10 {
+        let mut proxy = Proxy::start(&m, up.port, &[]);
+        let addr: std::net::SocketAddr = proxy.addr.parse().expect("the proxy's address");
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let knocking = Arc::clone(&done);
+        let knocker = thread::spawn(move || {
+            let mut n = 0u64;
+            while !knocking.load(std::sync::atomic::Ordering::Relaxed) {
+                match TcpStream::connect_timeout(&addr, Duration::from_secs(1)) {
+                    Ok(c) => drop(c),
+                    Err(_) => break,
+                }
+                // About as often as a Python loop connects, which missed the stop 5 of 20 times.
+                thread::sleep(Duration::from_micros(200));
+                n += 1;
+            }
+            n
+        });
+        thread::sleep(Duration::from_millis(500));
+        let pid = i32::try_from(proxy.child.id()).expect("pid");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let exited = common::wait_child(&mut proxy.child, Duration::from_secs(10));
+        done.store(true, std::sync::atomic::Ordering::Relaxed);
+        let n = knocker.join().expect("the connecting thread");
+        assert!(
+            exited.is_some_and(|st| st.success()),
+            "round {round}: the proxy took no notice of SIGTERM ({n} connections made) ({exited:?})"
+        );
+    }
+}

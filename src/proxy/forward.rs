@@ -82,6 +82,11 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
     let addr = listener
         .local_addr()
         .context("reading the listening address")?;
+    // Made before the address is printed, once: a stop sent after a caller read that line
+    // (`worldfs run` stops the proxy so) is kept until the loop looks, even while it is busy
+    // taking a connection. A stream made at each turn of the loop missed those (3 of 10 stops
+    // under a stream of connections).
+    let mut stop = StopSignals::new();
     // Scripts and tests read the address from this line (a port of 0 picks a free one).
     eprintln!(
         "worldfs: proxy on http://{addr} for the mount's socket {}, forwarding to {}{}",
@@ -101,7 +106,7 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
-            () = stopped() => return Ok(()),
+            () = stop.recv() => return Ok(()),
         };
         let (stream, peer) = match accepted {
             Ok(s) => s,
@@ -131,18 +136,38 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
 }
 
 /// Ctrl-C or SIGTERM: stop taking calls (those under way are cut, as a killed proxy would).
-async fn stopped() {
-    use tokio::signal::unix::{SignalKind, signal};
-    match signal(SignalKind::terminate()) {
-        Ok(mut term) => {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+struct StopSignals {
+    term: Option<tokio::signal::unix::Signal>,
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl StopSignals {
+    fn new() -> StopSignals {
+        use tokio::signal::unix::{SignalKind, signal};
+        let listen = |kind: SignalKind, name: &str| {
+            signal(kind)
+                .map_err(|e| tracing::warn!("{name} cannot stop the proxy cleanly: {e}"))
+                .ok()
+        };
+        StopSignals {
+            term: listen(SignalKind::terminate(), "SIGTERM"),
+            int: listen(SignalKind::interrupt(), "Ctrl-C"),
+        }
+    }
+
+    /// Returns once either came (also one that came while nobody waited).
+    async fn recv(&mut self) {
+        async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+            match s {
+                Some(s) => {
+                    s.recv().await;
+                }
+                None => std::future::pending().await,
             }
         }
-        Err(e) => {
-            tracing::warn!("SIGTERM cannot stop the proxy cleanly: {e}");
-            let _ = tokio::signal::ctrl_c().await;
+        tokio::select! {
+            () = one(&mut self.term) => {}
+            () = one(&mut self.int) => {}
         }
     }
 }
