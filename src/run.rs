@@ -152,7 +152,8 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
             addr.try_recv().ok()
         })?;
-        let set = if for_anthropic(&p.upstream) {
+        let anthropic = for_anthropic(&p.upstream);
+        let set = if anthropic {
             "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
         } else {
             "WORLDFS_PROXY_URL is"
@@ -161,7 +162,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             "worldfs: proxy on {url}, forwarding to {}: {set} set to it",
             p.upstream
         );
-        proxy_url = Some((url, for_anthropic(&p.upstream)));
+        proxy_url = Some((url, anthropic));
     }
 
     let mut command = Command::new(program);

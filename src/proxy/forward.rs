@@ -84,7 +84,7 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
         .context("reading the listening address")?;
     // Made before the address is printed, once: a stop sent after a caller read that line
     // (`worldfs run` stops the proxy so) is kept until the loop looks, even while it is busy
-    // taking a connection. A stream made at each turn of the loop missed those (3 of 10 stops
+    // taking a connection. A stream made at each turn of the loop missed those (5 of 20 stops
     // under a stream of connections).
     let mut stop = StopSignals::new();
     // Scripts and tests read the address from this line (a port of 0 picks a free one).
