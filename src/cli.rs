@@ -49,6 +49,7 @@ pub enum Command {
     /// the proxy stops and DIR is unmounted (detached, if a process COMMAND left behind still
     /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
     /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
+    /// If `worldfs run` is killed, the mount and the proxy stop too (COMMAND goes on).
     /// `worldfs hook --install` still needs running once per project for the goal and the
     /// steps (README, "With Claude Code").
     Run {
@@ -74,8 +75,10 @@ pub enum Command {
         /// With --proxy: the address it listens on (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: std::net::SocketAddr,
-        /// Where the mount's and the proxy's messages go (replaced at each run); by default
-        /// NAME.log beside the mount's socket. Warnings are also shown on stderr.
+        /// Where the mount's and the proxy's messages go (replaced at each run; a regular
+        /// file); by default NAME.log beside the mount's socket. Warnings are also shown on
+        /// stderr while COMMAND does not run. A mount left detached at the end writes its
+        /// last messages there after `worldfs run` has exited.
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
         /// The program to run in the mount, and its arguments (after `--`).

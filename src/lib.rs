@@ -18,6 +18,7 @@ pub mod proxy;
 pub mod replay;
 pub mod run;
 pub mod runtime;
+pub mod say;
 pub mod socket;
 pub mod watchdog;
 pub mod world;

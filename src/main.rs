@@ -154,7 +154,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("worldfs: error: {e:#}");
+            worldfs::say!("worldfs: error: {e:#}");
             ExitCode::FAILURE
         }
     }

@@ -209,7 +209,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             Ok(kept) => Some(kept),
             Err(why) => {
                 if cfg.state != StateFile::Off {
-                    eprintln!("worldfs: warning: the world is not kept across restarts: {why}");
+                    crate::say!("worldfs: warning: the world is not kept across restarts: {why}");
                 }
                 world.not_kept(&why);
                 None
@@ -332,7 +332,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
             for sig in signals.forever() {
                 if sig == signal_hook::consts::SIGUSR1 {
                     // A cheap way to see which round trips a workload costs.
-                    eprintln!("worldfs: requests {:?}", op_stats.snapshot());
+                    crate::say!("worldfs: requests {:?}", op_stats.snapshot());
                     continue;
                 }
                 info!("signal {sig}: unmounting {}", target.display());
@@ -351,12 +351,12 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         .map_err(|e| warn!("cannot record the daemon pid: {e}"))
         .ok();
     if plan.source == plan.target {
-        eprintln!(
+        crate::say!(
             "worldfs: mounted {} in place (shells already inside it: `cd .` to enter the mount)",
             plan.source.display()
         );
     } else {
-        eprintln!(
+        crate::say!(
             "worldfs: mounted {} at {}",
             plan.source.display(),
             plan.target.display()
@@ -364,17 +364,16 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     }
     if unsafe { libc::geteuid() } != 0 {
         // Both differ from what a root mount does, and neither shows anywhere else.
-        eprintln!(
+        crate::say!(
             "worldfs: mounted by a user other than root: only your own processes can enter it, \
              and reads and writes pass through the daemon (kernel passthrough needs root)"
         );
     }
     // Printed only once mounted, so a failed mount stays a one-line error.
     if let Some(server) = &server {
-        // One write: stderr is unbuffered, and a script reading the log must not find the
-        // line without its path.
-        let line = format!("worldfs: socket {}\n", server.path().display());
-        eprint!("{line}");
+        // One write (as every `say!`): a script reading the log must not find the line
+        // without its path.
+        crate::say!("worldfs: socket {}", server.path().display());
     }
     let result = session.run();
     // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
@@ -389,7 +388,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         if let Some(saver) = saver {
             match saver.finish() {
                 Ok(_) => info!("world saved"),
-                Err(e) => eprintln!("worldfs: warning: {e}"),
+                Err(e) => crate::say!("worldfs: warning: {e}"),
             }
         }
     }
@@ -401,7 +400,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
         let _ = w.wait();
     }
     result.context("serving the mount")?;
-    eprintln!("worldfs: unmounted {}", plan.target.display());
+    crate::say!("worldfs: unmounted {}", plan.target.display());
     Ok(())
 }
 
@@ -455,11 +454,11 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         Err(e) if cfg.state == StateFile::Default => {
             let aside = snapshot::beside(path, ".bad");
             match std::fs::rename(path, &aside) {
-                Ok(()) => eprintln!(
+                Ok(()) => crate::say!(
                     "worldfs: warning: {e}; starting with an empty world (the file is now {})",
                     aside.display()
                 ),
-                Err(r) => eprintln!(
+                Err(r) => crate::say!(
                     "worldfs: warning: {e}; starting with an empty world (cannot set the file aside: {r})"
                 ),
             }
@@ -475,7 +474,7 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
             || "in the future".to_string(),
             |d| format!("{} ago", human_age(d)),
         );
-    eprintln!(
+    crate::say!(
         "worldfs: world restored from {} (saved {age}; read in {} ms): {} entries, turn {}{}{}, \
          {} command outputs{}{}",
         path.display(),
@@ -589,7 +588,7 @@ fn detach(target: &Path) -> std::io::Result<()> {
             let held = held_by(target, mountinfo::worldfs_dev_at(target));
             match unmount_once(target, Unmount::Detach)? {
                 Unmounted::Done => {
-                    eprintln!(
+                    crate::say!(
                         "worldfs: {} was busy{held}; detached: it ends when they let go of it",
                         target.display()
                     );
@@ -760,7 +759,7 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
     let target = m.mount_point.clone();
     let context = || format!("unmounting {}", target.display());
     if let Unmounted::Done = unmount_once(&target, Unmount::Plain).with_context(context)? {
-        eprintln!("worldfs: unmounted {}", target.display());
+        crate::say!("worldfs: unmounted {}", target.display());
         return Ok(());
     }
     if crate::runtime::live_daemon(&target).is_none() {
@@ -774,7 +773,7 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
                 && matches!(unmount_once(&target, Unmount::Plain), Ok(Unmounted::Done))
         };
         if aborted {
-            eprintln!(
+            crate::say!(
                 "worldfs: aborted and unmounted {} (its daemon was gone)",
                 target.display()
             );
@@ -790,7 +789,7 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
     if let Unmounted::Busy = unmount_once(&target, Unmount::Detach).with_context(context)? {
         bail!("{}: still busy after a lazy unmount", context());
     }
-    eprintln!(
+    crate::say!(
         "worldfs: {} was busy{held}; detached (it disappears when the last open file closes)",
         target.display()
     );

@@ -7,18 +7,22 @@
 //! asks for a second one before it quits; the mount would have been gone after the first).
 //! Their messages go to a log file, since the agent usually owns the terminal and a line
 //! printed into a full-screen program is drawn over; warnings are shown on stderr too while
-//! the agent is not running.
+//! the agent is not running. The log is the daemons' stderr itself, not a pipe through
+//! `worldfs run`: a mount left detached at the end serves on after `worldfs run` has exited,
+//! and what it says then (its unmount, a failed save) is kept.
 //!
-//! If `worldfs run` itself is killed (SIGKILL), the mount stays, as a `worldfs mount` would:
-//! `worldfs unmount DIR` removes it.
+//! The daemons are told (`PR_SET_PDEATHSIG`) to stop when `worldfs run` ends, however it ends:
+//! killed with SIGKILL, it cannot stop them itself, and the mount and the proxy would stay for
+//! nobody, the mount holding the project's directory until `worldfs unmount`.
 
 use std::ffi::OsString;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Write};
+use std::fs::OpenOptions;
+use std::io::Read;
 use std::net::SocketAddr;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStderr, Command, ExitCode, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitCode, ExitStatus, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 use std::time::{Duration, Instant};
@@ -123,7 +127,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         .arg("mount")
         .arg(&dir)
         .args(cfg.options.args());
-    let (mount, _) = daemons.spawn("the mount", mount, false)?;
+    let mount = daemons.spawn("the mount", mount, false)?;
     let socket = wait_ready(&mut daemons, mount, MOUNT_WAIT, &signals, || {
         answering(&dir, cfg.options.socket.as_deref())
     })?;
@@ -148,7 +152,8 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             .arg(p.listen.to_string())
             .arg("--upstream")
             .arg(&p.upstream);
-        let (proxy, addr) = daemons.spawn("the proxy", proxy, true)?;
+        let proxy = daemons.spawn("the proxy", proxy, true)?;
+        let addr = daemons.log.proxy_url.clone();
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
             addr.try_recv().ok()
         })?;
@@ -275,33 +280,44 @@ impl Daemons {
         }
     }
 
-    /// Starts `cmd` in a process group of its own, its messages relayed into the log; returns
-    /// its index for [`Daemons::exited`], and the address it prints if `proxy`.
+    /// Starts `cmd` in a process group of its own, its stderr the log; returns its index for
+    /// [`Daemons::exited`].
     fn spawn(
         &mut self,
         name: &'static str,
         mut cmd: Command,
         proxy: bool,
-    ) -> anyhow::Result<(usize, Receiver<String>)> {
-        let mut child = cmd
-            .stdin(Stdio::null())
+    ) -> anyhow::Result<usize> {
+        // SAFETY: getpid is async-signal-safe; called before the fork.
+        let parent = unsafe { libc::getpid() };
+        cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting {name}"))?;
-        let (tx, rx) = crossbeam_channel::bounded(1);
-        let relayed = match child.stderr.take() {
-            Some(stderr) => self.log.relay(name, stderr, proxy.then_some(tx)),
-            None => Ok(()),
-        };
+            .stderr(self.log.writer()?)
+            .process_group(0);
+        // SAFETY: prctl and getppid are async-signal-safe system calls, and the closure
+        // allocates nothing, as code between fork and exec must.
+        unsafe {
+            cmd.pre_exec(move || {
+                // SIGTERM is what `stop` sends too: the mount unmounts (detached if busy), the
+                // proxy stops. Sent when the thread that forked ends; this is the main one,
+                // which lives as long as `worldfs run`.
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM as libc::c_ulong) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                // Ended between the fork and the prctl: no signal will come.
+                if libc::getppid() != parent {
+                    return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+                }
+                Ok(())
+            });
+        }
+        let child = cmd.spawn().with_context(|| format!("starting {name}"))?;
         self.started.push(Daemon {
             name,
             child,
             mount: !proxy,
         });
-        relayed?;
-        Ok((self.started.len() - 1, rx))
+        Ok(self.started.len() - 1)
     }
 
     /// The exit status of the `i`th daemon started, once it has ended.
@@ -314,8 +330,8 @@ impl Daemons {
             .try_wait()
             .with_context(|| format!("waiting for {}", d.name))?;
         if st.is_some() {
-            // Its last lines (the error) are relayed before the message that points to them.
-            std::thread::sleep(Duration::from_millis(100));
+            // Its last lines (the error) are shown before the message that points to them.
+            self.log.pump();
         }
         Ok(st)
     }
@@ -330,7 +346,10 @@ impl Daemons {
             let pid = d.child.id() as libc::pid_t;
             // SAFETY: a signal to our own child, not reaped yet, so the pid is still its.
             unsafe { libc::kill(pid, libc::SIGTERM) };
-            match self.wait_stopped(&mut d) {
+            let stopped = self.wait_stopped(&mut d);
+            // Its warnings (a failed save) come before what is said of its end.
+            self.log.pump();
+            match stopped {
                 Stopped::Exited(st) if d.mount && st.success() => {
                     eprintln!("worldfs: unmounted {}", self.dir.display());
                 }
@@ -413,60 +432,117 @@ impl Drop for Daemons {
     }
 }
 
-/// The log file the daemons' messages are relayed into.
+/// The log file: the daemons' stderr, and a thread reading back what they add to it.
 struct Log {
     path: PathBuf,
-    file: Arc<Mutex<File>>,
+    tail: Arc<Mutex<Tail>>,
+    /// The proxy's address, from the line it prints once it listens.
+    proxy_url: Receiver<String>,
+    stop: Arc<AtomicBool>,
+}
+
+/// Where the reading of the log is.
+struct Tail {
+    file: File,
+    /// The end of a line not written whole yet.
+    partial: Vec<u8>,
     /// While the command runs, warnings go to the log only.
-    quiet: Arc<AtomicBool>,
+    quiet: bool,
+    proxy_url: Sender<String>,
 }
 
 impl Log {
     fn create(path: &Path) -> anyhow::Result<Log> {
-        let file = File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        Ok(Log {
-            path: path.to_owned(),
-            file: Arc::new(Mutex::new(file)),
-            quiet: Arc::new(AtomicBool::new(false)),
-        })
-    }
-
-    fn quiet(&self, on: bool) {
-        self.quiet.store(on, Ordering::Relaxed);
-    }
-
-    /// Copies `stderr`'s lines into the log on a thread of their own, showing warnings and
-    /// errors on our stderr too unless quiet; `addr` gets the proxy's address.
-    fn relay(
-        &self,
-        name: &str,
-        stderr: ChildStderr,
-        addr: Option<Sender<String>>,
-    ) -> anyhow::Result<()> {
-        let file = Arc::clone(&self.file);
-        let quiet = Arc::clone(&self.quiet);
+        File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
+        // Read back as it grows: a terminal or a pipe would hold the reading, and /dev/null
+        // would hide the proxy's address.
+        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        if !regular {
+            bail!(
+                "--log {}: not a regular file (the daemons write to it and `worldfs run` reads \
+                 their warnings back from it)",
+                path.display()
+            );
+        }
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let tail = Arc::new(Mutex::new(Tail {
+            file,
+            partial: Vec::new(),
+            quiet: false,
+            proxy_url: tx,
+        }));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (t, st) = (Arc::clone(&tail), Arc::clone(&stop));
         std::thread::Builder::new()
-            .name(format!("worldfs-run-log ({name})"))
+            .name("worldfs-run-log".into())
             .spawn(move || {
-                for line in BufReader::new(stderr).lines() {
-                    let Ok(line) = line else { break };
-                    let _ = writeln!(file.lock(), "{line}");
-                    if let Some(tx) = &addr
-                        && let Some(url) = proxy_url(&line)
-                    {
-                        let _ = tx.try_send(url);
-                    }
-                    // `error:` is clap's, for arguments it refused.
-                    let shown = ["worldfs: warning", "worldfs: error", "error:"]
-                        .iter()
-                        .any(|p| line.starts_with(p));
-                    if shown && !quiet.load(Ordering::Relaxed) {
-                        eprintln!("{line}");
-                    }
+                while !st.load(Ordering::Relaxed) {
+                    t.lock().pump();
+                    std::thread::sleep(POLL);
                 }
             })
             .context("starting the log thread")?;
-        Ok(())
+        Ok(Log {
+            path: path.to_owned(),
+            tail,
+            proxy_url: rx,
+            stop,
+        })
+    }
+
+    /// A daemon's stderr: the log, appended to (each of the daemons' lines is one write, so
+    /// theirs do not mix).
+    fn writer(&self) -> anyhow::Result<File> {
+        OpenOptions::new()
+            .append(true)
+            .open(&self.path)
+            .with_context(|| format!("opening {}", self.path.display()))
+    }
+
+    fn quiet(&self, on: bool) {
+        self.tail.lock().quiet = on;
+    }
+
+    /// Reads what the daemons have added to the log by now.
+    fn pump(&self) {
+        self.tail.lock().pump();
+    }
+}
+
+impl Drop for Log {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+}
+
+impl Tail {
+    /// Handles each whole line added since the last look: warnings and errors shown on our
+    /// stderr unless quiet, the proxy's address passed on.
+    fn pump(&mut self) {
+        let mut buf = [0u8; 8192];
+        loop {
+            match self.file.read(&mut buf) {
+                Ok(0) => break,
+                Ok(n) => self.partial.extend_from_slice(&buf[..n]),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Err(_) => break,
+            }
+        }
+        while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = self.partial.drain(..=end).collect();
+            let line = String::from_utf8_lossy(&line[..end]);
+            if let Some(url) = proxy_url(&line) {
+                let _ = self.proxy_url.try_send(url);
+            }
+            // `error:` is clap's, for arguments it refused.
+            let shown = ["worldfs: warning", "worldfs: error", "error:"]
+                .iter()
+                .any(|p| line.starts_with(p));
+            if shown && !self.quiet {
+                eprintln!("{line}");
+            }
+        }
     }
 }
 

@@ -206,13 +206,13 @@ pub fn run(
             Err(_) => abort_connection(dev).map(|()| true),
         };
         match aborted {
-            Ok(true) => eprintln!(
+            Ok(true) => crate::say!(
                 "worldfs: the daemon for {} died; its connection was aborted (run `worldfs unmount {}`)",
                 target.display(),
                 target.display()
             ),
             Ok(false) => {}
-            Err(e) => eprintln!(
+            Err(e) => crate::say!(
                 "worldfs: warning: the daemon for {} died, and its connection could not be \
                  aborted: {e}",
                 target.display()

@@ -7,7 +7,7 @@ mod common;
 use common::{
     Mount, Scratch, bin, require_fuse, run_with_timeout, wait_child, worldfs, worldfs_mounts_at,
 };
-use std::os::unix::process::CommandExt;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::time::Duration;
@@ -326,4 +326,110 @@ i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done
     assert!(connected.is_ok(), "no proxy at {addr}: {connected:?}");
     assert!(status.success(), "{status}");
     assert_eq!(worldfs_mounts_at(&s.proj()), 0);
+}
+
+/// The children of the process `pid` (its main thread's, which starts them all).
+fn children(pid: u32) -> Vec<i32> {
+    std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+        .unwrap_or_default()
+        .split_whitespace()
+        .filter_map(|p| p.parse().ok())
+        .collect()
+}
+
+/// Kills what `worldfs run` left behind if the test fails, so no proxy or daemon runs on.
+struct Orphans(Vec<i32>);
+
+impl Drop for Orphans {
+    fn drop(&mut self) {
+        for &pid in &self.0 {
+            // SAFETY: pids of processes this test started, through `worldfs run`.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+    }
+}
+
+/// Killed so that it cannot stop anything itself, `worldfs run` leaves no mount and no proxy:
+/// they are told to stop when it ends. The command goes on, out of the mount here.
+#[test]
+fn a_killed_run_leaves_no_mount_and_no_proxy() {
+    let s = Setup::new();
+    let script = r#"echo "${WORLDFS_PROXY_URL#http://}" > "$OUT/addr"
+cd /
+touch "$OUT/ready"
+i=0; while [ ! -e "$OUT/go" ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done
+touch "$OUT/done""#;
+    let mut run =
+        Running::start(s.command(&["--proxy", "--upstream", "http://127.0.0.1:9"], script));
+    run.wait_ready(&s.out("ready"));
+    let addr: std::net::SocketAddr = s.read("addr").trim().parse().unwrap();
+    let started = children(run.child.id());
+    assert_eq!(started.len(), 3, "the mount, the proxy and the command");
+    let _orphans = Orphans(started);
+    assert_eq!(worldfs_mounts_at(&s.proj()), 1);
+
+    run.signal(libc::SIGKILL);
+    // Not `wait`: the command, still running, holds the stderr it would read to its end.
+    let status = wait_child(&mut run.child, RUN_TIMEOUT).expect("a SIGKILL did not end it");
+    run.done = true;
+    assert_eq!(status.signal(), Some(libc::SIGKILL));
+    let unmounted = common::wait_until(Duration::from_secs(20), || {
+        worldfs_mounts_at(&s.proj()) == 0
+    });
+    let closed = common::wait_until(Duration::from_secs(20), || {
+        std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).is_err()
+    });
+    // The command was not the run's to stop.
+    let command_on = !s.out("done").exists();
+    std::fs::write(s.out("go"), "").unwrap();
+    assert!(
+        unmounted.is_some(),
+        "the mount stayed after `worldfs run` was killed"
+    );
+    assert!(
+        closed.is_some(),
+        "the proxy at {addr} stayed after `worldfs run` was killed"
+    );
+    assert!(command_on, "the command ended with `worldfs run`");
+}
+
+/// A mount still in use at the end is detached and served on after `worldfs run` has exited;
+/// what its daemon says then, its unmount at last, is in the log.
+#[test]
+fn a_detached_mounts_last_words_are_in_the_log() {
+    let s = Setup::new();
+    let log = s.out("run.log");
+    // Left behind in the mount, reading from it after the run.
+    let script = r#"(sleep 1; cat notes.txt > "$OUT/late") > /dev/null 2>&1 &"#;
+    let out = s.run(&["--log", log.to_str().unwrap()], script);
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("still in use, so it is detached"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+    let said = common::wait_until(Duration::from_secs(20), || {
+        std::fs::read_to_string(&log).is_ok_and(|l| l.contains("worldfs: unmounted"))
+    });
+    assert_eq!(s.read("late"), "a line the agent reads\n");
+    assert!(
+        said.is_some(),
+        "the daemon's unmount is not in the log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+}
+
+/// The log is read back as it grows; a terminal or /dev/null in its place is refused, before
+/// anything is mounted.
+#[test]
+fn a_log_that_is_not_a_regular_file_is_refused() {
+    let s = Setup::new();
+    let out = s.run(&["--log", "/dev/null"], "true");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--log /dev/null: not a regular file"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+    s.assert_unmounted(&out);
 }

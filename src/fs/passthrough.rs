@@ -82,7 +82,7 @@ fn out_of_descriptors() {
         return;
     }
     let limit = sys::nofile_limit().map_or_else(|| "?".to_string(), |n| n.to_string());
-    eprintln!(
+    crate::say!(
         "worldfs: warning: the daemon has run out of file descriptors (limit {limit}); \
          operations through the mount fail until files are closed. Every file open through the \
          mount holds one: raise the hard limit (`ulimit -Hn`, systemd's LimitNOFILE)"

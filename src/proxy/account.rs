@@ -91,9 +91,10 @@ pub(crate) fn record(state: &State, call: &Call) {
         tracing::info!("{}: {tokens}", call.path);
     } else {
         // What --observe is for: printed whatever the log level.
-        eprintln!(
+        crate::say!(
             "worldfs proxy: {}: would send {}, {tokens} (--observe: sent as it came)",
-            call.path, call.summary
+            call.path,
+            call.summary
         );
     }
     let reported = Client::connect(&state.socket, SOCKET_TIMEOUT).and_then(|mut c| {

@@ -88,7 +88,7 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
     // under a stream of connections).
     let mut stop = StopSignals::new();
     // Scripts and tests read the address from this line (a port of 0 picks a free one).
-    eprintln!(
+    crate::say!(
         "worldfs: proxy on http://{addr} for the mount's socket {}, forwarding to {}{}",
         state.socket.display(),
         state.cfg.upstream,
@@ -98,7 +98,7 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
             ""
         }
     );
-    eprintln!(
+    crate::say!(
         "worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} (Codex: \
          openai_base_url = \"http://{addr}/v1\" in its config.toml, or a model provider with \
          that base_url)"

@@ -94,7 +94,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         .and_then(|mut c| c.call("initialize", json!({})))
         .with_context(|| format!("asking the mount's socket {}", socket.display()))?;
     if let Some(dir) = unhooked {
-        eprintln!(
+        crate::say!(
             "worldfs: warning: no Claude Code settings (nor Codex hooks) of {} register \
              `worldfs hook`, so the mount will not know the session's goal and every call will \
              go as it came; run `worldfs hook --install` (for Codex: `--install --codex`) there",
@@ -107,7 +107,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         } else {
             ""
         };
-        eprintln!(
+        crate::say!(
             "worldfs: warning: {} runs `worldfs hook`, but not on {} (installed by an older \
              worldfs?); run `worldfs hook --install{codex}` again for it",
             file.display(),
@@ -133,7 +133,7 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     });
     runtime.block_on(forward::serve(Arc::clone(&state)))?;
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
-    eprintln!(
+    crate::say!(
         "worldfs: proxy stopped; model calls: {} sent with the projection, {} as they came, {} as \
          they came because the projection failed",
         n(&state.counts.rewritten),
