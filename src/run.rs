@@ -42,8 +42,10 @@ const MOUNT_WAIT: Duration = Duration::from_secs(120);
 const PROXY_WAIT: Duration = Duration::from_secs(30);
 /// How long a daemon may take to stop once told to.
 const STOP_WAIT: Duration = Duration::from_secs(30);
-/// How often a start or a stop is looked at.
+/// How often a start or a stop is looked at, and the log read back.
 const POLL: Duration = Duration::from_millis(20);
+/// How often the log's reader wakes while the command runs, when it reads nothing.
+const QUIET_POLL: Duration = Duration::from_millis(250);
 
 /// `--proxy` and the proxy's settings.
 #[derive(Debug, Clone)]
@@ -478,8 +480,15 @@ impl Log {
             .name("worldfs-run-log".into())
             .spawn(move || {
                 while !st.load(Ordering::Relaxed) {
-                    t.lock().pump();
-                    std::thread::sleep(POLL);
+                    // While the command runs nothing is shown: the lines wait in the file,
+                    // and are gone over when the command has ended (`quiet`).
+                    let (shown, quiet) = {
+                        let mut t = t.lock();
+                        let shown = if t.quiet { Vec::new() } else { t.pump() };
+                        (shown, t.quiet)
+                    };
+                    show(&shown);
+                    std::thread::sleep(if quiet { QUIET_POLL } else { POLL });
                 }
             })
             .context("starting the log thread")?;
@@ -500,13 +509,22 @@ impl Log {
             .with_context(|| format!("opening {}", self.path.display()))
     }
 
+    /// Whether warnings are shown; what was written before is handled as it was then (shown,
+    /// or while quiet, only kept in the log).
     fn quiet(&self, on: bool) {
-        self.tail.lock().quiet = on;
+        let shown = {
+            let mut t = self.tail.lock();
+            let shown = t.pump();
+            t.quiet = on;
+            shown
+        };
+        show(&shown);
     }
 
     /// Reads what the daemons have added to the log by now.
     fn pump(&self) {
-        self.tail.lock().pump();
+        let shown = self.tail.lock().pump();
+        show(&shown);
     }
 }
 
@@ -517,9 +535,10 @@ impl Drop for Log {
 }
 
 impl Tail {
-    /// Handles each whole line added since the last look: warnings and errors shown on our
-    /// stderr unless quiet, the proxy's address passed on.
-    fn pump(&mut self) {
+    /// Goes over each whole line added since the last look: the proxy's address is passed on;
+    /// the warnings and errors, unless quiet, are returned to be shown.
+    fn pump(&mut self) -> Vec<String> {
+        let mut shown_lines = Vec::new();
         let mut buf = [0u8; 8192];
         loop {
             match self.file.read(&mut buf) {
@@ -540,9 +559,17 @@ impl Tail {
                 .iter()
                 .any(|p| line.starts_with(p));
             if shown && !self.quiet {
-                eprintln!("{line}");
+                shown_lines.push(line.into_owned());
             }
         }
+        shown_lines
+    }
+}
+
+/// Shows the daemons' warnings on our stderr.
+fn show(lines: &[String]) {
+    for l in lines {
+        eprintln!("{l}");
     }
 }
 
@@ -637,6 +664,62 @@ fn describe(st: ExitStatus) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A log file being written, and a reader of it as `worldfs run` has.
+    fn tail() -> (tempfile::TempDir, File, Tail, Receiver<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("run.log");
+        let writer = File::create(&path).unwrap();
+        let (tx, rx) = crossbeam_channel::bounded(1);
+        let tail = Tail {
+            file: File::open(&path).unwrap(),
+            partial: Vec::new(),
+            quiet: false,
+            proxy_url: tx,
+        };
+        (dir, writer, tail, rx)
+    }
+
+    fn write(mut f: &File, s: &str) {
+        std::io::Write::write_all(&mut f, s.as_bytes()).unwrap();
+    }
+
+    #[test]
+    fn warnings_are_shown_once_their_line_is_whole() {
+        let (_d, w, mut t, _) = tail();
+        write(
+            &w,
+            "worldfs: mounted /p in place\nworldfs: warning: the wor",
+        );
+        assert!(t.pump().is_empty(), "half a line shown");
+        write(
+            &w,
+            "ld is not kept\nerror: unexpected argument\n2026 INFO x\n",
+        );
+        assert_eq!(
+            t.pump(),
+            [
+                "worldfs: warning: the world is not kept",
+                "error: unexpected argument"
+            ]
+        );
+        assert!(t.pump().is_empty(), "a line shown twice");
+    }
+
+    #[test]
+    fn while_quiet_warnings_stay_in_the_log_and_the_proxy_address_still_comes() {
+        let (_d, w, mut t, rx) = tail();
+        t.quiet = true;
+        write(
+            &w,
+            "worldfs: warning: while the agent runs\nworldfs: proxy on http://127.0.0.1:5 for\n",
+        );
+        assert!(t.pump().is_empty());
+        assert_eq!(rx.try_recv().as_deref(), Ok("http://127.0.0.1:5"));
+        t.quiet = false;
+        write(&w, "worldfs: warning: after\n");
+        assert_eq!(t.pump(), ["worldfs: warning: after"]);
+    }
 
     #[test]
     fn the_proxy_address_is_read_from_its_line() {
