@@ -51,6 +51,8 @@ fail() { echo "claude-live: FAILED: $*" >&2; exit 1; }
 [ -x "$BIN" ] || fail "no worldfs at $BIN (make build)"
 # shellcheck source=scripts/lib-npm.sh
 . "$WFS_ROOT/scripts/lib-npm.sh"
+# shellcheck source=scripts/lib-stand-in.sh
+. "$WFS_ROOT/scripts/lib-stand-in.sh"
 npm_once @anthropic-ai/claude-code "$VERSION" "$PREFIX" claude || fail "no Claude Code to run"
 say "$("$CLAUDE" --version), $("$BIN" --version)"
 
@@ -260,13 +262,11 @@ cd "$PROJ"
 pids+=($!)
 for _ in $(seq 50); do grep -q watching "$WORK/watch.err" && break; sleep 0.1; done
 
-python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
+stand_in "$WORK/api.out" --record "$WORK/api.jsonl" --keep-bodies \
   --script "$WORK/script.json" --summary "1. Primary Request and Intent: fix add() in calc.py." \
-  --subagent-script "$WORK/subagent.json" --subagent-prompt "Read util.py and say what show() does." \
-  > "$WORK/api.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
-API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
+  --subagent-script "$WORK/subagent.json" --subagent-prompt "Read util.py and say what show() does."
+pids+=("$STAND_IN_PID")
+API_PORT=$STAND_IN_PORT
 [ -n "$API_PORT" ] || fail "the stand-in API did not start: $(cat "$WORK/api.out")"
 "$BIN" proxy --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$API_PORT" -v > "$WORK/proxy.log" 2>&1 &
 pids+=($!)
@@ -973,11 +973,10 @@ cat > "$WORK/run-script.json" << EOF
   {"text": "Ran under worldfs run."}
 ]
 EOF
-python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/run-api.jsonl" --keep-bodies \
-  --script "$WORK/run-script.json" > "$WORK/run-api.out" 2>&1 &
-pids+=($!)
-for _ in $(seq 50); do grep -q listening "$WORK/run-api.out" && break; sleep 0.1; done
-RUN_API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/run-api.out")
+stand_in "$WORK/run-api.out" --record "$WORK/run-api.jsonl" --keep-bodies \
+  --script "$WORK/run-script.json"
+pids+=("$STAND_IN_PID")
+RUN_API_PORT=$STAND_IN_PORT
 [ -n "$RUN_API_PORT" ] || fail "the second stand-in API did not start: $(cat "$WORK/run-api.out")"
 set +e
 env HOME="$WORK/home" ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \

@@ -50,6 +50,8 @@ wfs_find_bin
 BIN=$WORLDFS_BIN
 # shellcheck source=scripts/lib-npm.sh
 . "$WFS_ROOT/scripts/lib-npm.sh"
+# shellcheck source=scripts/lib-stand-in.sh
+. "$WFS_ROOT/scripts/lib-stand-in.sh"
 npm_once @openai/codex "$VERSION" "$PREFIX" codex || fail "no Codex to run"
 say "$("$CODEX" --version), $("$BIN" --version)"
 
@@ -197,12 +199,11 @@ for _ in $(seq 50); do grep -q watching "$WORK/watch.err" && break; sleep 0.1; d
 "$BIN" hook --install --codex -C "$PROJ" > "$WORK/install.out"
 grep -q "Trust all and continue" "$WORK/install.out" || fail "the install did not say how to trust: $(cat "$WORK/install.out")"
 
-python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/api.jsonl" --keep-bodies \
+stand_in "$WORK/api.out" --record "$WORK/api.jsonl" --keep-bodies \
   --script "$WORK/script.json" --subagent-script "$WORK/subagent.json" \
-  --subagent-prompt "Tell me what util.py prints" > "$WORK/api.out" 2>&1 &
-wfs_defer "kill $! 2> /dev/null || true"
-for _ in $(seq 50); do grep -q listening "$WORK/api.out" && break; sleep 0.1; done
-API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/api.out")
+  --subagent-prompt "Tell me what util.py prints"
+wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
+API_PORT=$STAND_IN_PORT
 [ -n "$API_PORT" ] || fail "the stand-in API did not start: $(cat "$WORK/api.out")"
 "$BIN" -v proxy -C "$PROJ" --listen 127.0.0.1:0 --upstream "http://127.0.0.1:$API_PORT" \
   > "$WORK/proxy.log" 2>&1 &
@@ -739,11 +740,10 @@ cat > "$WORK/run-script.json" << 'EOF'
   {"text": "Ran under worldfs run."}
 ]
 EOF
-python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$WORK/run-api.jsonl" --keep-bodies \
-  --script "$WORK/run-script.json" > "$WORK/run-api.out" 2>&1 &
-wfs_defer "kill $! 2> /dev/null || true"
-for _ in $(seq 50); do grep -q listening "$WORK/run-api.out" && break; sleep 0.1; done
-RUN_API_PORT=$(sed -n 's/.*listening on \([0-9]*\).*/\1/p' "$WORK/run-api.out")
+stand_in "$WORK/run-api.out" --record "$WORK/run-api.jsonl" --keep-bodies \
+  --script "$WORK/run-script.json"
+wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
+RUN_API_PORT=$STAND_IN_PORT
 [ -n "$RUN_API_PORT" ] || fail "the second stand-in API did not start: $(cat "$WORK/run-api.out")"
 RUN_PORT=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 sed -e "s|^base_url = .*|base_url = \"http://127.0.0.1:$RUN_PORT/v1\"|" \
@@ -763,5 +763,28 @@ RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
 RUN_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_SENT" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
 pass "worldfs run --proxy: codex ran in the mount ($RUN_SENT of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
+
+# Without --listen and without a config naming the proxy: Codex's own `openai` provider, given
+# the proxy's address on its command line from WORLDFS_PROXY_URL (README, "With Codex").
+# Codex does not take the address from OPENAI_BASE_URL (0.171.0 went to api.openai.com).
+say "worldfs run --proxy, a free port: codex -c openai_base_url from WORLDFS_PROXY_URL"
+stand_in "$WORK/run2-api.out" --record "$WORK/run2-api.jsonl" --keep-bodies \
+  --script "$WORK/run-script.json"
+wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
+[ -n "$STAND_IN_PORT" ] || fail "the third stand-in API did not start: $(cat "$WORK/run2-api.out")"
+rc=0
+# shellcheck disable=SC2016 # expanded by the shell worldfs run starts
+(cd / && CODEX_HOME=$WORK/codex-home-run OPENAI_API_KEY=sk-stand-in CODEX=$CODEX \
+  timeout 240 "$BIN" -v run --proxy --upstream "http://127.0.0.1:$STAND_IN_PORT" --no-state \
+  --log "$WORK/run2.log" -C "$PROJ2" -- sh -c 'exec "$CODEX" -c model_provider=openai \
+  -c "openai_base_url=\"$WORLDFS_PROXY_URL/v1\"" exec --dangerously-bypass-hook-trust \
+  --skip-git-repo-check -s workspace-write "Show util.py"') > "$WORK/run2.out" 2>&1 || rc=$?
+[ "$rc" = 0 ] || fail "worldfs run (a free port) exited $rc: $(tail -20 "$WORK/run2.out")"
+grep -qF "Ran under worldfs run." "$WORK/run2.out" || fail "codex under worldfs run (a free port) did not finish: $(tail -20 "$WORK/run2.out")"
+if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
+RUN2_CALLS=$(wc -l < "$WORK/run2-api.jsonl")
+RUN2_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run2.log" || true)
+[ "$RUN2_SENT" -ge 1 ] || fail "no call under worldfs run (a free port) went with the projection ($RUN2_CALLS calls): $(tail -5 "$WORK/run2.log")"
+pass "worldfs run --proxy on a free port: codex's own provider reached it from WORLDFS_PROXY_URL ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
 
 say "all $checks checks passed"
