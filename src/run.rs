@@ -290,7 +290,7 @@ impl Daemons {
         mut cmd: Command,
         proxy: bool,
     ) -> anyhow::Result<usize> {
-        // SAFETY: getpid is async-signal-safe; called before the fork.
+        // SAFETY: getpid has no preconditions.
         let parent = unsafe { libc::getpid() };
         cmd.stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -455,11 +455,10 @@ struct Tail {
 
 impl Log {
     fn create(path: &Path) -> anyhow::Result<Log> {
-        File::create(path).with_context(|| format!("creating {}", path.display()))?;
-        let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
-        // Read back as it grows: a terminal or a pipe would hold the reading, and /dev/null
-        // would hide the proxy's address.
-        let regular = file.metadata().is_ok_and(|m| m.is_file());
+        // Read back as it grows: a terminal or a pipe would hold the reading (a FIFO, even the
+        // opening), and /dev/null would hide the proxy's address. Looked at before it is
+        // opened, or truncated.
+        let regular = std::fs::metadata(path).map_or(true, |m| m.is_file());
         if !regular {
             bail!(
                 "--log {}: not a regular file (the daemons write to it and `worldfs run` reads \
@@ -467,6 +466,8 @@ impl Log {
                 path.display()
             );
         }
+        File::create(path).with_context(|| format!("creating {}", path.display()))?;
+        let file = File::open(path).with_context(|| format!("reading {}", path.display()))?;
         let (tx, rx) = crossbeam_channel::bounded(1);
         let tail = Arc::new(Mutex::new(Tail {
             file,

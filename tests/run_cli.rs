@@ -432,4 +432,16 @@ fn a_log_that_is_not_a_regular_file_is_refused() {
         stderr(&out)
     );
     s.assert_unmounted(&out);
+    // A FIFO: opening it to write would wait for a reader, and the run with it.
+    let fifo = s.out("fifo");
+    let c = std::ffi::CString::new(fifo.to_str().unwrap()).unwrap();
+    // SAFETY: a valid NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+    let out = s.run(&["--log", fifo.to_str().unwrap()], "true");
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not a regular file"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
 }
