@@ -51,7 +51,7 @@ pub enum Command {
     /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
     /// If `worldfs run` is killed, the mount and the proxy stop too (COMMAND goes on).
     /// `worldfs hook --install` still needs running once per project for the goal and the
-    /// steps (README, "With Claude Code").
+    /// steps (README, "With Claude Code"): started without it, `claude` or `codex` is warned of.
     Run {
         /// The directory to mount in place and run COMMAND in; by default the current one.
         #[arg(short = 'C', value_name = "DIR")]

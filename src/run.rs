@@ -172,6 +172,12 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         proxy_url = Some((url, anthropic));
     }
 
+    // The proxy says so itself.
+    if cfg.proxy.is_none()
+        && let Some(warning) = unhooked_agent(Path::new(program), &dir)
+    {
+        eprintln!("{warning}");
+    }
     let mut command = Command::new(program);
     command
         .args(args)
@@ -204,6 +210,29 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     };
     daemons.stop();
     Ok(ExitCode::from(code))
+}
+
+/// A warning when `program` is Claude Code or Codex and no settings of `dir` (nor the user's)
+/// register `worldfs hook`: only the hook tells the mount the session's goal and its steps.
+fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
+    let (agent, codex) = match program.file_name()?.to_str()? {
+        "claude" => ("Claude Code", ""),
+        "codex" => ("Codex", " --codex"),
+        _ => return None,
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    let dirs = [dir.to_owned()];
+    if crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()) {
+        return None;
+    }
+    Some(format!(
+        "worldfs: warning: no settings of {} register `worldfs hook`, so the mount records {agent}'s \
+         reads and writes but not its goal nor its steps; `worldfs hook --install{codex} -C {}` \
+         registers it, once",
+        dir.display(),
+        dir.display()
+    ))
 }
 
 /// Waits until `ready` gives something, while the `i`th daemon started runs: an error if it

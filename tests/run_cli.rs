@@ -445,3 +445,48 @@ fn a_log_that_is_not_a_regular_file_is_refused() {
         stderr(&out)
     );
 }
+
+/// Claude Code run without `worldfs hook` registered is said to leave the mount without its
+/// goal and steps; once the hooks are installed, or for another program, nothing is said.
+#[test]
+fn an_agent_without_hooks_is_warned_of() {
+    let s = Setup::new();
+    let home = s.scratch.join("home");
+    std::fs::create_dir(&home).unwrap();
+    // A stand-in for Claude Code: the name is what counts.
+    let claude = s.scratch.join("out/claude");
+    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
+    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(&claude, exec).unwrap();
+    let run = |program: &Path| {
+        let mut c = Command::new(bin());
+        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
+            .env("HOME", &home)
+            .env_remove("CODEX_HOME")
+            .arg("run")
+            .arg("-C")
+            .arg(s.proj())
+            .arg("--no-state")
+            .arg("--")
+            .arg(program);
+        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    };
+    let warned = "register `worldfs hook`";
+    let err = run(&claude);
+    assert!(
+        err.contains(warned) && err.contains("Claude Code's reads and writes"),
+        "stderr:\n{err}"
+    );
+    assert!(!run(Path::new("true")).contains(warned));
+    let installed = worldfs(&[
+        "hook".as_ref(),
+        "--install".as_ref(),
+        "-C".as_ref(),
+        s.proj().as_os_str(),
+    ]);
+    assert!(installed.status.success(), "{installed:?}");
+    let err = run(&claude);
+    assert!(!err.contains(warned), "stderr:\n{err}");
+}
