@@ -490,3 +490,43 @@ fn an_agent_without_hooks_is_warned_of() {
     let err = run(&claude);
     assert!(!err.contains(warned), "stderr:\n{err}");
 }
+
+/// Codex reads its provider's address from no environment variable: under `--proxy` on a free
+/// port, with nothing on its command line naming one, it is said to bypass the proxy.
+#[test]
+fn codex_that_nothing_points_at_the_proxy_is_warned_of() {
+    let s = Setup::new();
+    let codex = s.scratch.join("out/codex");
+    std::fs::write(&codex, "#!/bin/sh\nexit 0\n").unwrap();
+    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(&codex, exec).unwrap();
+    let run = |extra: &[&str]| {
+        let mut c = Command::new(bin());
+        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
+            .args([
+                "run",
+                "--proxy",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--no-state",
+            ])
+            .arg("-C")
+            .arg(s.proj())
+            .arg("--")
+            .arg(&codex)
+            .args(extra);
+        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    };
+    let warned = "its calls will not reach the proxy";
+    let err = run(&["exec", "fix it"]);
+    assert!(err.contains(warned), "stderr:\n{err}");
+    let err = run(&[
+        "-c",
+        "openai_base_url=\"http://127.0.0.1:1/v1\"",
+        "exec",
+        "fix it",
+    ]);
+    assert!(!err.contains(warned), "stderr:\n{err}");
+}
