@@ -212,6 +212,17 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         }
     };
     daemons.stop();
+    // A setting of the agent's own (an `env` in Claude Code's settings, a provider in Codex's)
+    // can send its calls past the proxy, and nothing else would tell.
+    if let Some((url, _)) = &proxy_url
+        && daemons.log.proxy_calls() == Some(0)
+    {
+        eprintln!(
+            "worldfs: warning: no model call went through the proxy at {url} while {} ran; if it \
+             made any, they went elsewhere (a base URL in its own settings?)",
+            Path::new(program).display()
+        );
+    }
     Ok(ExitCode::from(code))
 }
 
@@ -510,6 +521,8 @@ struct Tail {
     /// While the command runs, warnings go to the log only.
     quiet: bool,
     proxy_url: Sender<String>,
+    /// The model calls the proxy took, from the line it prints when it stops.
+    proxy_calls: Option<u64>,
 }
 
 impl Log {
@@ -533,6 +546,7 @@ impl Log {
             partial: Vec::new(),
             quiet: false,
             proxy_url: tx,
+            proxy_calls: None,
         }));
         let stop = Arc::new(AtomicBool::new(false));
         let (t, st) = (Arc::clone(&tail), Arc::clone(&stop));
@@ -581,6 +595,12 @@ impl Log {
         show(&shown);
     }
 
+    /// How many model calls the proxy took, once it has stopped and said so.
+    fn proxy_calls(&self) -> Option<u64> {
+        self.pump();
+        self.tail.lock().proxy_calls
+    }
+
     /// Reads what the daemons have added to the log by now.
     fn pump(&self) {
         let shown = self.tail.lock().pump();
@@ -614,6 +634,9 @@ impl Tail {
             if let Some(url) = proxy_url(&line) {
                 let _ = self.proxy_url.try_send(url);
             }
+            if let Some(n) = proxy_calls(&line) {
+                self.proxy_calls = Some(n);
+            }
             // `error:` is clap's, for arguments it refused.
             let shown = ["worldfs: warning", "worldfs: error", "error:"]
                 .iter()
@@ -631,6 +654,16 @@ fn show(lines: &[String]) {
     for l in lines {
         eprintln!("{l}");
     }
+}
+
+/// The model calls counted in the line `worldfs proxy` prints when it stops ("model calls: 3
+/// sent with the projection, 1 as they came, 0 as they came because ...").
+fn proxy_calls(line: &str) -> Option<u64> {
+    let counts = line.strip_prefix("worldfs: proxy stopped; model calls: ")?;
+    counts
+        .split(", ")
+        .map(|c| c.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
 }
 
 /// Whether the proxy forwarding to `upstream` is one for Anthropic's API, whose clients (Claude
@@ -736,6 +769,7 @@ mod tests {
             partial: Vec::new(),
             quiet: false,
             proxy_url: tx,
+            proxy_calls: None,
         };
         (dir, writer, tail, rx)
     }
@@ -813,6 +847,20 @@ mod tests {
         assert_eq!(codex_unpointed(codex, &provider, &free, url), None);
         assert_eq!(codex_unpointed(codex, &[], &fixed, url), None, "--listen");
         assert_eq!(codex_unpointed(Path::new("claude"), &[], &free, url), None);
+    }
+
+    #[test]
+    fn the_proxys_calls_are_read_from_its_last_line() {
+        let line = "worldfs: proxy stopped; model calls: 3 sent with the projection, 1 as they \
+                    came, 2 as they came because the projection failed";
+        assert_eq!(proxy_calls(line), Some(6));
+        let none = "worldfs: proxy stopped; model calls: 0 sent with the projection, 0 as they \
+                    came, 0 as they came because the projection failed";
+        assert_eq!(proxy_calls(none), Some(0));
+        assert_eq!(
+            proxy_calls("worldfs: proxy on http://127.0.0.1:5 for"),
+            None
+        );
     }
 
     #[test]

@@ -530,3 +530,28 @@ fn codex_that_nothing_points_at_the_proxy_is_warned_of() {
     ]);
     assert!(!err.contains(warned), "stderr:\n{err}");
 }
+
+/// A command whose model calls never reached the proxy (a base URL in its own settings) is
+/// said to have bypassed it; one that made a call through it is not.
+#[test]
+fn a_run_whose_calls_never_reached_the_proxy_is_warned_of() {
+    let s = Setup::new();
+    let args = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    let warned = "no model call went through the proxy";
+    let out = s.run(&args, "true");
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert!(stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
+    // One call, which the proxy passes on (to nothing there: the answer does not matter).
+    let call = r#"python3 -c '
+import os, urllib.request
+req = urllib.request.Request(os.environ["ANTHROPIC_BASE_URL"] + "/v1/messages", data=b"{}",
+                             headers={"content-type": "application/json"})
+try:
+    urllib.request.urlopen(req, timeout=10)
+except Exception:
+    pass
+'"#;
+    let out = s.run(&args, call);
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert!(!stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
+}
