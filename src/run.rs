@@ -172,6 +172,19 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         if let Some(warning) = codex_unpointed(Path::new(program), args, p, &url) {
             eprintln!("{warning}");
         }
+        if anthropic
+            && Path::new(program)
+                .file_name()
+                .is_some_and(|n| n == "claude")
+            && let Some((file, base)) = claude_base_url_setting(&dir)
+        {
+            eprintln!(
+                "worldfs: warning: {} sets ANTHROPIC_BASE_URL ({base}) for Claude Code, over the \
+                 proxy's address in its environment: its calls will not go through the proxy \
+                 (to put the proxy in front of it, take it out there and give --upstream {base})",
+                file.display()
+            );
+        }
         proxy_url = Some((url, anthropic));
     }
 
@@ -247,6 +260,27 @@ fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
         dir.display(),
         dir.display()
     ))
+}
+
+/// The first of Claude Code's settings files, in the order it ranks them, whose `env` sets
+/// `ANTHROPIC_BASE_URL`, and that value. Claude Code applies a setting's `env` over the
+/// environment it was started with (2.1.332: its call went to that address, none through the
+/// proxy).
+fn claude_base_url_setting(dir: &Path) -> Option<(PathBuf, String)> {
+    let user = std::env::var_os("CLAUDE_CONFIG_DIR")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
+    let mut files = vec![
+        PathBuf::from("/etc/claude-code/managed-settings.json"),
+        dir.join(".claude").join("settings.local.json"),
+        dir.join(".claude").join("settings.json"),
+    ];
+    files.extend(user.map(|u| u.join("settings.json")));
+    files.into_iter().find_map(|f| {
+        let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&f).ok()?).ok()?;
+        let base = v.pointer("/env/ANTHROPIC_BASE_URL")?.as_str()?.to_owned();
+        Some((f, base))
+    })
 }
 
 /// A warning when `program` is Codex, which takes its provider's address from config.toml or

@@ -555,3 +555,49 @@ except Exception:
     assert!(out.status.success(), "stderr:\n{}", stderr(&out));
     assert!(!stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
 }
+
+/// Claude Code applies its settings' `env` over the environment it was started with: a base
+/// URL there sends its calls past the proxy, which is said before it starts, naming the file.
+#[test]
+fn a_base_url_in_claude_codes_settings_is_warned_of() {
+    let s = Setup::new();
+    let home = s.scratch.join("home");
+    std::fs::create_dir_all(home.join(".claude")).unwrap();
+    let claude = s.scratch.join("out/claude");
+    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
+    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+    std::fs::set_permissions(&claude, exec).unwrap();
+    let run = || {
+        let mut c = Command::new(bin());
+        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
+            .env("HOME", &home)
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .args([
+                "run",
+                "--proxy",
+                "--upstream",
+                "http://127.0.0.1:9",
+                "--no-state",
+            ])
+            .arg("-C")
+            .arg(s.proj())
+            .arg("--")
+            .arg(&claude);
+        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    };
+    let warned = "sets ANTHROPIC_BASE_URL (http://gateway.example:4000) for Claude Code";
+    assert!(!run().contains("sets ANTHROPIC_BASE_URL"));
+    let settings = home.join(".claude/settings.json");
+    std::fs::write(
+        &settings,
+        r#"{"env": {"ANTHROPIC_BASE_URL": "http://gateway.example:4000"}}"#,
+    )
+    .unwrap();
+    let err = run();
+    assert!(
+        err.contains(warned) && err.contains(settings.to_str().unwrap()),
+        "stderr:\n{err}"
+    );
+}
