@@ -239,18 +239,20 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::from(code))
 }
 
-/// A warning when `program` is Claude Code or Codex and no settings of `dir` (nor the user's)
-/// register `worldfs hook`: only the hook tells the mount the session's goal and its steps.
+/// A warning when `program` is Claude Code or Codex and none of its settings for `dir` (nor
+/// the user's) register `worldfs hook`: only the hook tells the mount the session's goal and
+/// its steps. Another agent's hooks do not count.
 fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
-    let (agent, codex) = match program.file_name()?.to_str()? {
-        "claude" => ("Claude Code", ""),
-        "codex" => ("Codex", " --codex"),
+    use crate::claude_hook::install::{Agent, registered_for};
+    let (whose, agent, codex) = match program.file_name()?.to_str()? {
+        "claude" => (Agent::ClaudeCode, "Claude Code", ""),
+        "codex" => (Agent::Codex, "Codex", " --codex"),
         _ => return None,
     };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
     let dirs = [dir.to_owned()];
-    if crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()) {
+    if registered_for(whose, &dirs, home.as_deref(), codex_home.as_deref()) {
         return None;
     }
     Some(format!(

@@ -447,7 +447,8 @@ fn a_log_that_is_not_a_regular_file_is_refused() {
 }
 
 /// Claude Code run without `worldfs hook` registered is said to leave the mount without its
-/// goal and steps; once the hooks are installed, or for another program, nothing is said.
+/// goal and steps; once its hooks are installed, or for another program, nothing is said; for
+/// Codex, Claude Code's hooks do not count.
 #[test]
 fn an_agent_without_hooks_is_warned_of() {
     let s = Setup::new();
@@ -489,6 +490,14 @@ fn an_agent_without_hooks_is_warned_of() {
     assert!(installed.status.success(), "{installed:?}");
     let err = run(&claude);
     assert!(!err.contains(warned), "stderr:\n{err}");
+    // Claude Code's hooks do not run for Codex.
+    let codex = s.scratch.join("out/codex");
+    std::fs::copy(&claude, &codex).unwrap();
+    let err = run(&codex);
+    assert!(
+        err.contains(warned) && err.contains("hook --install --codex"),
+        "stderr:\n{err}"
+    );
 }
 
 /// Codex reads its provider's address from no environment variable: under `--proxy` on a free

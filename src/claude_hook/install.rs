@@ -175,8 +175,28 @@ pub fn default_settings(dir: &Path) -> PathBuf {
 /// `.codex/hooks.json`, the user's `$CODEX_HOME/hooks.json`, `~/.codex` by default), runs
 /// `worldfs hook`. For a warning only: a file that cannot be read counts as not registering it.
 pub fn registered(dirs: &[PathBuf], home: Option<&Path>, codex_home: Option<&Path>) -> bool {
+    registered_where(dirs, home, codex_home, |_| true)
+}
+
+/// [`registered`], for one agent's files only.
+pub fn registered_for(
+    agent: Agent,
+    dirs: &[PathBuf],
+    home: Option<&Path>,
+    codex_home: Option<&Path>,
+) -> bool {
+    registered_where(dirs, home, codex_home, |a| a == agent)
+}
+
+fn registered_where(
+    dirs: &[PathBuf],
+    home: Option<&Path>,
+    codex_home: Option<&Path>,
+    whose: impl Fn(Agent) -> bool,
+) -> bool {
     hook_files(dirs, home, codex_home)
         .into_iter()
+        .filter(|&(_, a)| whose(a))
         .filter_map(|(f, _)| read(&f).ok())
         .any(|mut s| remove(&mut s) > 0)
 }
