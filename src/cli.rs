@@ -52,6 +52,10 @@ pub enum Command {
     /// If `worldfs run` is killed, the mount and the proxy stop too (COMMAND goes on).
     /// `worldfs hook --install` still needs running once per project for the goal and the
     /// steps (README, "With Claude Code"): started without it, `claude` or `codex` is warned of.
+    /// With --proxy, so is what would send the agent's calls past the proxy: a Claude Code
+    /// settings file that sets ANTHROPIC_BASE_URL, `codex` with nothing naming the proxy's
+    /// address (Codex reads it from config.toml or -c only), and a run in which no model call
+    /// reached the proxy.
     Run {
         /// The directory to mount in place and run COMMAND in; by default the current one.
         #[arg(short = 'C', value_name = "DIR")]
