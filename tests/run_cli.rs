@@ -63,6 +63,37 @@ impl Setup {
             .unwrap_or_else(|e| panic!("the command's report {name}: {e}"))
     }
 
+    /// A stand-in for an agent (`out/NAME`, a script that does nothing): for `worldfs run`'s
+    /// warnings, the program's name is what counts.
+    fn stand_in(&self, name: &str) -> std::path::PathBuf {
+        let p = self.out(name);
+        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
+        std::fs::set_permissions(&p, exec).unwrap();
+        p
+    }
+
+    /// `worldfs run -C proj --no-state ARGS... -- PROGRAM EXTRA...`, with HOME at `home` (and
+    /// neither CODEX_HOME nor CLAUDE_CONFIG_DIR), which must succeed: its stderr.
+    fn run_program(&self, args: &[&str], home: &Path, program: &Path, extra: &[&str]) -> String {
+        let mut c = Command::new(bin());
+        c.env("XDG_RUNTIME_DIR", self.scratch.join("runtime"))
+            .env("HOME", home)
+            .env_remove("CODEX_HOME")
+            .env_remove("CLAUDE_CONFIG_DIR")
+            .arg("run")
+            .arg("-C")
+            .arg(self.proj())
+            .arg("--no-state")
+            .args(args)
+            .arg("--")
+            .arg(program)
+            .args(extra);
+        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    }
+
     fn assert_unmounted(&self, out: &Output) {
         assert_eq!(
             worldfs_mounts_at(&self.proj()),
@@ -454,26 +485,8 @@ fn an_agent_without_hooks_is_warned_of() {
     let s = Setup::new();
     let home = s.scratch.join("home");
     std::fs::create_dir(&home).unwrap();
-    // A stand-in for Claude Code: the name is what counts.
-    let claude = s.scratch.join("out/claude");
-    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
-    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
-    std::fs::set_permissions(&claude, exec).unwrap();
-    let run = |program: &Path| {
-        let mut c = Command::new(bin());
-        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
-            .env("HOME", &home)
-            .env_remove("CODEX_HOME")
-            .arg("run")
-            .arg("-C")
-            .arg(s.proj())
-            .arg("--no-state")
-            .arg("--")
-            .arg(program);
-        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
-        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-        stderr(&out)
-    };
+    let claude = s.stand_in("claude");
+    let run = |program: &Path| s.run_program(&[], &home, program, &[]);
     let warned = "register `worldfs hook`";
     let err = run(&claude);
     assert!(
@@ -491,9 +504,7 @@ fn an_agent_without_hooks_is_warned_of() {
     let err = run(&claude);
     assert!(!err.contains(warned), "stderr:\n{err}");
     // Claude Code's hooks do not run for Codex.
-    let codex = s.scratch.join("out/codex");
-    std::fs::copy(&claude, &codex).unwrap();
-    let err = run(&codex);
+    let err = run(&s.stand_in("codex"));
     assert!(
         err.contains(warned) && err.contains("hook --install --codex"),
         "stderr:\n{err}"
@@ -505,29 +516,9 @@ fn an_agent_without_hooks_is_warned_of() {
 #[test]
 fn codex_that_nothing_points_at_the_proxy_is_warned_of() {
     let s = Setup::new();
-    let codex = s.scratch.join("out/codex");
-    std::fs::write(&codex, "#!/bin/sh\nexit 0\n").unwrap();
-    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
-    std::fs::set_permissions(&codex, exec).unwrap();
-    let run = |extra: &[&str]| {
-        let mut c = Command::new(bin());
-        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
-            .args([
-                "run",
-                "--proxy",
-                "--upstream",
-                "http://127.0.0.1:9",
-                "--no-state",
-            ])
-            .arg("-C")
-            .arg(s.proj())
-            .arg("--")
-            .arg(&codex)
-            .args(extra);
-        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
-        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-        stderr(&out)
-    };
+    let codex = s.stand_in("codex");
+    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    let run = |extra: &[&str]| s.run_program(&proxy, &s.scratch.path, &codex, extra);
     let warned = "its calls will not reach the proxy";
     let err = run(&["exec", "fix it"]);
     assert!(err.contains(warned), "stderr:\n{err}");
@@ -572,30 +563,9 @@ fn a_base_url_in_claude_codes_settings_is_warned_of() {
     let s = Setup::new();
     let home = s.scratch.join("home");
     std::fs::create_dir_all(home.join(".claude")).unwrap();
-    let claude = s.scratch.join("out/claude");
-    std::fs::write(&claude, "#!/bin/sh\nexit 0\n").unwrap();
-    let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
-    std::fs::set_permissions(&claude, exec).unwrap();
-    let run = || {
-        let mut c = Command::new(bin());
-        c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
-            .env("HOME", &home)
-            .env_remove("CLAUDE_CONFIG_DIR")
-            .args([
-                "run",
-                "--proxy",
-                "--upstream",
-                "http://127.0.0.1:9",
-                "--no-state",
-            ])
-            .arg("-C")
-            .arg(s.proj())
-            .arg("--")
-            .arg(&claude);
-        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
-        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-        stderr(&out)
-    };
+    let claude = s.stand_in("claude");
+    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    let run = || s.run_program(&proxy, &home, &claude, &[]);
     let warned = "sets ANTHROPIC_BASE_URL (http://gateway.example:4000) for Claude Code";
     assert!(!run().contains("sets ANTHROPIC_BASE_URL"));
     let settings = home.join(".claude/settings.json");
