@@ -36,7 +36,7 @@ mod warnings;
 use self::daemons::Daemons;
 use self::log::Log;
 use self::signals::Signals;
-use self::warnings::{claude_base_url_setting, codex_unpointed, unhooked_agent};
+use self::warnings::{claude_past_the_proxy, codex_unpointed, unhooked_agent};
 
 /// How long the mount may take to answer: restoring a kept world of many entries, or an
 /// inotify walk of a large tree, comes before the socket answers.
@@ -175,18 +175,8 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         if let Some(warning) = codex_unpointed(Path::new(program), args, p, &url) {
             eprintln!("{warning}");
         }
-        if anthropic
-            && Path::new(program)
-                .file_name()
-                .is_some_and(|n| n == "claude")
-            && let Some((file, base)) = claude_base_url_setting(&dir)
-        {
-            eprintln!(
-                "worldfs: warning: {} sets ANTHROPIC_BASE_URL ({base}) for Claude Code, over the \
-                 proxy's address in its environment: its calls will not go through the proxy \
-                 (to put the proxy in front of it, take it out there and give --upstream {base})",
-                file.display()
-            );
+        if anthropic && let Some(warning) = claude_past_the_proxy(Path::new(program), &dir) {
+            eprintln!("{warning}");
         }
         proxy_url = Some((url, anthropic));
     }
@@ -212,6 +202,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     daemons.log.quiet(true);
     let status = signals.run(&mut command);
     daemons.log.quiet(false);
+    let ran = status.is_ok();
     let code = match status {
         Ok(st) => exit_code(st),
         Err(e) => {
@@ -231,6 +222,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     // A setting of the agent's own (an `env` in Claude Code's settings, a provider in Codex's)
     // can send its calls past the proxy, and nothing else would tell.
     if let Some((url, _)) = &proxy_url
+        && ran
         && daemons.log.proxy_calls() == Some(0)
     {
         eprintln!(

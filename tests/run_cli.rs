@@ -554,6 +554,18 @@ except Exception:
     let out = s.run(&args, call);
     assert!(out.status.success(), "stderr:\n{}", stderr(&out));
     assert!(!stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
+    // A command that could not start made no calls to miss.
+    let mut c = Command::new(bin());
+    c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
+        .arg("run")
+        .arg("-C")
+        .arg(s.proj())
+        .arg("--no-state")
+        .args(args)
+        .args(["--", "/nonexistent/agent"]);
+    let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+    assert_eq!(out.status.code(), Some(127), "stderr:\n{}", stderr(&out));
+    assert!(!stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
 }
 
 /// Claude Code applies its settings' `env` over the environment it was started with: a base

@@ -4,16 +4,25 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
 use super::ProxyOptions;
+use crate::claude_hook::install::{Agent, registered_for};
+
+/// Which agent `program` is, by its name.
+fn agent(program: &Path) -> Option<Agent> {
+    match program.file_name()?.to_str()? {
+        "claude" => Some(Agent::ClaudeCode),
+        "codex" => Some(Agent::Codex),
+        _ => None,
+    }
+}
 
 /// A warning when `program` is Claude Code or Codex and none of its settings for `dir` (nor
 /// the user's) register `worldfs hook`: only the hook tells the mount the session's goal and
 /// its steps. Another agent's hooks do not count.
 pub(super) fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
-    use crate::claude_hook::install::{Agent, registered_for};
-    let (whose, agent, codex) = match program.file_name()?.to_str()? {
-        "claude" => (Agent::ClaudeCode, "Claude Code", ""),
-        "codex" => (Agent::Codex, "Codex", " --codex"),
-        _ => return None,
+    let whose = agent(program)?;
+    let (agent, codex) = match whose {
+        Agent::ClaudeCode => ("Claude Code", ""),
+        Agent::Codex => ("Codex", " --codex"),
     };
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
@@ -30,11 +39,25 @@ pub(super) fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
     ))
 }
 
+/// A warning when `program` is Claude Code and one of its settings files sets
+/// `ANTHROPIC_BASE_URL`: Claude Code applies a setting's `env` over the environment it was
+/// started with (2.1.332: its call went to that address, none through the proxy).
+pub(super) fn claude_past_the_proxy(program: &Path, dir: &Path) -> Option<String> {
+    if agent(program)? != Agent::ClaudeCode {
+        return None;
+    }
+    let (file, base) = claude_base_url_setting(dir)?;
+    Some(format!(
+        "worldfs: warning: {} sets ANTHROPIC_BASE_URL ({base}) for Claude Code, over the proxy's \
+         address in its environment: its calls will not go through the proxy (to put the proxy \
+         in front of it, take it out there and give --upstream {base})",
+        file.display()
+    ))
+}
+
 /// The first of Claude Code's settings files, in the order it ranks them, whose `env` sets
-/// `ANTHROPIC_BASE_URL`, and that value. Claude Code applies a setting's `env` over the
-/// environment it was started with (2.1.332: its call went to that address, none through the
-/// proxy).
-pub(super) fn claude_base_url_setting(dir: &Path) -> Option<(PathBuf, String)> {
+/// `ANTHROPIC_BASE_URL`, and that value.
+fn claude_base_url_setting(dir: &Path) -> Option<(PathBuf, String)> {
     let user = std::env::var_os("CLAUDE_CONFIG_DIR")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
@@ -61,7 +84,7 @@ pub(super) fn codex_unpointed(
     proxy: &ProxyOptions,
     url: &str,
 ) -> Option<String> {
-    if program.file_name()? != "codex" || proxy.listen.port() != 0 {
+    if agent(program)? != Agent::Codex || proxy.listen.port() != 0 {
         return None;
     }
     let named = args.iter().any(|a| {
