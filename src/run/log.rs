@@ -127,34 +127,47 @@ impl Tail {
     /// Goes over each whole line added since the last look: the proxy's address is passed on;
     /// the warnings and errors, unless quiet, are returned to be shown.
     fn pump(&mut self) -> Vec<String> {
-        let mut shown_lines = Vec::new();
+        let mut shown = Vec::new();
         let mut buf = [0u8; 8192];
         loop {
-            match self.file.read(&mut buf) {
+            let n = match self.file.read(&mut buf) {
                 Ok(0) => break,
-                Ok(n) => self.partial.extend_from_slice(&buf[..n]),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                Ok(n) => n,
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
                 Err(_) => break,
+            };
+            // Line by line as it is read: a log grown large while the command ran (with -v)
+            // is never held whole.
+            let mut pending = std::mem::take(&mut self.partial);
+            pending.extend_from_slice(&buf[..n]);
+            let mut start = 0;
+            while let Some(len) = pending[start..].iter().position(|&b| b == b'\n') {
+                self.line(
+                    &String::from_utf8_lossy(&pending[start..start + len]),
+                    &mut shown,
+                );
+                start += len + 1;
             }
+            pending.drain(..start);
+            self.partial = pending;
         }
-        while let Some(end) = self.partial.iter().position(|&b| b == b'\n') {
-            let line: Vec<u8> = self.partial.drain(..=end).collect();
-            let line = String::from_utf8_lossy(&line[..end]);
-            if let Some(url) = proxy_url(&line) {
-                let _ = self.proxy_url.try_send(url);
-            }
-            if let Some(n) = proxy_calls(&line) {
-                self.proxy_calls = Some(n);
-            }
-            // `error:` is clap's, for arguments it refused.
-            let shown = ["worldfs: warning", "worldfs: error", "error:"]
-                .iter()
-                .any(|p| line.starts_with(p));
-            if shown && !self.quiet {
-                shown_lines.push(line.into_owned());
-            }
+        shown
+    }
+
+    fn line(&mut self, line: &str, shown: &mut Vec<String>) {
+        if let Some(url) = proxy_url(line) {
+            let _ = self.proxy_url.try_send(url);
         }
-        shown_lines
+        if let Some(n) = proxy_calls(line) {
+            self.proxy_calls = Some(n);
+        }
+        // `error:` is clap's, for arguments it refused.
+        let warning = ["worldfs: warning", "worldfs: error", "error:"]
+            .iter()
+            .any(|p| line.starts_with(p));
+        if warning && !self.quiet {
+            shown.push(line.to_owned());
+        }
     }
 }
 
@@ -226,6 +239,14 @@ mod tests {
             ]
         );
         assert!(t.pump().is_empty(), "a line shown twice");
+    }
+
+    /// Read 8 KiB at a time, a line across two reads comes out whole, once.
+    #[test]
+    fn a_line_across_two_reads_is_whole() {
+        let (_d, w, mut t, _) = tail();
+        write(&w, &format!("{}\nworldfs: warning: split\n", "x".repeat(8185)));
+        assert_eq!(t.pump(), ["worldfs: warning: split"]);
     }
 
     #[test]
