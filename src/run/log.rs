@@ -245,7 +245,10 @@ mod tests {
     #[test]
     fn a_line_across_two_reads_is_whole() {
         let (_d, w, mut t, _) = tail();
-        write(&w, &format!("{}\nworldfs: warning: split\n", "x".repeat(8185)));
+        write(
+            &w,
+            &format!("{}\nworldfs: warning: split\n", "x".repeat(8185)),
+        );
         assert_eq!(t.pump(), ["worldfs: warning: split"]);
     }
 
