@@ -63,7 +63,7 @@ fn claude_base_url_setting(dir: &Path) -> Option<(PathBuf, String)> {
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".claude")));
     let mut files = vec![
         PathBuf::from("/etc/claude-code/managed-settings.json"),
-        dir.join(".claude").join("settings.local.json"),
+        crate::claude_hook::install::default_settings(dir),
         dir.join(".claude").join("settings.json"),
     ];
     files.extend(user.map(|u| u.join("settings.json")));
