@@ -960,12 +960,13 @@ if fails:
 EOF
 
 # One command instead of three: `worldfs run --proxy` mounts a second project, starts the proxy,
-# runs claude -p in the mount pointed at it, and unmounts when it ends.
-say "worldfs run --proxy: a project mounted and proxied for one claude -p, unmounted after"
+# runs claude -p in the mount pointed at it, and unmounts when it ends. No hooks are installed
+# there: claude gets them on its command line, and without them no call would be rewritten
+# (the mount would have no goal).
+say "worldfs run --proxy: a project without hooks mounted and proxied for one claude -p, unmounted after"
 PROJ2=$WORK/run-project
 mkdir -p "$PROJ2"
 cp "$PROJ/util.py" "$PROJ2/"
-"$BIN" hook --install -C "$PROJ2" > /dev/null
 cat > "$WORK/run-script.json" << EOF
 [
   {"tool": "Read", "input": {"file_path": "$PROJ2/util.py"}},
@@ -990,8 +991,10 @@ set -e
 grep -q "Ran under worldfs run." "$WORK/run.json" || fail "claude under worldfs run did not finish: $(tail -c 500 "$WORK/run.json")"
 if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
 grep -q "worldfs: unmounted $PROJ2" "$WORK/run.err" || fail "worldfs run did not say it unmounted: $(cat "$WORK/run.err")"
+grep -q "Claude Code gets worldfs's hooks for this run" "$WORK/run.err" || fail "worldfs run did not give claude the hooks: $(cat "$WORK/run.err")"
+if [ -e "$PROJ2/.claude/settings.local.json" ]; then fail "worldfs run wrote hooks into $PROJ2"; fi
 RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
 RUN_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_REWRITTEN" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
-say "ok: worldfs run --proxy: claude ran in the mount ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
+say "ok: worldfs run --proxy: claude ran in the mount with the hooks on its command line ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 say "all checks passed"

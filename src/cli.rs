@@ -50,8 +50,9 @@ pub enum Command {
     /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
     /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
     /// If `worldfs run` is killed, the mount and the proxy stop too (COMMAND goes on).
-    /// `worldfs hook --install` still needs running once per project for the goal and the
-    /// steps (README, "With Claude Code"): started without it, `claude` or `codex` is warned of.
+    /// `claude` as COMMAND is given `worldfs hook` on its command line (`--settings`, nothing
+    /// written) when no settings file registers it; `codex` needs `worldfs hook --install
+    /// --codex` once per project (README, "With Codex"), and is warned of without it.
     /// With --proxy, so is what would send the agent's calls past the proxy: a Claude Code
     /// settings file that sets ANTHROPIC_BASE_URL, `codex` with nothing naming the proxy's
     /// address (Codex reads it from config.toml or -c only), and a run in which no model call
@@ -85,6 +86,12 @@ pub enum Command {
         /// last messages there after `worldfs run` has exited.
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
+        /// Do not give `claude` worldfs's hooks on its command line (`--settings` with the
+        /// hooks `worldfs hook --install` writes), which `worldfs run` does when none of Claude
+        /// Code's settings files register `worldfs hook` and COMMAND has no --settings of its
+        /// own. Without the hooks the mount knows neither the session's goal nor its steps.
+        #[arg(long)]
+        no_hooks: bool,
         /// The program to run in the mount, and its arguments (after `--`).
         #[arg(
             required = true,
@@ -252,6 +259,11 @@ pub enum Command {
         /// conversation what the projection would have sent instead.
         #[arg(long)]
         observe: bool,
+        /// The agent is given `worldfs hook` another way than a settings file (as `worldfs run`
+        /// gives Claude Code the hooks on its command line): no warning that no settings file
+        /// of the project registers it.
+        #[arg(long)]
+        hooks_elsewhere: bool,
     },
     /// Set the agent's goal (shown first in every projection); without TEXT, print it.
     ///

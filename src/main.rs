@@ -60,12 +60,14 @@ fn main() -> ExitCode {
             upstream,
             listen,
             log,
+            no_hooks,
             command,
         } => match worldfs::run::run(worldfs::run::RunConfig {
             dir,
             options,
             proxy: proxy.then_some(worldfs::run::ProxyOptions { upstream, listen }),
             log,
+            hooks: !no_hooks,
             command,
             verbose: cli.verbose,
         }) {
@@ -129,11 +131,13 @@ fn main() -> ExitCode {
             upstream,
             budget,
             observe,
+            hooks_elsewhere,
         } => worldfs::proxy::run(worldfs::proxy::ProxyConfig {
             listen,
             upstream,
             budget,
             observe,
+            hooks_elsewhere,
             socket: target,
         }),
         Command::Unmount { path } => mount::unmount(&path),

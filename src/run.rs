@@ -29,6 +29,7 @@ use crate::cli::MountOptions;
 use crate::socket::Client;
 
 mod daemons;
+mod hooks;
 mod log;
 mod signals;
 mod warnings;
@@ -65,6 +66,8 @@ pub struct RunConfig {
     pub options: MountOptions,
     pub proxy: Option<ProxyOptions>,
     pub log: Option<PathBuf>,
+    /// Whether `claude` may be given worldfs's hooks on its command line (module `hooks`).
+    pub hooks: bool,
     /// The program and its arguments.
     pub command: Vec<OsString>,
     /// `-v` given this many times, passed on to the mount and the proxy.
@@ -125,6 +128,12 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     let signals = Signals::watch()?;
     let exe = std::env::current_exe().context("finding the worldfs program")?;
     let verbose = (cfg.verbose > 0).then(|| format!("-{}", "v".repeat(cfg.verbose.into())));
+    // Decided before anything starts, so that a proxy is not told to warn of missing hooks.
+    let hooks = if cfg.hooks {
+        hooks::for_claude(Path::new(program), args, &dir, &exe)?
+    } else {
+        None
+    };
 
     let mut mount = Command::new(&exe);
     mount
@@ -157,6 +166,9 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             .arg(p.listen.to_string())
             .arg("--upstream")
             .arg(&p.upstream);
+        if hooks.is_some() {
+            proxy.arg("--hooks-elsewhere");
+        }
         let proxy = daemons.spawn("the proxy", proxy, true)?;
         let addr = daemons.log.proxy_url.clone();
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
@@ -181,14 +193,21 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         proxy_url = Some((url, anthropic));
     }
 
-    // The proxy says so itself.
-    if cfg.proxy.is_none()
-        && let Some(warning) = unhooked_agent(Path::new(program), &dir)
+    if hooks.is_some() {
+        eprintln!(
+            "worldfs: Claude Code gets worldfs's hooks for this run on its command line \
+             (--settings); `worldfs hook --install -C {}` registers them for every start",
+            dir.display()
+        );
+    } else if cfg.proxy.is_none()
+        // The proxy says so itself.
+        && let Some(warning) = unhooked_agent(Path::new(program), args, &dir)
     {
         eprintln!("{warning}");
     }
     let mut command = Command::new(program);
     command
+        .args(hooks.iter().flatten())
         .args(args)
         // Resolved again by the child: it leads into the mount now.
         .current_dir(&dir)

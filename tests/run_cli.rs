@@ -66,8 +66,13 @@ impl Setup {
     /// A stand-in for an agent (`out/NAME`, a script that does nothing): for `worldfs run`'s
     /// warnings, the program's name is what counts.
     fn stand_in(&self, name: &str) -> std::path::PathBuf {
+        self.stand_in_doing(name, "#!/bin/sh\nexit 0\n")
+    }
+
+    /// A stand-in program `out/NAME` whose text is `script`.
+    fn stand_in_doing(&self, name: &str, script: &str) -> std::path::PathBuf {
         let p = self.out(name);
-        std::fs::write(&p, "#!/bin/sh\nexit 0\n").unwrap();
+        std::fs::write(&p, script).unwrap();
         let exec = <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o755);
         std::fs::set_permissions(&p, exec).unwrap();
         p
@@ -486,7 +491,8 @@ fn an_agent_without_hooks_is_warned_of() {
     let home = s.scratch.join("home");
     std::fs::create_dir(&home).unwrap();
     let claude = s.stand_in("claude");
-    let run = |program: &Path| s.run_program(&[], &home, program, &[]);
+    // Not given the hooks on its command line, which the next test is about.
+    let run = |program: &Path| s.run_program(&["--no-hooks"], &home, program, &[]);
     let warned = "register `worldfs hook`";
     let err = run(&claude);
     assert!(
@@ -591,4 +597,109 @@ fn a_base_url_in_claude_codes_settings_is_warned_of() {
         err.contains(warned) && err.contains(settings.to_str().unwrap()),
         "stderr:\n{err}"
     );
+}
+
+/// `claude` with no settings file registering `worldfs hook` gets worldfs's hooks on its command
+/// line (`--settings`, before its own arguments), and they work: the stand-in runs the
+/// `UserPromptSubmit` hooks it was given, as Claude Code does, and the mount has the goal. Not
+/// with `--no-hooks`, over a `--settings` of the user's, or when the hooks are installed; and
+/// a proxy started with it is not told to warn of missing hooks.
+#[test]
+fn claude_is_given_the_hooks_on_its_command_line() {
+    let s = Setup::new();
+    let home = s.scratch.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let out = s.scratch.join("out");
+    let claude = s.stand_in_doing(
+        "claude",
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, subprocess, sys
+args = sys.argv[1:]
+json.dump(args, open({out:?} + "/claude-args.json", "w"))
+if "--settings" in args:
+    given = json.loads(args[args.index("--settings") + 1])
+    event = {{"hook_event_name": "UserPromptSubmit", "prompt": "fix the parser",
+             "session_id": "s1", "cwd": os.getcwd()}}
+    for group in given.get("hooks", {{}}).get("UserPromptSubmit", []):
+        for hook in group["hooks"]:
+            subprocess.run(["sh", "-c", hook["command"]], input=json.dumps(event).encode(),
+                           check=True)
+with open({out:?} + "/goal.txt", "w") as f:
+    subprocess.run([{wfs:?}, "goal"], stdout=f, stderr=subprocess.DEVNULL)
+"#,
+            out = out.to_str().unwrap(),
+            wfs = bin().to_str().unwrap(),
+        ),
+    );
+    let args = || -> Vec<String> { serde_json::from_str(&s.read("claude-args.json")).unwrap() };
+    let given = "Claude Code gets worldfs's hooks for this run";
+    let warned = "register `worldfs hook`";
+
+    let err = s.run_program(&[], &home, &claude, &["-p", "hi"]);
+    assert!(
+        err.contains(given) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    let a = args();
+    assert_eq!(a.len(), 4, "{a:?}");
+    assert_eq!(
+        (a[0].as_str(), &a[2..]),
+        ("--settings", &["-p".to_owned(), "hi".to_owned()][..])
+    );
+    let settings: serde_json::Value = serde_json::from_str(&a[1]).unwrap();
+    let mut events: Vec<&str> = settings["hooks"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    events.sort_unstable();
+    let mut needed: Vec<&str> = worldfs::claude_hook::install::EVENTS
+        .iter()
+        .map(|e| e.0)
+        .collect();
+    needed.sort_unstable();
+    assert_eq!(events, needed);
+    assert!(
+        s.read("goal.txt").contains("fix the parser"),
+        "goal: {}",
+        s.read("goal.txt")
+    );
+
+    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    let err = s.run_program(&proxy, &home, &claude, &[]);
+    assert!(
+        err.contains(given) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+
+    let err = s.run_program(&["--no-hooks"], &home, &claude, &["-p", "hi"]);
+    assert!(
+        !err.contains(given) && err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["-p", "hi"]);
+    assert!(!s.read("goal.txt").contains("fix the parser"));
+
+    let err = s.run_program(&[], &home, &claude, &["--settings", "{}"]);
+    assert!(
+        !err.contains(given) && err.contains(warned) && err.contains("its own --settings"),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["--settings", "{}"]);
+
+    let installed = worldfs(&[
+        "hook".as_ref(),
+        "--install".as_ref(),
+        "-C".as_ref(),
+        s.proj().as_os_str(),
+    ]);
+    assert!(installed.status.success(), "{installed:?}");
+    let err = s.run_program(&[], &home, &claude, &["-p", "hi"]);
+    assert!(
+        !err.contains(given) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["-p", "hi"]);
 }

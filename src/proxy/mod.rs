@@ -49,6 +49,8 @@ pub struct ProxyConfig {
     pub upstream: String,
     pub budget: Option<u64>,
     pub observe: bool,
+    /// The agent gets `worldfs hook` other than from a settings file: none is looked for.
+    pub hooks_elsewhere: bool,
     pub socket: SocketArg,
 }
 
@@ -82,7 +84,9 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         anyhow::bail!("--budget 0: a projection needs at least one token");
     }
     let socket = resolve_socket(&cfg.socket)?;
-    let unhooked = without_hooks(&cfg.socket);
+    let unhooked = (!cfg.hooks_elsewhere)
+        .then(|| without_hooks(&cfg.socket))
+        .flatten();
     let outdated = outdated_hooks(&cfg.socket);
     // Started inside the mount (how it finds the socket), it must not keep the mount busy: an
     // unmount would only detach it.

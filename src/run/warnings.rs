@@ -7,7 +7,7 @@ use super::ProxyOptions;
 use crate::claude_hook::install::{Agent, registered_for};
 
 /// Which agent `program` is, by its name.
-fn agent(program: &Path) -> Option<Agent> {
+pub(super) fn agent(program: &Path) -> Option<Agent> {
     match program.file_name()?.to_str()? {
         "claude" => Some(Agent::ClaudeCode),
         "codex" => Some(Agent::Codex),
@@ -17,8 +17,9 @@ fn agent(program: &Path) -> Option<Agent> {
 
 /// A warning when `program` is Claude Code or Codex and none of its settings for `dir` (nor
 /// the user's) register `worldfs hook`: only the hook tells the mount the session's goal and
-/// its steps. Another agent's hooks do not count.
-pub(super) fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
+/// its steps. Another agent's hooks do not count. For Claude Code, given when it was not given
+/// the hooks on its command line (`--no-hooks`, or a `--settings` of `args`).
+pub(super) fn unhooked_agent(program: &Path, args: &[OsString], dir: &Path) -> Option<String> {
     let whose = agent(program)?;
     let (agent, codex) = match whose {
         Agent::ClaudeCode => ("Claude Code", ""),
@@ -30,10 +31,15 @@ pub(super) fn unhooked_agent(program: &Path, dir: &Path) -> Option<String> {
     if registered_for(whose, &dirs, home.as_deref(), codex_home.as_deref()) {
         return None;
     }
+    let why = if whose == Agent::ClaudeCode && super::hooks::settings_given(args) {
+        " (its own --settings stands in for the hooks worldfs gives it otherwise)"
+    } else {
+        ""
+    };
     Some(format!(
-        "worldfs: warning: no settings of {} register `worldfs hook`, so the mount records {agent}'s \
-         reads and writes but not its goal nor its steps; `worldfs hook --install{codex} -C {}` \
-         registers it, once",
+        "worldfs: warning: no settings of {} register `worldfs hook`{why}, so the mount records \
+         {agent}'s reads and writes but not its goal nor its steps; `worldfs hook \
+         --install{codex} -C {}` registers it, once",
         dir.display(),
         dir.display()
     ))
