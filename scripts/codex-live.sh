@@ -764,27 +764,28 @@ RUN_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_SENT" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
 pass "worldfs run --proxy: codex ran in the mount ($RUN_SENT of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 
-# Without --listen and without a config naming the proxy: Codex's own `openai` provider, given
-# the proxy's address on its command line from WORLDFS_PROXY_URL (README, "With Codex").
-# Codex does not take the address from OPENAI_BASE_URL (0.171.0 went to api.openai.com).
-say "worldfs run --proxy, a free port: codex -c openai_base_url from WORLDFS_PROXY_URL"
+# Without --listen: Codex's own `openai` provider (its config here names another, which the
+# command line's -c model_provider overrides), given the proxy's address on its command line
+# by worldfs run (README, "With Codex"). Codex does not take the address from OPENAI_BASE_URL
+# (0.171.0 went to api.openai.com).
+say "worldfs run --proxy, a free port: codex given -c openai_base_url by worldfs run"
 stand_in "$WORK/run2-api.out" --record "$WORK/run2-api.jsonl" --keep-bodies \
   --script "$WORK/run-script.json"
 wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
 [ -n "$STAND_IN_PORT" ] || fail "the third stand-in API did not start: $(cat "$WORK/run2-api.out")"
 rc=0
-# shellcheck disable=SC2016 # expanded by the shell worldfs run starts
-(cd / && CODEX_HOME=$WORK/codex-home-run OPENAI_API_KEY=sk-stand-in CODEX=$CODEX \
+(cd / && CODEX_HOME=$WORK/codex-home-run OPENAI_API_KEY=sk-stand-in \
   timeout 240 "$BIN" -v run --proxy --upstream "http://127.0.0.1:$STAND_IN_PORT" --no-state \
-  --log "$WORK/run2.log" -C "$PROJ2" -- sh -c 'exec "$CODEX" -c model_provider=openai \
-  -c "openai_base_url=\"$WORLDFS_PROXY_URL/v1\"" exec --dangerously-bypass-hook-trust \
-  --skip-git-repo-check -s workspace-write "Show util.py"') > "$WORK/run2.out" 2>&1 || rc=$?
+  --log "$WORK/run2.log" -C "$PROJ2" -- "$CODEX" -c model_provider=openai exec \
+  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write "Show util.py") \
+  > "$WORK/run2.out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || fail "worldfs run (a free port) exited $rc: $(tail -20 "$WORK/run2.out")"
+grep -qF "Codex's \`openai\` provider is pointed at the proxy" "$WORK/run2.out" || fail "worldfs run did not point codex at the proxy: $(tail -20 "$WORK/run2.out")"
 grep -qF "Ran under worldfs run." "$WORK/run2.out" || fail "codex under worldfs run (a free port) did not finish: $(tail -20 "$WORK/run2.out")"
 if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
 RUN2_CALLS=$(wc -l < "$WORK/run2-api.jsonl")
 RUN2_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run2.log" || true)
 [ "$RUN2_SENT" -ge 1 ] || fail "no call under worldfs run (a free port) went with the projection ($RUN2_CALLS calls): $(tail -5 "$WORK/run2.log")"
-pass "worldfs run --proxy on a free port: codex's own provider reached it from WORLDFS_PROXY_URL ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
+pass "worldfs run --proxy on a free port: codex's own provider, pointed at it by worldfs run, reached it ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
 
 say "all $checks checks passed"

@@ -53,10 +53,11 @@ pub enum Command {
     /// `claude` as COMMAND is given `worldfs hook` on its command line (`--settings`, nothing
     /// written) when no settings file registers it; `codex` needs `worldfs hook --install
     /// --codex` once per project (README, "With Codex"), and is warned of without it.
-    /// With --proxy, so is what would send the agent's calls past the proxy: a Claude Code
-    /// settings file that sets ANTHROPIC_BASE_URL, `codex` with nothing naming the proxy's
-    /// address (Codex reads it from config.toml or -c only), and a run in which no model call
-    /// reached the proxy.
+    /// With --proxy, `codex` using its `openai` provider is given the proxy's address on its
+    /// command line (`-c openai_base_url=...`; Codex reads no variable for it). What would send
+    /// the agent's calls past the proxy is warned of: a Claude Code settings file that sets
+    /// ANTHROPIC_BASE_URL, a Codex provider of your own on a free port, and a run in which no
+    /// model call reached the proxy.
     Run {
         /// The directory to mount in place and run COMMAND in; by default the current one.
         #[arg(short = 'C', value_name = "DIR")]
@@ -68,15 +69,10 @@ pub enum Command {
         /// environment, and ANTHROPIC_BASE_URL (Claude Code) unless --upstream is OpenAI's.
         #[arg(long)]
         proxy: bool,
-        /// With --proxy: where the proxy sends requests (Codex: https://api.openai.com, with
-        /// --listen at the address its config.toml names).
-        #[arg(
-            long,
-            env = "WORLDFS_PROXY_UPSTREAM",
-            default_value = "https://api.anthropic.com",
-            value_name = "URL"
-        )]
-        upstream: String,
+        /// With --proxy: where the proxy sends requests; by default https://api.openai.com when
+        /// COMMAND is `codex`, https://api.anthropic.com otherwise.
+        #[arg(long, env = "WORLDFS_PROXY_UPSTREAM", value_name = "URL")]
+        upstream: Option<String>,
         /// With --proxy: the address it listens on (port 0 picks a free one).
         #[arg(long, default_value = "127.0.0.1:0", value_name = "ADDR")]
         listen: std::net::SocketAddr,

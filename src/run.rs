@@ -28,16 +28,18 @@ use serde_json::json;
 use crate::cli::MountOptions;
 use crate::socket::Client;
 
+mod codex_address;
 mod daemons;
 mod hooks;
 mod log;
 mod signals;
 mod warnings;
 
+use self::codex_address::{CodexAddress, Layers};
 use self::daemons::Daemons;
 use self::log::Log;
 use self::signals::Signals;
-use self::warnings::{claude_past_the_proxy, codex_unpointed, unhooked_agent};
+use self::warnings::{claude_past_the_proxy, codex_own_provider, unhooked_agent};
 
 /// How long the mount may take to answer: restoring a kept world of many entries, or an
 /// inotify walk of a large tree, comes before the socket answers.
@@ -54,7 +56,8 @@ const QUIET_POLL: Duration = Duration::from_millis(250);
 /// `--proxy` and the proxy's settings.
 #[derive(Debug, Clone)]
 pub struct ProxyOptions {
-    pub upstream: String,
+    /// Where the proxy sends requests; by default the agent's API (`default_upstream`).
+    pub upstream: Option<String>,
     pub listen: SocketAddr,
 }
 
@@ -153,7 +156,12 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     );
 
     let mut proxy_url = None;
+    let mut codex_args = None;
     if let Some(p) = &cfg.proxy {
+        let upstream = p
+            .upstream
+            .clone()
+            .unwrap_or_else(|| default_upstream(Path::new(program)).to_owned());
         let mut proxy = Command::new(&exe);
         proxy
             .args(&verbose)
@@ -165,7 +173,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             .arg("--listen")
             .arg(p.listen.to_string())
             .arg("--upstream")
-            .arg(&p.upstream);
+            .arg(&upstream);
         if hooks.is_some() {
             proxy.arg("--hooks-elsewhere");
         }
@@ -174,18 +182,29 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
             addr.try_recv().ok()
         })?;
-        let anthropic = for_anthropic(&p.upstream);
+        let anthropic = for_anthropic(&upstream);
         let set = if anthropic {
             "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
         } else {
             "WORLDFS_PROXY_URL is"
         };
-        eprintln!(
-            "worldfs: proxy on {url}, forwarding to {}: {set} set to it",
-            p.upstream
-        );
-        if let Some(warning) = codex_unpointed(Path::new(program), args, p, &url) {
-            eprintln!("{warning}");
+        eprintln!("worldfs: proxy on {url}, forwarding to {upstream}: {set} set to it");
+        match codex_address::for_codex(Path::new(program), args, &Layers::of(&dir), &url) {
+            CodexAddress::Untouched => {}
+            CodexAddress::Given(a) => {
+                eprintln!(
+                    "worldfs: Codex's `openai` provider is pointed at the proxy on its command \
+                     line ({} {})",
+                    a[0].to_string_lossy(),
+                    a[1].to_string_lossy()
+                );
+                codex_args = Some(a);
+            }
+            // With --listen, taken to be the address it names.
+            CodexAddress::OwnProvider { name, from } if p.listen.port() == 0 => {
+                eprintln!("{}", codex_own_provider(&name, &from, &url));
+            }
+            CodexAddress::OwnProvider { .. } => {}
         }
         if anthropic && let Some(warning) = claude_past_the_proxy(Path::new(program), &dir) {
             eprintln!("{warning}");
@@ -208,6 +227,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     let mut command = Command::new(program);
     command
         .args(hooks.iter().flatten())
+        .args(codex_args.iter().flatten())
         .args(args)
         // Resolved again by the child: it leads into the mount now.
         .current_dir(&dir)
@@ -302,6 +322,16 @@ fn answering(dir: &Path, socket: Option<&Path>) -> Option<PathBuf> {
         .and_then(|mut c| c.call("initialize", json!({})))
         .ok()?;
     Some(socket)
+}
+
+/// Where the proxy sends requests unless told: OpenAI's API for Codex, Anthropic's for any
+/// other program (Claude Code, and the programs a user wraps it in).
+fn default_upstream(program: &Path) -> &'static str {
+    if warnings::agent(program) == Some(crate::claude_hook::install::Agent::Codex) {
+        "https://api.openai.com"
+    } else {
+        "https://api.anthropic.com"
+    }
 }
 
 /// Whether the proxy forwarding to `upstream` is one for Anthropic's API, whose clients (Claude

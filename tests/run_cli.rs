@@ -517,24 +517,89 @@ fn an_agent_without_hooks_is_warned_of() {
     );
 }
 
-/// Codex reads its provider's address from no environment variable: under `--proxy` on a free
-/// port, with nothing on its command line naming one, it is said to bypass the proxy.
+/// Codex reads its provider's address from no environment variable: under `--proxy`, its
+/// `openai` provider is given the proxy's address on its command line (before its own
+/// arguments), and the proxy forwards to OpenAI's API unless told otherwise. Not when the
+/// command line names an address itself; a provider of the user's own on a free port is
+/// warned of instead.
 #[test]
-fn codex_that_nothing_points_at_the_proxy_is_warned_of() {
+fn codex_is_pointed_at_the_proxy_on_its_command_line() {
     let s = Setup::new();
-    let codex = s.stand_in("codex");
+    let home = s.scratch.join("home");
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    let out = s.scratch.join("out");
+    let codex = s.stand_in_doing(
+        "codex",
+        &format!(
+            "#!/usr/bin/env python3\nimport json, sys\n\
+             json.dump(sys.argv[1:], open({:?} + \"/codex-args.json\", \"w\"))\n",
+            out.to_str().unwrap()
+        ),
+    );
+    let args = || -> Vec<String> { serde_json::from_str(&s.read("codex-args.json")).unwrap() };
     let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
-    let run = |extra: &[&str]| s.run_program(&proxy, &s.scratch.path, &codex, extra);
+    let pointed = "Codex's `openai` provider is pointed at the proxy";
     let warned = "its calls will not reach the proxy";
-    let err = run(&["exec", "fix it"]);
-    assert!(err.contains(warned), "stderr:\n{err}");
-    let err = run(&[
-        "-c",
-        "openai_base_url=\"http://127.0.0.1:1/v1\"",
-        "exec",
-        "fix it",
-    ]);
-    assert!(!err.contains(warned), "stderr:\n{err}");
+
+    let err = s.run_program(&proxy, &home, &codex, &["exec", "fix it"]);
+    let url = err
+        .split("worldfs: proxy on ")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .unwrap_or_else(|| panic!("no proxy address in stderr:\n{err}"));
+    assert!(
+        err.contains(pointed) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(
+        args(),
+        [
+            "-c".to_owned(),
+            format!("openai_base_url=\"{url}/v1\""),
+            "exec".to_owned(),
+            "fix it".to_owned()
+        ]
+    );
+
+    let own = ["-c", "openai_base_url=\"http://127.0.0.1:1/v1\"", "exec"];
+    let err = s.run_program(&proxy, &home, &codex, &own);
+    assert!(
+        !err.contains(pointed) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), own);
+
+    // OpenAI's API is the upstream for Codex unless --upstream says otherwise.
+    let err = s.run_program(&["--proxy"], &home, &codex, &[]);
+    assert!(
+        err.contains("forwarding to https://api.openai.com:") && err.contains(pointed),
+        "stderr:\n{err}"
+    );
+
+    let config = home.join(".codex/config.toml");
+    std::fs::write(&config, "model_provider = \"mine\"\n").unwrap();
+    let err = s.run_program(&proxy, &home, &codex, &["exec"]);
+    assert!(
+        !err.contains(pointed) && err.contains(warned) && err.contains("`mine`"),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["exec"]);
+    // With --listen, the provider is taken to name the proxy's address.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap()
+        .port();
+    let listen = format!("127.0.0.1:{port}");
+    let err = s.run_program(
+        &[&proxy[..], &["--listen", &listen]].concat(),
+        &home,
+        &codex,
+        &[],
+    );
+    assert!(
+        !err.contains(pointed) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
 }
 
 /// A command whose model calls never reached the proxy (a base URL in its own settings) is

@@ -3,7 +3,6 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::ProxyOptions;
 use crate::claude_hook::install::{Agent, registered_for};
 
 /// Which agent `program` is, by its name.
@@ -80,57 +79,13 @@ fn claude_base_url_setting(dir: &Path) -> Option<(PathBuf, String)> {
     })
 }
 
-/// A warning when `program` is Codex, which takes its provider's address from config.toml or
-/// `-c` only, started so that nothing points it at the proxy: no `-c` naming an address or a
-/// provider, and the proxy on a free port (with `--listen`, the address is taken to be the one
-/// config.toml names). Its calls would go to its provider directly, and the proxy see none.
-pub(super) fn codex_unpointed(
-    program: &Path,
-    args: &[OsString],
-    proxy: &ProxyOptions,
-    url: &str,
-) -> Option<String> {
-    if agent(program)? != Agent::Codex || proxy.listen.port() != 0 {
-        return None;
-    }
-    let named = args.iter().any(|a| {
-        let a = a.to_string_lossy();
-        a.contains("base_url") || a.contains("model_provider")
-    });
-    (!named).then(|| {
-        format!(
-            "worldfs: warning: Codex takes its provider's address from config.toml or -c, not from \
-             the environment, so as started its calls will not reach the proxy at {url}; run \
-             `sh -c 'exec codex -c \"openai_base_url=\\\"$WORLDFS_PROXY_URL/v1\\\"\"'` as the \
-             command, or give --listen the address config.toml names (README, \"With Codex\")"
-        )
-    })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codex_is_warned_of_only_when_nothing_points_it_at_the_proxy() {
-        let free = ProxyOptions {
-            upstream: "https://api.openai.com".into(),
-            listen: "127.0.0.1:0".parse().unwrap(),
-        };
-        let fixed = ProxyOptions {
-            listen: "127.0.0.1:8788".parse().unwrap(),
-            ..free.clone()
-        };
-        let url = "http://127.0.0.1:41234";
-        let args = |a: &[&str]| a.iter().map(OsString::from).collect::<Vec<_>>();
-        let codex = Path::new("/usr/local/bin/codex");
-        let w = codex_unpointed(codex, &args(&["exec", "fix it"]), &free, url);
-        assert!(w.is_some_and(|w| w.contains(url) && w.contains("WORLDFS_PROXY_URL")));
-        let given = args(&["-c", "openai_base_url=\"http://127.0.0.1:41234/v1\""]);
-        assert_eq!(codex_unpointed(codex, &given, &free, url), None);
-        let provider = args(&["-c", "model_provider=worldfs"]);
-        assert_eq!(codex_unpointed(codex, &provider, &free, url), None);
-        assert_eq!(codex_unpointed(codex, &[], &fixed, url), None, "--listen");
-        assert_eq!(codex_unpointed(Path::new("claude"), &[], &free, url), None);
-    }
+/// A warning when Codex's model provider is one of the user's own (`name`, set where `from`
+/// says) and the proxy is on a free port: its calls go to that provider's own address, which
+/// worldfs does not set, and the proxy sees none.
+pub(super) fn codex_own_provider(name: &str, from: &str, url: &str) -> String {
+    format!(
+        "worldfs: warning: Codex's model provider is `{name}` ({from}), whose address worldfs \
+         does not set: its calls will not reach the proxy at {url}; give --listen the address \
+         its base_url names, or run Codex's own `openai` provider (README, \"With Codex\")"
+    )
 }

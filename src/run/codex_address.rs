@@ -1,0 +1,270 @@
+//! Codex pointed at the proxy on its command line, for `worldfs run --proxy -- codex`.
+//!
+//! Codex takes its provider's address from config.toml or `-c`, never from the environment
+//! (vendor-docs/codex.md, "The model calls"), so `WORLDFS_PROXY_URL` alone reaches it only
+//! through a shell. Its built-in `openai` provider is moved by `openai_base_url`: given as
+//! `-c openai_base_url="PROXY/v1"` before the user's arguments, where Codex takes it for
+//! `exec` and its other subcommands too. A provider of the user's own (`model_provider` in a
+//! config file, or `-c`) has an address worldfs does not know the shape of, and is left as it
+//! is: the run warns, or takes it that `--listen` is the address it names.
+//!
+//! Codex 0.171.0's layers, later ones counting over earlier ones: `/etc/codex/config.toml`,
+//! the user's `$CODEX_HOME/config.toml` (`~/.codex`), with `--profile NAME` the user's
+//! `NAME.config.toml` over it (its `--help`), then the project's `.codex/config.toml` (for a
+//! project it trusts; an untrusted one's is taken to count too, which errs towards a
+//! warning). The legacy selector `profile = "NAME"` with `[profiles.NAME]` tables is still
+//! read by it, and here.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use super::warnings::agent;
+use crate::claude_hook::install::Agent;
+
+/// What `worldfs run` does about Codex's address.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) enum CodexAddress {
+    /// Not Codex, or its command line names an address of its own.
+    Untouched,
+    /// These arguments go before the user's: the `openai` provider, moved to the proxy.
+    Given([OsString; 2]),
+    /// The provider is one of the user's own, named where `from` says.
+    OwnProvider { name: String, from: String },
+}
+
+/// Where Codex reads its configuration for a run.
+#[derive(Debug)]
+pub(super) struct Layers {
+    pub system: PathBuf,
+    /// `$CODEX_HOME`, `~/.codex` by default.
+    pub home: Option<PathBuf>,
+    /// The project's directory.
+    pub project: PathBuf,
+}
+
+impl Layers {
+    /// Codex's layers for a run in `dir`, from the environment.
+    pub(super) fn of(dir: &Path) -> Layers {
+        Layers {
+            system: PathBuf::from("/etc/codex/config.toml"),
+            home: std::env::var_os("CODEX_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex"))),
+            project: dir.to_owned(),
+        }
+    }
+
+    /// The files, the last counting most, with `profile` given by `--profile`.
+    fn files(&self, profile: Option<&str>) -> Vec<PathBuf> {
+        let mut files = vec![self.system.clone()];
+        if let Some(h) = &self.home {
+            files.push(h.join("config.toml"));
+            files.extend(profile.map(|p| h.join(format!("{p}.config.toml"))));
+        }
+        files.push(self.project.join(".codex").join("config.toml"));
+        files
+    }
+}
+
+/// What to do for `program` with `args`, run with its configuration in `layers`, when the
+/// proxy is at `url`.
+pub(super) fn for_codex(
+    program: &Path,
+    args: &[OsString],
+    layers: &Layers,
+    url: &str,
+) -> CodexAddress {
+    if agent(program) != Some(Agent::Codex) {
+        return CodexAddress::Untouched;
+    }
+    let args: Vec<String> = args
+        .iter()
+        .map(|a| a.to_string_lossy().into_owned())
+        .collect();
+    // `-c openai_base_url=...`, `-c model_providers.NAME.base_url=...`: pointed by the user.
+    if args.iter().any(|a| a.contains("base_url")) {
+        return CodexAddress::Untouched;
+    }
+    let provider = provider_in_args(&args)
+        .map(|p| (p, "-c model_provider".to_owned()))
+        .or_else(|| provider_in_config(&layers.files(profile_in_args(&args).as_deref())));
+    match provider {
+        Some((name, from)) if name != "openai" => CodexAddress::OwnProvider { name, from },
+        _ => CodexAddress::Given([
+            "-c".into(),
+            format!("openai_base_url={}", toml_string(&format!("{url}/v1"))).into(),
+        ]),
+    }
+}
+
+/// The value of the last `model_provider=VALUE` among `-c` overrides.
+fn provider_in_args(args: &[String]) -> Option<String> {
+    args.iter()
+        .rev()
+        .find_map(|a| a.strip_prefix("model_provider="))
+        .map(|v| v.trim().trim_matches(['"', '\'']).to_owned())
+}
+
+/// The profile named by `--profile NAME`, `--profile=NAME` or `-p NAME`.
+fn profile_in_args(args: &[String]) -> Option<String> {
+    let mut it = args.iter();
+    let mut found = None;
+    while let Some(a) = it.next() {
+        if a == "--profile" || a == "-p" {
+            found = it.next().cloned();
+        } else if let Some(v) = a.strip_prefix("--profile=") {
+            found = Some(v.to_owned());
+        }
+    }
+    found
+}
+
+/// The provider `files` choose (the last file naming one wins), with the file that named it:
+/// the legacy profile's `model_provider` when a file selects one (`profile = "NAME"`) and it
+/// sets one, else the top-level `model_provider`.
+fn provider_in_config(files: &[PathBuf]) -> Option<(String, String)> {
+    let tables: Vec<(&PathBuf, toml::Table)> = files
+        .iter()
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).ok()?;
+            Some((f, text.parse::<toml::Table>().ok()?))
+        })
+        .collect();
+    let profile = tables
+        .iter()
+        .rev()
+        .find_map(|(_, t)| t.get("profile")?.as_str().map(str::to_owned));
+    let in_profile = profile.and_then(|p| {
+        tables.iter().rev().find_map(|(f, t)| {
+            let name = t
+                .get("profiles")?
+                .get(&p)?
+                .get("model_provider")?
+                .as_str()?;
+            Some((name.to_owned(), format!("{}, profile {p}", f.display())))
+        })
+    });
+    in_profile.or_else(|| {
+        tables.iter().rev().find_map(|(f, t)| {
+            let name = t.get("model_provider")?.as_str()?;
+            Some((name.to_owned(), f.display().to_string()))
+        })
+    })
+}
+
+/// `s` as a TOML basic string, which is how Codex reads a `-c` value.
+fn toml_string(s: &str) -> String {
+    toml::Value::String(s.to_owned()).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const URL: &str = "http://127.0.0.1:41234";
+
+    fn args(a: &[&str]) -> Vec<OsString> {
+        a.iter().map(OsString::from).collect()
+    }
+
+    fn given() -> CodexAddress {
+        CodexAddress::Given([
+            "-c".into(),
+            "openai_base_url=\"http://127.0.0.1:41234/v1\"".into(),
+        ])
+    }
+
+    /// Layers in a temporary directory: `system.toml`, `home/`, `project/`.
+    fn layers(dir: &Path) -> Layers {
+        std::fs::create_dir_all(dir.join("home")).unwrap();
+        std::fs::create_dir_all(dir.join("project/.codex")).unwrap();
+        Layers {
+            system: dir.join("system.toml"),
+            home: Some(dir.join("home")),
+            project: dir.join("project"),
+        }
+    }
+
+    fn own(name: &str, from: &Path) -> CodexAddress {
+        CodexAddress::OwnProvider {
+            name: name.into(),
+            from: from.display().to_string(),
+        }
+    }
+
+    #[test]
+    fn codex_with_the_openai_provider_is_given_the_proxys_address() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let codex = Path::new("/usr/local/bin/codex");
+        assert_eq!(
+            for_codex(codex, &args(&["exec", "fix it"]), &l, URL),
+            given()
+        );
+        let openai = args(&["-c", "model_provider=openai", "exec", "x"]);
+        assert_eq!(for_codex(codex, &openai, &l, URL), given());
+        let pointed = args(&["-c", "openai_base_url=\"http://elsewhere/v1\""]);
+        assert_eq!(for_codex(codex, &pointed, &l, URL), CodexAddress::Untouched);
+        let own_arg = args(&["-c", "model_provider=\"azure\""]);
+        assert_eq!(
+            for_codex(codex, &own_arg, &l, URL),
+            CodexAddress::OwnProvider {
+                name: "azure".into(),
+                from: "-c model_provider".into()
+            }
+        );
+        assert_eq!(
+            for_codex(Path::new("claude"), &[], &l, URL),
+            CodexAddress::Untouched
+        );
+    }
+
+    #[test]
+    fn the_provider_comes_from_the_layer_that_counts_most() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        let user = dir.path().join("home/config.toml");
+        let project = dir.path().join("project/.codex/config.toml");
+        let codex = Path::new("codex");
+        std::fs::write(&l.system, "model_provider = \"corp\"\n").unwrap();
+        assert_eq!(
+            for_codex(codex, &args(&["exec"]), &l, URL),
+            own("corp", &l.system)
+        );
+        std::fs::write(&user, "model_provider = \"mine\"\n").unwrap();
+        assert_eq!(
+            for_codex(codex, &args(&["exec"]), &l, URL),
+            own("mine", &user)
+        );
+        // `--profile NAME`: the user's NAME.config.toml over config.toml.
+        let work = dir.path().join("home/work.config.toml");
+        std::fs::write(&work, "model_provider = \"openai\"\n").unwrap();
+        assert_eq!(
+            for_codex(codex, &args(&["-p", "work", "exec"]), &l, URL),
+            given()
+        );
+        assert_eq!(
+            for_codex(codex, &args(&["--profile=lab"]), &l, URL),
+            own("mine", &user)
+        );
+        // The project's file counts over the user's.
+        std::fs::write(&project, "model_provider = \"openai\"\n").unwrap();
+        assert_eq!(for_codex(codex, &args(&[]), &l, URL), given());
+        // A legacy profile selected in a file, and its table.
+        std::fs::write(
+            &project,
+            "profile = \"old\"\n[profiles.old]\nmodel_provider = \"legacy\"\n",
+        )
+        .unwrap();
+        assert_eq!(
+            for_codex(codex, &args(&[]), &l, URL),
+            CodexAddress::OwnProvider {
+                name: "legacy".into(),
+                from: format!("{}, profile old", project.display())
+            }
+        );
+        // A file that is not TOML is passed over.
+        std::fs::write(&project, "not [toml").unwrap();
+        assert_eq!(for_codex(codex, &args(&[]), &l, URL), own("mine", &user));
+    }
+}
