@@ -44,8 +44,8 @@ pub enum Command {
     /// The mount (and with --proxy, `worldfs proxy`) run as processes of their own, in their
     /// own process group, so a Ctrl-C meant for the agent reaches the agent only; their
     /// messages go to --log. COMMAND runs in the mount, with WORLDFS_SOCKET set to the mount's
-    /// socket (and with --proxy, WORLDFS_PROXY_URL and ANTHROPIC_BASE_URL to the proxy), in the
-    /// foreground: SIGTERM and SIGHUP sent to `worldfs run` are passed on to it. When it ends,
+    /// socket (and with --proxy, WORLDFS_PROXY_URL to the proxy, and ANTHROPIC_BASE_URL unless
+    /// the upstream is OpenAI's), in the foreground: SIGTERM and SIGHUP sent to `worldfs run` are passed on to it. When it ends,
     /// the proxy stops and DIR is unmounted (detached, if a process COMMAND left behind still
     /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
     /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
