@@ -2,6 +2,8 @@
 # in scripts/ (each script has --help or a header comment).
 #
 #   make build          cargo build --release (target/release/worldfs)
+#   make install        build, and install worldfs (stripped) as $(DESTDIR)$(PREFIX)/bin/worldfs (PREFIX=/usr/local)
+#   make uninstall      remove it
 #   make run            mount the example workspace (examples/workspace) in place and show it
 #   make test           cargo test --all-targets + pjdfstest + fsx + the mount suites over io_uring;
 #                       last line "N passed, N failed"
@@ -35,11 +37,22 @@
 
 SHELL := /bin/bash
 CARGO ?= cargo
+PREFIX ?= /usr/local
 
-.PHONY: build run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-watcher bench-transport bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
+.PHONY: build install uninstall run test lint bench bench-fs bench-fs-user bench-latency bench-rss bench-socket bench-overhead bench-hook bench-proxy bench-proxy-codex bench-sessions bench-catchup bench-restart bench-watcher bench-transport bench-render bench-replay check-claude-code check-codex pjdfstest fsx clean
 
 build:
 	$(CARGO) build --release
+
+# A new file renamed over the old one: a running daemon keeps its program, and an agent's
+# hook started meanwhile finds one whole.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin
+	install -s -m 0755 target/release/worldfs $(DESTDIR)$(PREFIX)/bin/.worldfs.new
+	mv -f $(DESTDIR)$(PREFIX)/bin/.worldfs.new $(DESTDIR)$(PREFIX)/bin/worldfs
+
+uninstall:
+	rm -f $(DESTDIR)$(PREFIX)/bin/worldfs
 
 run: build
 	WFS_NO_BUILD=1 scripts/run-example.sh
