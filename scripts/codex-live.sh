@@ -767,8 +767,13 @@ pass "worldfs run --proxy: codex ran in the mount ($RUN_SENT of $RUN_CALLS calls
 # Without --listen: Codex's own `openai` provider (its config here names another, which the
 # command line's -c model_provider overrides), given the proxy's address on its command line
 # by worldfs run (README, "With Codex"). Codex does not take the address from OPENAI_BASE_URL
-# (0.171.0 went to api.openai.com).
-say "worldfs run --proxy, a free port: codex given -c openai_base_url by worldfs run"
+# (0.171.0 went to api.openai.com). A third project, with no hooks installed and none trusted:
+# worldfs run gives Codex its hooks and their trust on the command line too (no
+# --dangerously-bypass-hook-trust), and without them no call would be rewritten.
+say "worldfs run --proxy, a free port, no hooks installed: codex given the proxy's address, the hooks and their trust by worldfs run"
+PROJ3=$WORK/run-project-3
+mkdir -p "$PROJ3"
+cp "$PROJ/util.py" "$PROJ3/"
 stand_in "$WORK/run2-api.out" --record "$WORK/run2-api.jsonl" --keep-bodies \
   --script "$WORK/run-script.json"
 wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
@@ -776,16 +781,18 @@ wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
 rc=0
 (cd / && CODEX_HOME=$WORK/codex-home-run OPENAI_API_KEY=sk-stand-in \
   timeout 240 "$BIN" -v run --proxy --upstream "http://127.0.0.1:$STAND_IN_PORT" --no-state \
-  --log "$WORK/run2.log" -C "$PROJ2" -- "$CODEX" -c model_provider=openai exec \
-  --dangerously-bypass-hook-trust --skip-git-repo-check -s workspace-write "Show util.py") \
-  > "$WORK/run2.out" 2>&1 || rc=$?
+  --log "$WORK/run2.log" -C "$PROJ3" -- "$CODEX" -c model_provider=openai exec \
+  --skip-git-repo-check -s workspace-write "Show util.py") > "$WORK/run2.out" 2>&1 || rc=$?
 [ "$rc" = 0 ] || fail "worldfs run (a free port) exited $rc: $(tail -20 "$WORK/run2.out")"
 grep -qF "Codex's \`openai\` provider is pointed at the proxy" "$WORK/run2.out" || fail "worldfs run did not point codex at the proxy: $(tail -20 "$WORK/run2.out")"
+grep -qF "Codex gets worldfs's hooks for this run" "$WORK/run2.out" || fail "worldfs run did not give codex the hooks: $(tail -20 "$WORK/run2.out")"
+if [ -e "$PROJ3/.codex" ]; then fail "worldfs run wrote into $PROJ3/.codex"; fi
+if grep -q "session-flags" "$WORK/codex-home-run/config.toml"; then fail "worldfs run's hook trust was written to config.toml"; fi
 grep -qF "Ran under worldfs run." "$WORK/run2.out" || fail "codex under worldfs run (a free port) did not finish: $(tail -20 "$WORK/run2.out")"
-if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
+if grep -q " $PROJ3 fuse" /proc/mounts; then fail "$PROJ3 is still mounted after worldfs run"; fi
 RUN2_CALLS=$(wc -l < "$WORK/run2-api.jsonl")
 RUN2_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run2.log" || true)
 [ "$RUN2_SENT" -ge 1 ] || fail "no call under worldfs run (a free port) went with the projection ($RUN2_CALLS calls): $(tail -5 "$WORK/run2.log")"
-pass "worldfs run --proxy on a free port: codex's own provider, pointed at it by worldfs run, reached it ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
+pass "worldfs run --proxy on a free port: codex's own provider, pointed at it by worldfs run, with the hooks it gave and trusted, reached it ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
 
 say "all $checks checks passed"

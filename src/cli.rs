@@ -50,9 +50,9 @@ pub enum Command {
     /// uses it: the daemon then serves it until it lets go), and `worldfs run` exits with
     /// COMMAND's status (128+N if a signal N ended it; 127 if COMMAND cannot be found).
     /// If `worldfs run` is killed, the mount and the proxy stop too (COMMAND goes on).
-    /// `claude` as COMMAND is given `worldfs hook` on its command line (`--settings`, nothing
-    /// written) when no settings file registers it; `codex` needs `worldfs hook --install
-    /// --codex` once per project (README, "With Codex"), and is warned of without it.
+    /// `claude` or `codex` as COMMAND is given `worldfs hook` on its command line when none of
+    /// its settings files register it (Claude Code's `--settings`; Codex's `-c hooks.…` with
+    /// their trust for the run), nothing written; --no-hooks leaves the command as it is.
     /// With --proxy, `codex` using its `openai` provider is given the proxy's address on its
     /// command line (`-c openai_base_url=...`; Codex reads no variable for it). What would send
     /// the agent's calls past the proxy is warned of: a Claude Code settings file that sets
@@ -82,10 +82,13 @@ pub enum Command {
         /// last messages there after `worldfs run` has exited.
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
-        /// Do not give `claude` worldfs's hooks on its command line (`--settings` with the
-        /// hooks `worldfs hook --install` writes), which `worldfs run` does when none of Claude
-        /// Code's settings files register `worldfs hook` and COMMAND has no --settings of its
-        /// own. Without the hooks the mount knows neither the session's goal nor its steps.
+        /// Do not give `claude` or `codex` worldfs's hooks on its command line, which `worldfs
+        /// run` does when none of the agent's settings files register `worldfs hook` and
+        /// COMMAND gives no settings (`claude --settings`) or hooks (`codex -c hooks.…`) of
+        /// its own: Claude Code gets `--settings` with the hooks `worldfs hook --install`
+        /// writes, Codex `-c hooks.EVENT=…` for each and `-c hooks.state=…` trusting them for
+        /// this run. Without the hooks the mount knows neither the session's goal nor its
+        /// steps.
         #[arg(long)]
         no_hooks: bool,
         /// The program to run in the mount, and its arguments (after `--`).

@@ -133,7 +133,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     let verbose = (cfg.verbose > 0).then(|| format!("-{}", "v".repeat(cfg.verbose.into())));
     // Decided before anything starts, so that a proxy is not told to warn of missing hooks.
     let hooks = if cfg.hooks {
-        hooks::for_claude(Path::new(program), args, &dir, &exe)?
+        hooks::for_agent(Path::new(program), args, &dir, &exe)?
     } else {
         None
     };
@@ -212,10 +212,14 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         proxy_url = Some((url, anthropic));
     }
 
-    if hooks.is_some() {
+    if let Some((whose, _)) = &hooks {
+        let (agent, codex) = match whose {
+            crate::claude_hook::install::Agent::ClaudeCode => ("Claude Code", ""),
+            crate::claude_hook::install::Agent::Codex => ("Codex", " --codex"),
+        };
         eprintln!(
-            "worldfs: Claude Code gets worldfs's hooks for this run on its command line \
-             (--settings); `worldfs hook --install -C {}` registers them for every start",
+            "worldfs: {agent} gets worldfs's hooks for this run on its command line; \
+             `worldfs hook --install{codex} -C {}` registers them for every start",
             dir.display()
         );
     } else if cfg.proxy.is_none()
@@ -226,7 +230,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     }
     let mut command = Command::new(program);
     command
-        .args(hooks.iter().flatten())
+        .args(hooks.iter().flat_map(|(_, given)| given))
         .args(codex_args.iter().flatten())
         .args(args)
         // Resolved again by the child: it leads into the mount now.

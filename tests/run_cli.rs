@@ -537,7 +537,8 @@ fn codex_is_pointed_at_the_proxy_on_its_command_line() {
         ),
     );
     let args = || -> Vec<String> { serde_json::from_str(&s.read("codex-args.json")).unwrap() };
-    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    // Its hooks are the next test's.
+    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9", "--no-hooks"];
     let pointed = "Codex's `openai` provider is pointed at the proxy";
     let warned = "its calls will not reach the proxy";
 
@@ -570,7 +571,7 @@ fn codex_is_pointed_at_the_proxy_on_its_command_line() {
     assert_eq!(args(), own);
 
     // OpenAI's API is the upstream for Codex unless --upstream says otherwise.
-    let err = s.run_program(&["--proxy"], &home, &codex, &[]);
+    let err = s.run_program(&["--proxy", "--no-hooks"], &home, &codex, &[]);
     assert!(
         err.contains("forwarding to https://api.openai.com:") && err.contains(pointed),
         "stderr:\n{err}"
@@ -664,6 +665,45 @@ fn a_base_url_in_claude_codes_settings_is_warned_of() {
     );
 }
 
+/// A stand-in for Claude Code or Codex (`out/NAME`) that records its arguments in
+/// `out/NAME-args.json`, runs the `UserPromptSubmit` hooks they give it as the agent would
+/// (Claude Code's `--settings JSON`, Codex's `-c hooks.UserPromptSubmit=[...]`, trusted by a
+/// `-c hooks.state` entry of the right key), and writes what `worldfs goal` says after to
+/// `out/goal.txt`.
+fn hooked_stand_in(s: &Setup, name: &str) -> std::path::PathBuf {
+    let out = s.scratch.join("out");
+    s.stand_in_doing(
+        name,
+        &format!(
+            r#"#!/usr/bin/env python3
+import json, os, subprocess, sys, tomllib
+out, args = {out:?}, sys.argv[1:]
+json.dump(args, open(f"{{out}}/{name}-args.json", "w"))
+groups = []
+if "--settings" in args:
+    groups = json.loads(args[args.index("--settings") + 1]).get("hooks", {{}}).get("UserPromptSubmit", [])
+values = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "-c"]
+config = {{}}
+for v in values:
+    key, value = v.split("=", 1)
+    config[key] = tomllib.loads("v = " + value)["v"]
+trusted = config.get("hooks.state", {{}}).get("/<session-flags>/config.toml:user_prompt_submit:0:0")
+if trusted:
+    groups += config.get("hooks.UserPromptSubmit", [])
+event = {{"hook_event_name": "UserPromptSubmit", "prompt": "fix the parser", "session_id": "s1",
+         "cwd": os.getcwd()}}
+for group in groups:
+    for hook in group["hooks"]:
+        subprocess.run(["sh", "-c", hook["command"]], input=json.dumps(event).encode(), check=True)
+with open(f"{{out}}/goal.txt", "w") as f:
+    subprocess.run([{wfs:?}, "goal"], stdout=f, stderr=subprocess.DEVNULL)
+"#,
+            out = out.to_str().unwrap(),
+            wfs = bin().to_str().unwrap(),
+        ),
+    )
+}
+
 /// `claude` with no settings file registering `worldfs hook` gets worldfs's hooks on its command
 /// line (`--settings`, before its own arguments), and they work: the stand-in runs the
 /// `UserPromptSubmit` hooks it was given, as Claude Code does, and the mount has the goal. Not
@@ -674,29 +714,7 @@ fn claude_is_given_the_hooks_on_its_command_line() {
     let s = Setup::new();
     let home = s.scratch.join("home");
     std::fs::create_dir(&home).unwrap();
-    let out = s.scratch.join("out");
-    let claude = s.stand_in_doing(
-        "claude",
-        &format!(
-            r#"#!/usr/bin/env python3
-import json, os, subprocess, sys
-args = sys.argv[1:]
-json.dump(args, open({out:?} + "/claude-args.json", "w"))
-if "--settings" in args:
-    given = json.loads(args[args.index("--settings") + 1])
-    event = {{"hook_event_name": "UserPromptSubmit", "prompt": "fix the parser",
-             "session_id": "s1", "cwd": os.getcwd()}}
-    for group in given.get("hooks", {{}}).get("UserPromptSubmit", []):
-        for hook in group["hooks"]:
-            subprocess.run(["sh", "-c", hook["command"]], input=json.dumps(event).encode(),
-                           check=True)
-with open({out:?} + "/goal.txt", "w") as f:
-    subprocess.run([{wfs:?}, "goal"], stdout=f, stderr=subprocess.DEVNULL)
-"#,
-            out = out.to_str().unwrap(),
-            wfs = bin().to_str().unwrap(),
-        ),
-    );
+    let claude = hooked_stand_in(&s, "claude");
     let args = || -> Vec<String> { serde_json::from_str(&s.read("claude-args.json")).unwrap() };
     let given = "Claude Code gets worldfs's hooks for this run";
     let warned = "register `worldfs hook`";
@@ -767,4 +785,79 @@ with open({out:?} + "/goal.txt", "w") as f:
         "stderr:\n{err}"
     );
     assert_eq!(args(), ["-p", "hi"]);
+}
+
+/// `codex` with no hooks file registering `worldfs hook` gets worldfs's hooks on its command line
+/// (`-c hooks.EVENT=[...]` and their trust, `-c hooks.state={...}`), before the proxy's address
+/// and its own arguments, and they work: the stand-in runs the trusted `UserPromptSubmit` hook,
+/// and the mount has the goal. Not with `--no-hooks`, over hooks of the user's on the command
+/// line, or when the hooks are installed.
+#[test]
+fn codex_is_given_the_hooks_and_their_trust_on_its_command_line() {
+    let s = Setup::new();
+    let home = s.scratch.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let codex = hooked_stand_in(&s, "codex");
+    let args = || -> Vec<String> { serde_json::from_str(&s.read("codex-args.json")).unwrap() };
+    let given = "Codex gets worldfs's hooks for this run";
+    let warned = "register `worldfs hook`";
+    let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+
+    let err = s.run_program(&proxy, &home, &codex, &["exec", "fix it"]);
+    assert!(
+        err.contains(given) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    let a = args();
+    let events = worldfs::claude_hook::install::Agent::Codex.events();
+    let n = 2 * (events.len() + 1);
+    assert!(a.len() == n + 4, "{a:?}");
+    for (i, (event, _)) in events.iter().enumerate() {
+        assert!(
+            a[2 * i + 1].starts_with(&format!("hooks.{event}=[")),
+            "{a:?}"
+        );
+    }
+    assert!(a[n - 1].starts_with("hooks.state={"), "{a:?}");
+    assert!(a[n + 1].starts_with("openai_base_url="), "{a:?}");
+    assert_eq!(a[n + 2..], ["exec", "fix it"]);
+    assert!(
+        s.read("goal.txt").contains("fix the parser"),
+        "goal: {}",
+        s.read("goal.txt")
+    );
+
+    let err = s.run_program(&["--no-hooks"], &home, &codex, &["exec"]);
+    assert!(
+        !err.contains(given) && err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["exec"]);
+    assert!(!s.read("goal.txt").contains("fix the parser"));
+
+    let own = [
+        "-c",
+        "hooks.Stop=[{hooks=[{type=\"command\",command=\"true\"}]}]",
+    ];
+    let err = s.run_program(&[], &home, &codex, &own);
+    assert!(
+        !err.contains(given) && err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), own);
+
+    let installed = worldfs(&[
+        "hook".as_ref(),
+        "--install".as_ref(),
+        "--codex".as_ref(),
+        "-C".as_ref(),
+        s.proj().as_os_str(),
+    ]);
+    assert!(installed.status.success(), "{installed:?}");
+    let err = s.run_program(&[], &home, &codex, &["exec"]);
+    assert!(
+        !err.contains(given) && !err.contains(warned),
+        "stderr:\n{err}"
+    );
+    assert_eq!(args(), ["exec"]);
 }

@@ -64,7 +64,7 @@ pub const EVENTS: [(&str, Option<&str>); 5] = [
 
 /// Seconds Claude Code waits for the hook (it answers in milliseconds, and gives up by itself
 /// after 3 s of a daemon that does not answer).
-const TIMEOUT_SECS: u64 = 5;
+pub const TIMEOUT_SECS: u64 = 5;
 
 /// Whether `command` runs `worldfs hook`: an install of ours, whatever path it used.
 fn is_ours(command: &str) -> bool {
