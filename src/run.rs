@@ -39,7 +39,7 @@ use self::codex_address::{CodexAddress, Layers};
 use self::daemons::Daemons;
 use self::log::Log;
 use self::signals::Signals;
-use self::warnings::{claude_past_the_proxy, codex_own_provider, unhooked_agent};
+use self::warnings::{claude_past_the_proxy, codex_own_provider, outdated_hooks, unhooked_agent};
 
 /// How long the mount may take to answer: restoring a kept world of many entries, or an
 /// inotify walk of a large tree, comes before the socket answers.
@@ -222,11 +222,14 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
              `worldfs hook --install{codex} -C {}` registers them for every start",
             dir.display()
         );
-    } else if cfg.proxy.is_none()
-        // The proxy says so itself.
-        && let Some(warning) = unhooked_agent(Path::new(program), args, &dir)
-    {
-        eprintln!("{warning}");
+    } else if cfg.proxy.is_none() {
+        // The proxy says these itself.
+        let warnings = unhooked_agent(Path::new(program), args, &dir)
+            .into_iter()
+            .chain(outdated_hooks(Path::new(program), &dir));
+        for warning in warnings {
+            eprintln!("{warning}");
+        }
     }
     let mut command = Command::new(program);
     command

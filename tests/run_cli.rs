@@ -861,3 +861,30 @@ fn codex_is_given_the_hooks_and_their_trust_on_its_command_line() {
     );
     assert_eq!(args(), ["exec"]);
 }
+
+/// Without `--proxy` (whose own warning it is otherwise), hooks an older worldfs installed,
+/// which lack an event this one needs, are named for the agent started, and only for it.
+#[test]
+fn an_agents_hooks_from_an_older_install_are_warned_of() {
+    let s = Setup::new();
+    let home = s.scratch.join("home");
+    std::fs::create_dir(&home).unwrap();
+    let installed = worldfs(&[
+        "hook".as_ref(),
+        "--install".as_ref(),
+        "--codex".as_ref(),
+        "-C".as_ref(),
+        s.proj().as_os_str(),
+    ]);
+    assert!(installed.status.success(), "{installed:?}");
+    let hooks = s.proj().join(".codex/hooks.json");
+    let mut settings: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&hooks).unwrap()).unwrap();
+    settings["hooks"].as_object_mut().unwrap().remove("Stop");
+    std::fs::write(&hooks, settings.to_string()).unwrap();
+    let warned = ".codex/hooks.json runs `worldfs hook`, but not on Stop";
+    let err = s.run_program(&[], &home, &s.stand_in("codex"), &[]);
+    assert!(err.contains(warned), "stderr:\n{err}");
+    let err = s.run_program(&[], &home, &s.stand_in("claude"), &[]);
+    assert!(!err.contains(warned), "stderr:\n{err}");
+}

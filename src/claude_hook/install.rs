@@ -240,6 +240,22 @@ pub fn outdated(
     found
 }
 
+/// The warning for a hook file `file` of `agent` that runs `worldfs hook` but not on the
+/// events `missing`, as [`outdated`] lists them.
+pub fn outdated_warning(file: &Path, agent: Agent, missing: &[&str]) -> String {
+    let codex = if agent == Agent::Codex {
+        " --codex"
+    } else {
+        ""
+    };
+    format!(
+        "worldfs: warning: {} runs `worldfs hook`, but not on {} (installed by an older \
+         worldfs?); run `worldfs hook --install{codex}` again for it",
+        file.display(),
+        missing.join(", ")
+    )
+}
+
 /// The hook files of [`registered`] that run `worldfs hook`, each with its agent and the
 /// events this version needs that it does not run it on.
 pub fn installed(

@@ -106,16 +106,9 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         );
     }
     for (file, agent, missing) in outdated {
-        let codex = if agent == crate::claude_hook::install::Agent::Codex {
-            " --codex"
-        } else {
-            ""
-        };
         crate::say!(
-            "worldfs: warning: {} runs `worldfs hook`, but not on {} (installed by an older \
-             worldfs?); run `worldfs hook --install{codex}` again for it",
-            file.display(),
-            missing.join(", ")
+            "{}",
+            crate::claude_hook::install::outdated_warning(&file, agent, &missing)
         );
     }
     let client = reqwest::Client::builder()

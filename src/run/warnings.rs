@@ -44,6 +44,21 @@ pub(super) fn unhooked_agent(program: &Path, args: &[OsString], dir: &Path) -> O
     ))
 }
 
+/// Warnings for hook files of `program`'s agent, for `dir` or the user's, that run `worldfs
+/// hook` but not on every event this version needs (installed by an older one).
+pub(super) fn outdated_hooks(program: &Path, dir: &Path) -> Vec<String> {
+    let Some(whose) = agent(program) else {
+        return Vec::new();
+    };
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    crate::claude_hook::install::outdated(&[dir.to_owned()], home.as_deref(), codex_home.as_deref())
+        .into_iter()
+        .filter(|(_, a, _)| *a == whose)
+        .map(|(file, a, missing)| crate::claude_hook::install::outdated_warning(&file, a, &missing))
+        .collect()
+}
+
 /// A warning when `program` is Claude Code and one of its settings files sets
 /// `ANTHROPIC_BASE_URL`: Claude Code applies a setting's `env` over the environment it was
 /// started with (2.1.332: its call went to that address, none through the proxy).
