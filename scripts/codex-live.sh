@@ -795,4 +795,62 @@ RUN2_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run2.log" || true
 [ "$RUN2_SENT" -ge 1 ] || fail "no call under worldfs run (a free port) went with the projection ($RUN2_CALLS calls): $(tail -5 "$WORK/run2.log")"
 pass "worldfs run --proxy on a free port: codex's own provider, pointed at it by worldfs run, with the hooks it gave and trusted, reached it ($RUN2_SENT of $RUN2_CALLS calls sent with the projection)"
 
+# An interactive Codex under `worldfs run`, in a fourth project with no hooks installed: the
+# hooks and the trust it is given on its command line show no "Hooks need review" screen, and
+# set the goal from the prompt typed.
+if [ "${INTERACTIVE:-1}" = 1 ]; then
+  say "worldfs run --proxy -- codex, interactive, no hooks installed: no review asked, the goal set"
+  PROJ4=$WORK/run-project-4
+  mkdir -p "$PROJ4" "$WORK/codex-home-run4"
+  cp "$PROJ/util.py" "$PROJ4/"
+  { sed -e "s|^\[projects\..*|[projects.\"$PROJ4\"]|" "$WORK/codex-home/config.toml"
+    printf '\n[features]\ndaemon_auto_start = false\n'; } > "$WORK/codex-home-run4/config.toml"
+  # The `openai` provider's UI asks to sign in without a key saved (the environment's is not
+  # enough for it).
+  printf 'sk-stand-in' | CODEX_HOME=$WORK/codex-home-run4 "$CODEX" login --with-api-key \
+    > "$WORK/run4-login.out" 2>&1 || fail "codex login --with-api-key: $(cat "$WORK/run4-login.out")"
+  stand_in "$WORK/run4-api.out" --record "$WORK/run4-api.jsonl" --keep-bodies \
+    --script "$WORK/run-script.json"
+  wfs_defer "kill $STAND_IN_PID 2> /dev/null || true"
+  [ -n "$STAND_IN_PORT" ] || fail "the fourth stand-in API did not start: $(cat "$WORK/run4-api.out")"
+  TUI=worldfs-codex-live-run-$$
+  # worldfs run's stderr (and Codex's) to a file; Codex draws on the terminal.
+  tmux new-session -d -s "$TUI" -x 160 -y 45 \
+    "cd / && CODEX_HOME='$WORK/codex-home-run4' OPENAI_API_KEY=sk-stand-in '$BIN' -v run --proxy \
+     --upstream 'http://127.0.0.1:$STAND_IN_PORT' --no-state --log '$WORK/run4.log' -C '$PROJ4' \
+     -- '$CODEX' -c model_provider=openai -a never -s workspace-write 2> '$WORK/run4.err'; \
+     echo \$? > '$WORK/run4.rc'"
+  wfs_defer "tmux kill-session -t $TUI 2> /dev/null || true"
+  screen_has() {  # TEXT SECONDS: waits until the screen shows TEXT
+    local i
+    for ((i = 0; i < $2 * 10; i++)); do
+      tmux capture-pane -p -t "$TUI" 2> /dev/null | grep -qF "$1" && return 0
+      sleep 0.1
+    done
+    return 1
+  }
+  screen_has "Ask Codex" 60 || fail "Codex did not start under worldfs run: $(tmux capture-pane -p -t "$TUI"; cat "$WORK/run4.err")"
+  tmux capture-pane -p -t "$TUI" | grep -qF "Hooks need review" \
+    && fail "Codex asked to review the hooks worldfs run gave and trusted"
+  # The input box shows before it takes keys.
+  sleep 1
+  tmux send-keys -t "$TUI" -l "Show util.py"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  screen_has "Ran under worldfs run." 60 || fail "the interactive turn did not end: $(tmux capture-pane -p -t "$TUI")"
+  "$BIN" ctl -C "$PROJ4" goal.get '{}' | grep -q '"goal": "Show util.py"' \
+    || fail "the hooks worldfs run gave did not set the interactive session's goal: $("$BIN" ctl -C "$PROJ4" goal.get '{}')"
+  tmux send-keys -t "$TUI" -l "/quit"
+  sleep 0.3
+  tmux send-keys -t "$TUI" Enter
+  for _ in $(seq 300); do [ -s "$WORK/run4.rc" ] && break; sleep 0.1; done
+  [ "$(cat "$WORK/run4.rc" 2> /dev/null)" = 0 ] || fail "worldfs run (interactive) did not end with 0 after /quit: $(cat "$WORK/run4.rc" 2> /dev/null); $(tail -5 "$WORK/run4.err")"
+  TUI=
+  if grep -q " $PROJ4 fuse" /proc/mounts; then fail "$PROJ4 is still mounted after worldfs run"; fi
+  RUN4_CALLS=$(wc -l < "$WORK/run4-api.jsonl")
+  RUN4_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run4.log" || true)
+  [ "$RUN4_SENT" -ge 1 ] || fail "no interactive call under worldfs run went with the projection ($RUN4_CALLS calls): $(tail -5 "$WORK/run4.log")"
+  pass "an interactive Codex under worldfs run, hooks given and trusted on its command line: no review asked, the goal set, $RUN4_SENT of $RUN4_CALLS calls sent with the projection"
+fi
+
 say "all $checks checks passed"
