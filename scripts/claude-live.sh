@@ -996,5 +996,7 @@ if [ -e "$PROJ2/.claude/settings.local.json" ]; then fail "worldfs run wrote hoo
 RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
 RUN_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_REWRITTEN" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
+grep -qE "worldfs: [0-9]+ model calls? of the session through the proxy, $RUN_REWRITTEN with the projection" "$WORK/run.err" \
+  || fail "worldfs run did not say the proxy's account at the end: $(cat "$WORK/run.err")"
 say "ok: worldfs run --proxy: claude ran in the mount with the hooks on its command line ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 say "all checks passed"

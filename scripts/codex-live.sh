@@ -762,6 +762,8 @@ grep -q "worldfs: unmounted $PROJ2" "$WORK/run.out" || fail "worldfs run did not
 RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
 RUN_SENT=$(grep -c "/v1/responses: sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_SENT" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
+grep -qE "worldfs: [0-9]+ model calls? of the session through the proxy, $RUN_SENT with the projection" "$WORK/run.out" \
+  || fail "worldfs run did not say the proxy's account at the end: $(tail -20 "$WORK/run.out")"
 pass "worldfs run --proxy: codex ran in the mount ($RUN_SENT of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 
 # Without --listen: Codex's own `openai` provider (its config here names another, which the

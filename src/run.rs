@@ -33,6 +33,7 @@ mod daemons;
 mod hooks;
 mod log;
 mod signals;
+mod summary;
 mod warnings;
 
 use self::codex_address::{CodexAddress, Layers};
@@ -264,6 +265,14 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
             code
         }
     };
+    // The proxy first, so that every call it took is in the mount's account.
+    daemons.stop_all_but_the_mount();
+    if ran
+        && cfg.proxy.is_some()
+        && let Some(line) = summary::summary(&socket)
+    {
+        eprintln!("{line}");
+    }
     daemons.stop();
     // A setting of the agent's own (an `env` in Claude Code's settings, a provider in Codex's)
     // can send its calls past the proxy, and nothing else would tell.

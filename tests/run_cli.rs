@@ -888,3 +888,29 @@ fn an_agents_hooks_from_an_older_install_are_warned_of() {
     let err = s.run_program(&[], &home, &s.stand_in("claude"), &[]);
     assert!(!err.contains(warned), "stderr:\n{err}");
 }
+
+/// With `--proxy`, the end of the run says what the proxy told the mount of the session's model
+/// calls (here told by the command itself, as the proxy does: `proxy.record`); nothing after a
+/// run without such calls.
+#[test]
+fn the_proxys_account_is_said_at_the_end() {
+    let s = Setup::new();
+    let args = ["--proxy", "--upstream", "http://127.0.0.1:9"];
+    let said = "of the session through the proxy";
+    let out = s.run(&args, "true");
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert!(!stderr(&out).contains(said), "stderr:\n{}", stderr(&out));
+    let record = r#"for sent in 250 350; do
+  "$WFS" ctl proxy.record "{\"history_tokens\": 1000, \"sent_tokens\": $sent, \"rewritten\": true}" > /dev/null
+done"#;
+    let out = s.run(&args, record);
+    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "2 model calls of the session through the proxy, 2 with the projection: their \
+             messages 600 tokens as sent, against 2000 as the agent sent them (30.0%)"
+        ),
+        "stderr:\n{}",
+        stderr(&out)
+    );
+}

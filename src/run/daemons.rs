@@ -91,53 +91,69 @@ impl Daemons {
         Ok(st)
     }
 
+    /// Stops the daemons started after the mount (the proxy), the last started first, leaving
+    /// the mount serving: what they told it is then all in.
+    pub(super) fn stop_all_but_the_mount(&mut self) {
+        while self.started.last().is_some_and(|d| !d.mount) {
+            self.stop_last();
+        }
+    }
+
     /// Stops each daemon (SIGTERM), the last started first. The mount may stay as a detached
     /// mount, served until the processes that hold it let go, which is said.
     pub(super) fn stop(&mut self) {
-        while let Some(mut d) = self.started.pop() {
-            if let Ok(Some(_)) = d.child.try_wait() {
-                continue;
+        while !self.started.is_empty() {
+            self.stop_last();
+        }
+    }
+
+    /// Stops the last daemon started, and says how it ended when that is news.
+    fn stop_last(&mut self) {
+        let Some(mut d) = self.started.pop() else {
+            return;
+        };
+        if let Ok(Some(_)) = d.child.try_wait() {
+            return;
+        }
+        let pid = d.child.id() as libc::pid_t;
+        // SAFETY: a signal to our own child, not reaped yet, so the pid is still its.
+        unsafe { libc::kill(pid, libc::SIGTERM) };
+        let stopped = self.wait_stopped(&mut d);
+        // Its warnings (a failed save) come before what is said of its end.
+        self.log.pump();
+        match stopped {
+            Stopped::Exited(st) if d.mount && st.success() => {
+                eprintln!("worldfs: unmounted {}", self.dir.display());
             }
-            let pid = d.child.id() as libc::pid_t;
-            // SAFETY: a signal to our own child, not reaped yet, so the pid is still its.
-            unsafe { libc::kill(pid, libc::SIGTERM) };
-            let stopped = self.wait_stopped(&mut d);
-            // Its warnings (a failed save) come before what is said of its end.
-            self.log.pump();
-            match stopped {
-                Stopped::Exited(st) if d.mount && st.success() => {
-                    eprintln!("worldfs: unmounted {}", self.dir.display());
-                }
-                Stopped::Exited(st) if !st.success() && st.signal() != Some(libc::SIGTERM) => {
-                    eprintln!(
-                        "worldfs: warning: {} ended with {} (see {})",
-                        d.name,
-                        describe(st),
-                        self.log.path.display()
-                    );
-                }
-                Stopped::Exited(_) => {}
-                Stopped::Detached => eprintln!(
-                    "worldfs: {} was still in use, so it is detached: its daemon (pid {pid}) \
-                     serves the processes that hold it until they let go (see {})",
-                    self.dir.display(),
-                    self.log.path.display()
-                ),
-                Stopped::Running => eprintln!(
-                    "worldfs: warning: {} (pid {pid}) did not stop within {} s (see {}){}",
+            Stopped::Exited(st) if !st.success() && st.signal() != Some(libc::SIGTERM) => {
+                eprintln!(
+                    "worldfs: warning: {} ended with {} (see {})",
                     d.name,
-                    STOP_WAIT.as_secs(),
-                    self.log.path.display(),
-                    if d.mount {
-                        format!(
-                            "; `worldfs unmount {}` removes the mount",
-                            self.dir.display()
-                        )
-                    } else {
-                        String::new()
-                    }
-                ),
+                    describe(st),
+                    self.log.path.display()
+                );
             }
+            Stopped::Exited(_) => {}
+            Stopped::Detached => eprintln!(
+                "worldfs: {} was still in use, so it is detached: its daemon (pid {pid}) \
+                 serves the processes that hold it until they let go (see {})",
+                self.dir.display(),
+                self.log.path.display()
+            ),
+            Stopped::Running => eprintln!(
+                "worldfs: warning: {} (pid {pid}) did not stop within {} s (see {}){}",
+                d.name,
+                STOP_WAIT.as_secs(),
+                self.log.path.display(),
+                if d.mount {
+                    format!(
+                        "; `worldfs unmount {}` removes the mount",
+                        self.dir.display()
+                    )
+                } else {
+                    String::new()
+                }
+            ),
         }
     }
 
