@@ -69,8 +69,11 @@ pub enum Command {
         /// environment, and ANTHROPIC_BASE_URL (Claude Code) unless --upstream is OpenAI's.
         #[arg(long)]
         proxy: bool,
-        /// With --proxy: where the proxy sends requests; by default https://api.openai.com when
-        /// COMMAND is `codex`, https://api.anthropic.com otherwise.
+        /// With --proxy: where the proxy sends requests. By default, for `codex`, where its
+        /// `openai` provider goes (the origin of a config's openai_base_url, a gateway, else
+        /// https://api.openai.com); for any other COMMAND, ANTHROPIC_BASE_URL when the
+        /// environment sets it (a gateway the agent would have used), else
+        /// https://api.anthropic.com.
         #[arg(long, env = "WORLDFS_PROXY_UPSTREAM", value_name = "URL")]
         upstream: Option<String>,
         /// With --proxy: the address it listens on (port 0 picks a free one).

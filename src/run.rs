@@ -159,10 +159,11 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     let mut proxy_url = None;
     let mut codex_args = None;
     if let Some(p) = &cfg.proxy {
-        let upstream = p
-            .upstream
-            .clone()
-            .unwrap_or_else(|| default_upstream(Path::new(program)).to_owned());
+        let codex = codex_address::for_codex(Path::new(program), args, &Layers::of(&dir));
+        let (upstream, whose) = match &p.upstream {
+            Some(u) => (u.clone(), ""),
+            None => default_upstream(Path::new(program), &codex),
+        };
         let mut proxy = Command::new(&exe);
         proxy
             .args(&verbose)
@@ -183,16 +184,17 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
             addr.try_recv().ok()
         })?;
-        let anthropic = for_anthropic(&upstream);
+        let anthropic = !matches!(codex, CodexAddress::Openai { .. }) && for_anthropic(&upstream);
         let set = if anthropic {
             "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
         } else {
             "WORLDFS_PROXY_URL is"
         };
-        eprintln!("worldfs: proxy on {url}, forwarding to {upstream}: {set} set to it");
-        match codex_address::for_codex(Path::new(program), args, &Layers::of(&dir), &url) {
+        eprintln!("worldfs: proxy on {url}, forwarding to {upstream}{whose}: {set} set to it");
+        match codex {
             CodexAddress::Untouched => {}
-            CodexAddress::Given(a) => {
+            CodexAddress::Openai { base } => {
+                let a = codex_address::pointing(&base, &url);
                 eprintln!(
                     "worldfs: Codex's `openai` provider is pointed at the proxy on its command \
                      line ({} {})",
@@ -340,13 +342,25 @@ fn answering(dir: &Path, socket: Option<&Path>) -> Option<PathBuf> {
     Some(socket)
 }
 
-/// Where the proxy sends requests unless told: OpenAI's API for Codex, Anthropic's for any
-/// other program (Claude Code, and the programs a user wraps it in).
-fn default_upstream(program: &Path) -> &'static str {
+/// Where the proxy sends requests unless told, and whose address that is when it is not the
+/// API's own: for Codex, where its `openai` provider goes (a gateway a config layer names, or
+/// OpenAI's API); for any other program (Claude Code, and the programs a user wraps it in),
+/// the `ANTHROPIC_BASE_URL` of the environment (a gateway the agent would have used), else
+/// Anthropic's API.
+fn default_upstream(program: &Path, codex: &CodexAddress) -> (String, &'static str) {
+    const OPENAI: &str = "https://api.openai.com";
+    if let CodexAddress::Openai { base } = codex {
+        return match codex_address::upstream_for(base) {
+            Some(u) if u != OPENAI => (u, " (Codex's openai_base_url)"),
+            _ => (OPENAI.to_owned(), ""),
+        };
+    }
     if warnings::agent(program) == Some(crate::claude_hook::install::Agent::Codex) {
-        "https://api.openai.com"
-    } else {
-        "https://api.anthropic.com"
+        return (OPENAI.to_owned(), "");
+    }
+    match std::env::var("ANTHROPIC_BASE_URL") {
+        Ok(u) if !u.trim().is_empty() => (u, " (ANTHROPIC_BASE_URL's)"),
+        _ => ("https://api.anthropic.com".to_owned(), ""),
     }
 }
 

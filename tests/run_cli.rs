@@ -577,7 +577,24 @@ fn codex_is_pointed_at_the_proxy_on_its_command_line() {
         "stderr:\n{err}"
     );
 
+    // A gateway in config.toml: the proxy forwards there, and Codex keeps its path.
     let config = home.join(".codex/config.toml");
+    std::fs::write(
+        &config,
+        "openai_base_url = \"http://127.0.0.1:9/openai/v1\"\n",
+    )
+    .unwrap();
+    let err = s.run_program(&["--proxy", "--no-hooks"], &home, &codex, &["exec"]);
+    assert!(
+        err.contains("forwarding to http://127.0.0.1:9 (Codex's openai_base_url):"),
+        "stderr:\n{err}"
+    );
+    let a = args();
+    assert!(
+        a[1].starts_with("openai_base_url=\"http://127.0.0.1:") && a[1].ends_with("/openai/v1\""),
+        "{a:?}"
+    );
+
     std::fs::write(&config, "model_provider = \"mine\"\n").unwrap();
     let err = s.run_program(&proxy, &home, &codex, &["exec"]);
     assert!(
@@ -912,5 +929,36 @@ done"#;
         ),
         "stderr:\n{}",
         stderr(&out)
+    );
+}
+
+/// Claude Code started with `ANTHROPIC_BASE_URL` (a gateway) would have sent its calls there:
+/// the proxy forwards there unless `--upstream` says otherwise, and the command is given the
+/// proxy's address in its place.
+#[test]
+fn an_anthropic_base_url_of_the_environment_is_the_upstream() {
+    let s = Setup::new();
+    let script = r#"echo "$ANTHROPIC_BASE_URL" > "$OUT/url""#;
+    let run = |args: &[&str]| {
+        let mut c = s.command(args, script);
+        c.env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/gateway");
+        let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    };
+    let err = run(&["--proxy"]);
+    assert!(
+        err.contains("forwarding to http://127.0.0.1:9/gateway (ANTHROPIC_BASE_URL's):"),
+        "stderr:\n{err}"
+    );
+    let url = s.read("url");
+    assert!(
+        url.starts_with("http://127.0.0.1:") && !url.contains("gateway"),
+        "{url}"
+    );
+    let err = run(&["--proxy", "--upstream", "http://127.0.0.1:8"]);
+    assert!(
+        err.contains("forwarding to http://127.0.0.1:8:"),
+        "stderr:\n{err}"
     );
 }

@@ -4,7 +4,9 @@
 //! (vendor-docs/codex.md, "The model calls"), so `WORLDFS_PROXY_URL` alone reaches it only
 //! through a shell. Its built-in `openai` provider is moved by `openai_base_url`: given as
 //! `-c openai_base_url="PROXY/v1"` before the user's arguments, where Codex takes it for
-//! `exec` and its other subcommands too. A provider of the user's own (`model_provider` in a
+//! `exec` and its other subcommands too. When a layer already moves it (a gateway), the
+//! proxy forwards there: to that address's origin, with Codex given the proxy's address with
+//! the same path, so that the path each call names is the one the gateway expects. A provider of the user's own (`model_provider` in a
 //! config file, or `-c`) has an address worldfs does not know the shape of, and is left as it
 //! is: the run warns, or takes it that `--listen` is the address it names.
 //!
@@ -26,8 +28,9 @@ use crate::claude_hook::install::Agent;
 pub(super) enum CodexAddress {
     /// Not Codex, or its command line names an address of its own.
     Untouched,
-    /// These arguments go before the user's: the `openai` provider, moved to the proxy.
-    Given([OsString; 2]),
+    /// The built-in `openai` provider, at `base` (its own address, or a layer's
+    /// `openai_base_url`): to be moved to the proxy (`pointing`).
+    Openai { base: String },
     /// The provider is one of the user's own, named where `from` says.
     OwnProvider { name: String, from: String },
 }
@@ -66,14 +69,11 @@ impl Layers {
     }
 }
 
-/// What to do for `program` with `args`, run with its configuration in `layers`, when the
-/// proxy is at `url`.
-pub(super) fn for_codex(
-    program: &Path,
-    args: &[OsString],
-    layers: &Layers,
-    url: &str,
-) -> CodexAddress {
+/// The `openai` provider's own address.
+const OPENAI: &str = "https://api.openai.com/v1";
+
+/// What to do for `program` with `args`, run with its configuration in `layers`.
+pub(super) fn for_codex(program: &Path, args: &[OsString], layers: &Layers) -> CodexAddress {
     if agent(program) != Some(Agent::Codex) {
         return CodexAddress::Untouched;
     }
@@ -85,16 +85,44 @@ pub(super) fn for_codex(
     if args.iter().any(|a| a.contains("base_url")) {
         return CodexAddress::Untouched;
     }
+    let files = layers.files(profile_in_args(&args).as_deref());
     let provider = provider_in_args(&args)
         .map(|p| (p, "-c model_provider".to_owned()))
-        .or_else(|| provider_in_config(&layers.files(profile_in_args(&args).as_deref())));
+        .or_else(|| provider_in_config(&files));
     match provider {
         Some((name, from)) if name != "openai" => CodexAddress::OwnProvider { name, from },
-        _ => CodexAddress::Given([
-            "-c".into(),
-            format!("openai_base_url={}", toml_string(&format!("{url}/v1"))).into(),
-        ]),
+        _ => CodexAddress::Openai {
+            base: base_in_config(&files).unwrap_or_else(|| OPENAI.to_owned()),
+        },
     }
+}
+
+/// Where the proxy forwards the calls of the `openai` provider at `base`: its origin (scheme,
+/// host and port); the path stays in each call's (`pointing`). None when `base` is no URL.
+pub(super) fn upstream_for(base: &str) -> Option<String> {
+    let url = reqwest::Url::parse(base).ok()?;
+    let origin = url.origin();
+    origin.is_tuple().then(|| origin.ascii_serialization())
+}
+
+/// The arguments that move the `openai` provider at `base` to the proxy at `url`: the proxy's
+/// address with `base`'s path, before the user's arguments.
+pub(super) fn pointing(base: &str, url: &str) -> [OsString; 2] {
+    let path = reqwest::Url::parse(base)
+        .map(|u| u.path().trim_end_matches('/').to_owned())
+        .unwrap_or_else(|_| "/v1".to_owned());
+    [
+        "-c".into(),
+        format!("openai_base_url={}", toml_string(&format!("{url}{path}"))).into(),
+    ]
+}
+
+/// The `openai_base_url` of the layer that counts most, if one sets it.
+fn base_in_config(files: &[PathBuf]) -> Option<String> {
+    files.iter().rev().find_map(|f| {
+        let table: toml::Table = std::fs::read_to_string(f).ok()?.parse().ok()?;
+        Some(table.get("openai_base_url")?.as_str()?.to_owned())
+    })
 }
 
 /// The value of the last `model_provider=VALUE` among `-c` overrides.
@@ -161,17 +189,14 @@ fn toml_string(s: &str) -> String {
 mod tests {
     use super::*;
 
-    const URL: &str = "http://127.0.0.1:41234";
-
     fn args(a: &[&str]) -> Vec<OsString> {
         a.iter().map(OsString::from).collect()
     }
 
     fn given() -> CodexAddress {
-        CodexAddress::Given([
-            "-c".into(),
-            "openai_base_url=\"http://127.0.0.1:41234/v1\"".into(),
-        ])
+        CodexAddress::Openai {
+            base: OPENAI.into(),
+        }
     }
 
     /// Layers in a temporary directory: `system.toml`, `home/`, `project/`.
@@ -197,24 +222,21 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let l = layers(dir.path());
         let codex = Path::new("/usr/local/bin/codex");
-        assert_eq!(
-            for_codex(codex, &args(&["exec", "fix it"]), &l, URL),
-            given()
-        );
+        assert_eq!(for_codex(codex, &args(&["exec", "fix it"]), &l), given());
         let openai = args(&["-c", "model_provider=openai", "exec", "x"]);
-        assert_eq!(for_codex(codex, &openai, &l, URL), given());
+        assert_eq!(for_codex(codex, &openai, &l), given());
         let pointed = args(&["-c", "openai_base_url=\"http://elsewhere/v1\""]);
-        assert_eq!(for_codex(codex, &pointed, &l, URL), CodexAddress::Untouched);
+        assert_eq!(for_codex(codex, &pointed, &l), CodexAddress::Untouched);
         let own_arg = args(&["-c", "model_provider=\"azure\""]);
         assert_eq!(
-            for_codex(codex, &own_arg, &l, URL),
+            for_codex(codex, &own_arg, &l),
             CodexAddress::OwnProvider {
                 name: "azure".into(),
                 from: "-c model_provider".into()
             }
         );
         assert_eq!(
-            for_codex(Path::new("claude"), &[], &l, URL),
+            for_codex(Path::new("claude"), &[], &l),
             CodexAddress::Untouched
         );
     }
@@ -228,28 +250,25 @@ mod tests {
         let codex = Path::new("codex");
         std::fs::write(&l.system, "model_provider = \"corp\"\n").unwrap();
         assert_eq!(
-            for_codex(codex, &args(&["exec"]), &l, URL),
+            for_codex(codex, &args(&["exec"]), &l),
             own("corp", &l.system)
         );
         std::fs::write(&user, "model_provider = \"mine\"\n").unwrap();
-        assert_eq!(
-            for_codex(codex, &args(&["exec"]), &l, URL),
-            own("mine", &user)
-        );
+        assert_eq!(for_codex(codex, &args(&["exec"]), &l), own("mine", &user));
         // `--profile NAME`: the user's NAME.config.toml over config.toml.
         let work = dir.path().join("home/work.config.toml");
         std::fs::write(&work, "model_provider = \"openai\"\n").unwrap();
         assert_eq!(
-            for_codex(codex, &args(&["-p", "work", "exec"]), &l, URL),
+            for_codex(codex, &args(&["-p", "work", "exec"]), &l),
             given()
         );
         assert_eq!(
-            for_codex(codex, &args(&["--profile=lab"]), &l, URL),
+            for_codex(codex, &args(&["--profile=lab"]), &l),
             own("mine", &user)
         );
         // The project's file counts over the user's.
         std::fs::write(&project, "model_provider = \"openai\"\n").unwrap();
-        assert_eq!(for_codex(codex, &args(&[]), &l, URL), given());
+        assert_eq!(for_codex(codex, &args(&[]), &l), given());
         // A legacy profile selected in a file, and its table.
         std::fs::write(
             &project,
@@ -257,7 +276,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(
-            for_codex(codex, &args(&[]), &l, URL),
+            for_codex(codex, &args(&[]), &l),
             CodexAddress::OwnProvider {
                 name: "legacy".into(),
                 from: format!("{}, profile old", project.display())
@@ -265,6 +284,40 @@ mod tests {
         );
         // A file that is not TOML is passed over.
         std::fs::write(&project, "not [toml").unwrap();
-        assert_eq!(for_codex(codex, &args(&[]), &l, URL), own("mine", &user));
+        assert_eq!(for_codex(codex, &args(&[]), &l), own("mine", &user));
+    }
+
+    #[test]
+    fn a_gateway_in_the_config_is_the_upstream_and_its_path_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = layers(dir.path());
+        std::fs::write(
+            dir.path().join("home/config.toml"),
+            "openai_base_url = \"https://gw.example.com:8443/openai/v1/\"\n",
+        )
+        .unwrap();
+        let CodexAddress::Openai { base } = for_codex(Path::new("codex"), &[], &l) else {
+            panic!("not the openai provider");
+        };
+        assert_eq!(
+            upstream_for(&base).as_deref(),
+            Some("https://gw.example.com:8443")
+        );
+        assert_eq!(
+            pointing(&base, "http://127.0.0.1:41234"),
+            [
+                OsString::from("-c"),
+                OsString::from("openai_base_url=\"http://127.0.0.1:41234/openai/v1\"")
+            ]
+        );
+        assert_eq!(
+            upstream_for(OPENAI).as_deref(),
+            Some("https://api.openai.com")
+        );
+        assert_eq!(
+            pointing(OPENAI, "http://127.0.0.1:1")[1],
+            "openai_base_url=\"http://127.0.0.1:1/v1\""
+        );
+        assert_eq!(upstream_for("not a url"), None);
     }
 }
