@@ -980,8 +980,11 @@ pids+=("$STAND_IN_PID")
 RUN_API_PORT=$STAND_IN_PORT
 [ -n "$RUN_API_PORT" ] || fail "the second stand-in API did not start: $(cat "$WORK/run-api.out")"
 set +e
+# ANTHROPIC_BASE_URL at the stand-in, as at a gateway the user's Claude Code goes through: the
+# proxy forwards there with no --upstream.
 env HOME="$WORK/home" ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
-  DISABLE_AUTOUPDATER=1 timeout 240 "$BIN" -v run --proxy --upstream "http://127.0.0.1:$RUN_API_PORT" \
+  DISABLE_AUTOUPDATER=1 ANTHROPIC_BASE_URL="http://127.0.0.1:$RUN_API_PORT" timeout 240 \
+  "$BIN" -v run --proxy \
   --no-state --log "$WORK/run.log" -C "$PROJ2" -- "$CLAUDE" -p "Look at util.py" \
   --allowedTools "Read,Bash" --permission-mode acceptEdits --output-format json \
   > "$WORK/run.json" 2> "$WORK/run.err"
@@ -991,6 +994,7 @@ set -e
 grep -q "Ran under worldfs run." "$WORK/run.json" || fail "claude under worldfs run did not finish: $(tail -c 500 "$WORK/run.json")"
 if grep -q " $PROJ2 fuse" /proc/mounts; then fail "$PROJ2 is still mounted after worldfs run"; fi
 grep -q "worldfs: unmounted $PROJ2" "$WORK/run.err" || fail "worldfs run did not say it unmounted: $(cat "$WORK/run.err")"
+grep -qF "forwarding to http://127.0.0.1:$RUN_API_PORT (ANTHROPIC_BASE_URL's)" "$WORK/run.err" || fail "the proxy under worldfs run did not forward to ANTHROPIC_BASE_URL: $(cat "$WORK/run.err")"
 grep -q "Claude Code gets worldfs's hooks for this run" "$WORK/run.err" || fail "worldfs run did not give claude the hooks: $(cat "$WORK/run.err")"
 if [ -e "$PROJ2/.claude/settings.local.json" ]; then fail "worldfs run wrote hooks into $PROJ2"; fi
 RUN_CALLS=$(wc -l < "$WORK/run-api.jsonl")
@@ -998,5 +1002,5 @@ RUN_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/run.log" || true)
 [ "$RUN_REWRITTEN" -ge 1 ] || fail "no call under worldfs run went with the projection ($RUN_CALLS calls): $(tail -5 "$WORK/run.log")"
 grep -qE "worldfs: [0-9]+ model calls? of the session through the proxy, $RUN_REWRITTEN with the projection" "$WORK/run.err" \
   || fail "worldfs run did not say the proxy's account at the end: $(cat "$WORK/run.err")"
-say "ok: worldfs run --proxy: claude ran in the mount with the hooks on its command line ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
+say "ok: worldfs run --proxy: claude ran in the mount with the hooks on its command line, the proxy forwarding to its ANTHROPIC_BASE_URL ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
 say "all checks passed"
