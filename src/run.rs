@@ -28,6 +28,7 @@ use serde_json::json;
 use crate::cli::MountOptions;
 use crate::socket::Client;
 
+mod agent;
 mod codex_address;
 mod daemons;
 mod hooks;
@@ -70,7 +71,8 @@ pub struct RunConfig {
     pub options: MountOptions,
     pub proxy: Option<ProxyOptions>,
     pub log: Option<PathBuf>,
-    /// Whether `claude` may be given worldfs's hooks on its command line (module `hooks`).
+    /// Whether `claude` or `codex` may be given worldfs's hooks on its command line (module
+    /// `hooks`).
     pub hooks: bool,
     /// The program and its arguments.
     pub command: Vec<OsString>,
@@ -184,7 +186,10 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         let url = wait_ready(&mut daemons, proxy, PROXY_WAIT, &signals, || {
             addr.try_recv().ok()
         })?;
-        let anthropic = !matches!(codex, CodexAddress::Openai { .. }) && for_anthropic(&upstream);
+        // Codex reads no variable for its address, and calls OpenAI's API.
+        let anthropic = agent::agent(Path::new(program))
+            != Some(crate::claude_hook::install::Agent::Codex)
+            && for_anthropic(&upstream);
         let set = if anthropic {
             "ANTHROPIC_BASE_URL and WORLDFS_PROXY_URL are"
         } else {
@@ -355,11 +360,16 @@ fn default_upstream(program: &Path, codex: &CodexAddress) -> (String, &'static s
             _ => (OPENAI.to_owned(), ""),
         };
     }
-    if warnings::agent(program) == Some(crate::claude_hook::install::Agent::Codex) {
+    if agent::agent(program) == Some(crate::claude_hook::install::Agent::Codex) {
         return (OPENAI.to_owned(), "");
     }
+    // Not the proxy of a `worldfs run` this one runs in (which set both): that proxy serves
+    // another mount, and would rewrite the calls again with its projection.
+    let outer = std::env::var("WORLDFS_PROXY_URL").ok();
     match std::env::var("ANTHROPIC_BASE_URL") {
-        Ok(u) if !u.trim().is_empty() => (u, " (ANTHROPIC_BASE_URL's)"),
+        Ok(u) if !u.trim().is_empty() && outer.as_deref() != Some(u.as_str()) => {
+            (u, " (ANTHROPIC_BASE_URL's)")
+        }
         _ => ("https://api.anthropic.com".to_owned(), ""),
     }
 }

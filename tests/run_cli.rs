@@ -961,4 +961,14 @@ fn an_anthropic_base_url_of_the_environment_is_the_upstream() {
         err.contains("forwarding to http://127.0.0.1:8:"),
         "stderr:\n{err}"
     );
+    // The address a `worldfs run` around this one set (its proxy, for another mount) is not.
+    let mut c = s.command(&["--proxy"], script);
+    c.env("ANTHROPIC_BASE_URL", "http://127.0.0.1:9/gateway")
+        .env("WORLDFS_PROXY_URL", "http://127.0.0.1:9/gateway");
+    let out = run_with_timeout(&mut c, RUN_TIMEOUT);
+    assert!(
+        stderr(&out).contains("forwarding to https://api.anthropic.com:"),
+        "stderr:\n{}",
+        stderr(&out)
+    );
 }

@@ -20,7 +20,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::warnings::agent;
+use super::agent::agent;
 use crate::claude_hook::install::Agent;
 
 /// What `worldfs run` does about Codex's address.

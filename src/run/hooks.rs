@@ -22,7 +22,7 @@ use anyhow::Context;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 
-use super::warnings::agent;
+use super::agent::{agent, homes};
 use crate::claude_hook::install::{self, Agent, TIMEOUT_SECS, registered_for};
 
 /// Whether `args` set Claude Code's flag settings themselves: a second `--settings` is not
@@ -58,8 +58,7 @@ pub(super) fn for_agent(
         Agent::ClaudeCode => settings_given(args),
         Agent::Codex => codex_hooks_given(args),
     };
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let codex_home = std::env::var_os("CODEX_HOME").map(std::path::PathBuf::from);
+    let (home, codex_home) = homes();
     if own
         || registered_for(
             whose,

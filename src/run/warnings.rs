@@ -3,37 +3,32 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
+use super::agent::{agent, homes};
 use crate::claude_hook::install::{Agent, registered_for};
-
-/// Which agent `program` is, by its name.
-pub(super) fn agent(program: &Path) -> Option<Agent> {
-    match program.file_name()?.to_str()? {
-        "claude" => Some(Agent::ClaudeCode),
-        "codex" => Some(Agent::Codex),
-        _ => None,
-    }
-}
 
 /// A warning when `program` is Claude Code or Codex and none of its settings for `dir` (nor
 /// the user's) register `worldfs hook`: only the hook tells the mount the session's goal and
-/// its steps. Another agent's hooks do not count. For Claude Code, given when it was not given
-/// the hooks on its command line (`--no-hooks`, or a `--settings` of `args`).
+/// its steps. Another agent's hooks do not count. Given when the agent was not given the hooks
+/// on its command line (`--no-hooks`, or settings or hooks of its own in `args`).
 pub(super) fn unhooked_agent(program: &Path, args: &[OsString], dir: &Path) -> Option<String> {
     let whose = agent(program)?;
     let (agent, codex) = match whose {
         Agent::ClaudeCode => ("Claude Code", ""),
         Agent::Codex => ("Codex", " --codex"),
     };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    let (home, codex_home) = homes();
     let dirs = [dir.to_owned()];
     if registered_for(whose, &dirs, home.as_deref(), codex_home.as_deref()) {
         return None;
     }
-    let why = if whose == Agent::ClaudeCode && super::hooks::settings_given(args) {
-        " (its own --settings stands in for the hooks worldfs gives it otherwise)"
-    } else {
-        ""
+    let why = match whose {
+        Agent::ClaudeCode if super::hooks::settings_given(args) => {
+            " (its own --settings stands in for the hooks worldfs gives it otherwise)"
+        }
+        Agent::Codex if super::hooks::codex_hooks_given(args) => {
+            " (its own -c hooks.… stand in for the hooks worldfs gives it otherwise)"
+        }
+        _ => "",
     };
     Some(format!(
         "worldfs: warning: no settings of {} register `worldfs hook`{why}, so the mount records \
@@ -50,8 +45,7 @@ pub(super) fn outdated_hooks(program: &Path, dir: &Path) -> Vec<String> {
     let Some(whose) = agent(program) else {
         return Vec::new();
     };
-    let home = std::env::var_os("HOME").map(PathBuf::from);
-    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    let (home, codex_home) = homes();
     crate::claude_hook::install::outdated(&[dir.to_owned()], home.as_deref(), codex_home.as_deref())
         .into_iter()
         .filter(|(_, a, _)| *a == whose)
