@@ -1492,3 +1492,21 @@ fn a_sigterm_while_connections_come_stops_the_proxy() {
         );
     }
 }
+
+/// A proxy stopped right after its last answer (as `worldfs run` stops it when the agent
+/// exits) has told the mount the account of every call it took: `worldfs run` and `worldfs
+/// status` read the session's numbers from the mount. The first call's account loads the
+/// tokenizer, so it comes well after the answer.
+#[test]
+fn a_stopped_proxy_has_told_the_mount_of_every_call() {
+    let (m, mut c) = session_that_read_calc();
+    let file = m.path("calc.py").to_string_lossy().into_owned();
+    let up = Upstream::start();
+    let mut proxy = Proxy::start(&m, up.port, &[]);
+    let sent = send_through(&up, &proxy, &claude_request(PROMPT, &file, 3));
+    assert!(sent["messages"].is_array(), "{sent}");
+    assert!(proxy.stop().success());
+    let stats = c.call("stats", json!({})).expect("stats");
+    assert_eq!(stats["proxy"]["calls"], 1, "{}", stats["proxy"]);
+    assert_eq!(stats["proxy"]["rewritten"], 1, "{}", stats["proxy"]);
+}

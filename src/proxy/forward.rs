@@ -266,7 +266,11 @@ async fn forward(state: &Arc<State>, req: Request<Incoming>) -> anyhow::Result<R
         if let Some(call) = call {
             // Bookkeeping, after the call: it must not delay it.
             let state3 = Arc::clone(state);
-            tokio::task::spawn_blocking(move || account::record(&state3, &call));
+            state.recording.fetch_add(1, Ordering::SeqCst);
+            tokio::task::spawn_blocking(move || {
+                account::record(&state3, &call);
+                state3.recording.fetch_sub(1, Ordering::SeqCst);
+            });
         }
         match prepared {
             Prepared::Rewritten(b) => b,

@@ -69,7 +69,13 @@ struct State {
     counts: Counts,
     /// Token counts of messages seen, for the accounting.
     memo: crate::world::tokens::TokenCounter,
+    /// Calls whose account the mount has not been told yet (`account::record` under way).
+    recording: AtomicU64,
 }
+
+/// How long a stopping proxy waits for the accounts of its last calls to reach the mount: the
+/// first call's counts the tokens with a tokenizer it loads first.
+const RECORD_WAIT: Duration = Duration::from_secs(5);
 
 /// Runs the proxy until it is killed.
 pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
@@ -127,8 +133,15 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         client,
         counts: Counts::default(),
         memo: crate::world::tokens::TokenCounter::new(account::MEMO_MESSAGES),
+        recording: AtomicU64::new(0),
     });
     runtime.block_on(forward::serve(Arc::clone(&state)))?;
+    // What the mount says of the session after the proxy has stopped (`worldfs run`, `worldfs
+    // status`) must hold every call the proxy took, the last one's included.
+    let deadline = std::time::Instant::now() + RECORD_WAIT;
+    while state.recording.load(Ordering::SeqCst) > 0 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
     let n = |c: &AtomicU64| c.load(Ordering::Relaxed);
     crate::say!(
         "worldfs: proxy stopped; model calls: {} sent with the projection, {} as they came, {} as \
