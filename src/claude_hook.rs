@@ -68,6 +68,7 @@ use crate::socket::{Client, ClientError};
 
 pub(crate) mod answers;
 pub(crate) mod codex;
+pub mod codex_trust;
 mod goal;
 pub mod install;
 mod notices;

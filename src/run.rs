@@ -220,16 +220,30 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
         proxy_url = Some((url, anthropic));
     }
 
-    if let Some((whose, _)) = &hooks {
-        let (agent, codex) = match whose {
+    if let Some(given) = &hooks {
+        let (agent, codex) = match given.agent {
             crate::claude_hook::install::Agent::ClaudeCode => ("Claude Code", ""),
             crate::claude_hook::install::Agent::Codex => ("Codex", " --codex"),
         };
-        eprintln!(
-            "worldfs: {agent} gets worldfs's hooks for this run on its command line; \
-             `worldfs hook --install{codex} -C {}` registers them for every start",
-            dir.display()
-        );
+        if given.untrusted.is_empty() {
+            eprintln!(
+                "worldfs: {agent} gets worldfs's hooks for this run on its command line; \
+                 `worldfs hook --install{codex} -C {}` registers them for every start",
+                dir.display()
+            );
+        } else {
+            let files: Vec<String> = given
+                .untrusted
+                .iter()
+                .map(|f| f.display().to_string())
+                .collect();
+            eprintln!(
+                "worldfs: Codex gets worldfs's hooks for this run on its command line: it would \
+                 skip those of {}, which it does not trust (or a project it does not trust); \
+                 start `codex` there once and trust them (README, \"With Codex\")",
+                files.join(" and ")
+            );
+        }
     } else if cfg.proxy.is_none() {
         // The proxy says these itself.
         let warnings = unhooked_agent(Path::new(program), args, &dir)
@@ -241,7 +255,7 @@ pub fn run(cfg: RunConfig) -> anyhow::Result<ExitCode> {
     }
     let mut command = Command::new(program);
     command
-        .args(hooks.iter().flat_map(|(_, given)| given))
+        .args(hooks.iter().flat_map(|given| &given.args))
         .args(codex_args.iter().flatten())
         .args(args)
         // Resolved again by the child: it leads into the mount now.

@@ -871,12 +871,48 @@ fn codex_is_given_the_hooks_and_their_trust_on_its_command_line() {
         s.proj().as_os_str(),
     ]);
     assert!(installed.status.success(), "{installed:?}");
+    // Installed, but not trusted by Codex, which would skip them: given all the same.
+    let err = s.run_program(&[], &home, &codex, &["exec"]);
+    assert!(
+        err.contains(given) && err.contains("which it does not trust"),
+        "stderr:\n{err}"
+    );
+    assert!(args().len() > 1);
+    // Not given when Codex is told to run hooks untrusted: the installed ones run.
+    let bypass = ["--dangerously-bypass-hook-trust", "exec"];
+    let err = s.run_program(&[], &home, &codex, &bypass);
+    assert!(!err.contains(given), "stderr:\n{err}");
+    assert_eq!(args(), bypass);
+    // Trusted, as Codex's screen writes it (the project, and each hook's hash): left alone.
+    let file = s.proj().join(".codex/hooks.json");
+    let hooks: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    let keys = worldfs::claude_hook::codex_trust::keys_in_file(&file, &hooks, |_| true);
+    let mut config = format!(
+        "[projects.\"{}\"]\ntrust_level = \"trusted\"\n",
+        s.proj().display()
+    );
+    for (key, hash) in &keys {
+        config.push_str(&format!(
+            "[hooks.state.\"{key}\"]\ntrusted_hash = \"{hash}\"\n"
+        ));
+    }
+    std::fs::create_dir_all(home.join(".codex")).unwrap();
+    std::fs::write(home.join(".codex/config.toml"), &config).unwrap();
     let err = s.run_program(&[], &home, &codex, &["exec"]);
     assert!(
         !err.contains(given) && !err.contains(warned),
         "stderr:\n{err}"
     );
     assert_eq!(args(), ["exec"]);
+    // The project not trusted: Codex does not load its hooks.
+    std::fs::write(
+        home.join(".codex/config.toml"),
+        config.replace("trust_level = \"trusted\"", "trust_level = \"untrusted\""),
+    )
+    .unwrap();
+    let err = s.run_program(&[], &home, &codex, &["exec"]);
+    assert!(err.contains("which it does not trust"), "stderr:\n{err}");
 }
 
 /// Without `--proxy` (whose own warning it is otherwise), hooks an older worldfs installed,
@@ -900,7 +936,8 @@ fn an_agents_hooks_from_an_older_install_are_warned_of() {
     settings["hooks"].as_object_mut().unwrap().remove("Stop");
     std::fs::write(&hooks, settings.to_string()).unwrap();
     let warned = ".codex/hooks.json runs `worldfs hook`, but not on Stop";
-    let err = s.run_program(&[], &home, &s.stand_in("codex"), &[]);
+    // Not given the hooks (which they are, as Codex trusts none of these).
+    let err = s.run_program(&["--no-hooks"], &home, &s.stand_in("codex"), &[]);
     assert!(err.contains(warned), "stderr:\n{err}");
     let err = s.run_program(&[], &home, &s.stand_in("claude"), &[]);
     assert!(!err.contains(warned), "stderr:\n{err}");

@@ -20,9 +20,9 @@ use std::path::Path;
 
 use anyhow::Context;
 use serde_json::{Map, Value};
-use sha2::{Digest, Sha256};
 
 use super::agent::{agent, homes};
+use crate::claude_hook::codex_trust;
 use crate::claude_hook::install::{self, Agent, TIMEOUT_SECS, registered_for};
 
 /// Whether `args` set Claude Code's flag settings themselves: a second `--settings` is not
@@ -41,6 +41,15 @@ pub(super) fn codex_hooks_given(args: &[OsString]) -> bool {
         .any(|a| a.to_string_lossy().trim_start().starts_with("hooks."))
 }
 
+/// Hooks given to the agent on its command line.
+pub(super) struct Given {
+    pub agent: Agent,
+    /// To put before the user's arguments.
+    pub args: Vec<OsString>,
+    /// Codex's hooks files that register `worldfs hook` but that it would not run (untrusted).
+    pub untrusted: Vec<std::path::PathBuf>,
+}
+
 /// The agent `program` is and the arguments to put before `args` so that it runs
 /// `worldfs hook` (as `this`, or `worldfs` when `PATH` finds this program) on the events the
 /// mount needs: none for a program that is neither Claude Code nor Codex, when its settings for `dir` or the user's already
@@ -50,7 +59,7 @@ pub(super) fn for_agent(
     args: &[OsString],
     dir: &Path,
     this: &Path,
-) -> anyhow::Result<Option<(Agent, Vec<OsString>)>> {
+) -> anyhow::Result<Option<Given>> {
     let Some(whose) = agent(program) else {
         return Ok(None);
     };
@@ -59,19 +68,29 @@ pub(super) fn for_agent(
         Agent::Codex => codex_hooks_given(args),
     };
     let (home, codex_home) = homes();
-    if own
-        || registered_for(
-            whose,
-            &[dir.to_owned()],
-            home.as_deref(),
-            codex_home.as_deref(),
-        )
-    {
+    let dirs = [dir.to_owned()];
+    // Codex skips a hook it does not trust, without a word in `codex exec`: its hooks count
+    // when one file of them is trusted (both would run hooks that are).
+    // `--dangerously-bypass-hook-trust` runs them untrusted.
+    let bypass = args.iter().any(|a| a == "--dangerously-bypass-hook-trust");
+    let untrusted = match whose {
+        Agent::Codex if !bypass => {
+            install::codex_untrusted(&dirs, home.as_deref(), codex_home.as_deref())
+        }
+        _ => Vec::new(),
+    };
+    let registered = match whose {
+        Agent::ClaudeCode => registered_for(whose, &dirs, home.as_deref(), codex_home.as_deref()),
+        Agent::Codex => install::installed(&dirs, home.as_deref(), codex_home.as_deref())
+            .iter()
+            .any(|(f, a, _)| *a == Agent::Codex && !untrusted.contains(f)),
+    };
+    if own || registered {
         return Ok(None);
     }
     let command = install::command_for(this, std::env::var_os("PATH").as_deref())
         .context("naming worldfs in the agent's hooks")?;
-    let given = match whose {
+    let args = match whose {
         Agent::ClaudeCode => {
             let mut settings = Map::new();
             install::add(&mut settings, &command, Agent::ClaudeCode)
@@ -83,7 +102,11 @@ pub(super) fn for_agent(
         }
         Agent::Codex => codex_args(&command),
     };
-    Ok(Some((whose, given)))
+    Ok(Some(Given {
+        agent: whose,
+        args,
+        untrusted,
+    }))
 }
 
 /// `-c hooks.EVENT=[…]` for each event `worldfs hook` needs from Codex, and one `-c
@@ -102,11 +125,11 @@ fn codex_args(command: &str) -> Vec<OsString> {
         };
         args.push("-c".into());
         args.push(format!("hooks.{event}=[{group}]").into());
-        let label = snake_case(event);
+        let label = codex_trust::snake_case(event);
         // Ours are the only hooks of the command line (`codex_hooks_given`): the first group of
         // each event, and its first handler.
         let key = format!("/<session-flags>/config.toml:{label}:0:0");
-        let hash = trust_hash(&label, command, TIMEOUT_SECS, matcher);
+        let hash = codex_trust::hash(&label, command, TIMEOUT_SECS, matcher);
         trust.push(format!(
             "{}={{trusted_hash={}}}",
             toml_string(&key),
@@ -116,38 +139,6 @@ fn codex_args(command: &str) -> Vec<OsString> {
     args.push("-c".into());
     args.push(format!("hooks.state={{{}}}", trust.join(",")).into());
     args
-}
-
-/// The trust Codex asks of a command hook: `sha256:` and the hex SHA-256 of its identity as
-/// compact JSON with its keys in order: the event's snake-case name, its one handler, and its
-/// matcher if it has one. Checked against the `currentHash` Codex 0.171.0's app-server lists
-/// (`hooks/list`; the tests below).
-fn trust_hash(label: &str, command: &str, timeout: u64, matcher: Option<&str>) -> String {
-    let json = |s: &str| Value::String(s.to_owned()).to_string();
-    let handler = format!(
-        "{{\"async\":false,\"command\":{},\"timeout\":{timeout},\"type\":\"command\"}}",
-        json(command)
-    );
-    let matcher = matcher.map_or_else(String::new, |m| format!(",\"matcher\":{}", json(m)));
-    let identity = format!(
-        "{{\"event_name\":{},\"hooks\":[{handler}]{matcher}}}",
-        json(label)
-    );
-    let digest = Sha256::digest(identity.as_bytes());
-    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    format!("sha256:{hex}")
-}
-
-/// `PreToolUse` → `pre_tool_use`, as Codex names events in its hooks' keys.
-fn snake_case(event: &str) -> String {
-    let mut out = String::new();
-    for (i, c) in event.chars().enumerate() {
-        if c.is_ascii_uppercase() && i > 0 {
-            out.push('_');
-        }
-        out.push(c.to_ascii_lowercase());
-    }
-    out
 }
 
 /// `s` as a TOML basic string, which is how Codex reads a `-c` value.
@@ -176,30 +167,6 @@ mod tests {
         let own = args(&["-c", "hooks.Stop=[{hooks=[]}]", "exec"]);
         assert!(codex_hooks_given(&own));
         assert!(!codex_hooks_given(&args(&["-c", "model=\"o3\"", "exec"])));
-    }
-
-    /// The hashes Codex 0.171.0's `codex app-server` listed (`hooks/list`, `currentHash`) for
-    /// hooks given with `-c`.
-    #[test]
-    fn trust_hashes_are_codexs() {
-        let ours = "/usr/local/bin/worldfs hook";
-        assert_eq!(
-            trust_hash("session_start", ours, 5, None),
-            "sha256:9dfeb2fcb4ddfac31ba7236d1d432d392f89aca597cf17bc032bb5db3885932c"
-        );
-        assert_eq!(
-            trust_hash("pre_tool_use", ours, 5, Some("Bash")),
-            "sha256:25a7e088ea92c5a532a826fd9cc55e9ea0d6bfa2f78a73f3b58b5a1c147449bb"
-        );
-        assert_eq!(
-            trust_hash("post_tool_use", ours, 5, Some("*")),
-            "sha256:f1b8d45c710782739ac701a48cb2a227f8fa344057d4c19509f61141ffbd8e55"
-        );
-        // Its default timeout, 600 s, on a hook given without one.
-        assert_eq!(
-            trust_hash("stop", "/x/ht hook codex", 600, None),
-            "sha256:18d58b48f8dadaaf0bdc0383269f6a7002e519a836c06baa95ef864bf553da2b"
-        );
     }
 
     #[test]
@@ -231,18 +198,12 @@ mod tests {
         let key = "/<session-flags>/config.toml:post_tool_use:0:0";
         assert_eq!(
             state[key]["trusted_hash"].as_str().unwrap(),
-            trust_hash(
+            codex_trust::hash(
                 "post_tool_use",
                 "'/opt/my tools/worldfs' hook",
                 5,
                 Some("*")
             )
         );
-    }
-
-    #[test]
-    fn event_names_in_snake_case() {
-        assert_eq!(snake_case("UserPromptSubmit"), "user_prompt_submit");
-        assert_eq!(snake_case("Stop"), "stop");
     }
 }
