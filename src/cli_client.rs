@@ -528,7 +528,9 @@ fn status(arg: &SocketArg) -> Result<(), Failure> {
             own_files(c)
         );
     }
-    outln!(out, "hooks:    {}", hooks_line(Path::new(&mount)));
+    // A session the hooks told of, though no file registers them: given on the command line.
+    let heard = goal.get("session").and_then(Value::as_str).is_some();
+    outln!(out, "hooks:    {}", hooks_line(Path::new(&mount), heard));
     // The agent's task list, when a harness keeps one (`worldfs hook` does for Claude Code).
     let state = match client.call("state.get", json!({})) {
         Ok(state) => state,
@@ -600,7 +602,7 @@ fn last_projection_line(last: &Value) -> String {
     format!("{head}: {}{more}", listed.join(", "))
 }
 
-fn hooks_line(project: &Path) -> String {
+fn hooks_line(project: &Path, heard: bool) -> String {
     use crate::claude_hook::install::{self, Agent};
     let home = std::env::var_os("HOME").map(PathBuf::from);
     let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
@@ -609,6 +611,12 @@ fn hooks_line(project: &Path) -> String {
         home.as_deref(),
         codex_home.as_deref(),
     );
+    if found.is_empty() && heard {
+        return "none of the project's files run `worldfs hook`, but the session's hooks tell \
+                the mount (given on the agent's command line, as `worldfs run` gives them; \
+                `worldfs hook --install` registers them for every start)"
+            .into();
+    }
     if found.is_empty() {
         return "none run `worldfs hook` (run `worldfs hook --install` in the project; for \
                 Codex, `--install --codex`)"

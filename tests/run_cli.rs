@@ -685,8 +685,8 @@ fn a_base_url_in_claude_codes_settings_is_warned_of() {
 /// A stand-in for Claude Code or Codex (`out/NAME`) that records its arguments in
 /// `out/NAME-args.json`, runs the `UserPromptSubmit` hooks they give it as the agent would
 /// (Claude Code's `--settings JSON`, Codex's `-c hooks.UserPromptSubmit=[...]`, trusted by a
-/// `-c hooks.state` entry of the right key), and writes what `worldfs goal` says after to
-/// `out/goal.txt`.
+/// `-c hooks.state` entry of the right key), and writes what `worldfs goal` and `worldfs status`
+/// say after to `out/goal.txt` and `out/status.txt`.
 fn hooked_stand_in(s: &Setup, name: &str) -> std::path::PathBuf {
     let out = s.scratch.join("out");
     s.stand_in_doing(
@@ -714,6 +714,8 @@ for group in groups:
         subprocess.run(["sh", "-c", hook["command"]], input=json.dumps(event).encode(), check=True)
 with open(f"{{out}}/goal.txt", "w") as f:
     subprocess.run([{wfs:?}, "goal"], stdout=f, stderr=subprocess.DEVNULL)
+with open(f"{{out}}/status.txt", "w") as f:
+    subprocess.run([{wfs:?}, "status"], stdout=f, stderr=subprocess.DEVNULL)
 "#,
             out = out.to_str().unwrap(),
             wfs = bin().to_str().unwrap(),
@@ -766,6 +768,13 @@ fn claude_is_given_the_hooks_on_its_command_line() {
         "goal: {}",
         s.read("goal.txt")
     );
+    // `worldfs status` tells hooks given so from none at all.
+    assert!(
+        s.read("status.txt")
+            .contains("the session's hooks tell the mount"),
+        "{}",
+        s.read("status.txt")
+    );
 
     let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
     let err = s.run_program(&proxy, &home, &claude, &[]);
@@ -781,6 +790,11 @@ fn claude_is_given_the_hooks_on_its_command_line() {
     );
     assert_eq!(args(), ["-p", "hi"]);
     assert!(!s.read("goal.txt").contains("fix the parser"));
+    assert!(
+        s.read("status.txt").contains("none run `worldfs hook`"),
+        "{}",
+        s.read("status.txt")
+    );
 
     let err = s.run_program(&[], &home, &claude, &["--settings", "{}"]);
     assert!(
