@@ -2,7 +2,7 @@
 # in scripts/ (each script has --help or a header comment).
 #
 #   make build          cargo build --release (target/release/worldfs)
-#   make install        build, and install worldfs (stripped) as $(DESTDIR)$(PREFIX)/bin/worldfs (PREFIX=/usr/local)
+#   make install        install worldfs (stripped; built if missing) as $(DESTDIR)$(PREFIX)/bin/worldfs (PREFIX=/usr/local)
 #   make uninstall      remove it
 #   make run            mount the example workspace (examples/workspace) in place and show it
 #   make test           cargo test --all-targets + pjdfstest + fsx + the mount suites over io_uring;
@@ -45,8 +45,10 @@ build:
 	$(CARGO) build --release
 
 # A new file renamed over the old one: a running daemon keeps its program, and an agent's
-# hook started meanwhile finds one whole.
-install: build
+# hook started meanwhile finds one whole. Built only when missing: `sudo make install` after
+# `make build` needs no cargo in root's PATH.
+install:
+	@test -x target/release/worldfs || $(MAKE) build
 	install -d $(DESTDIR)$(PREFIX)/bin
 	install -s -m 0755 target/release/worldfs $(DESTDIR)$(PREFIX)/bin/.worldfs.new
 	mv -f $(DESTDIR)$(PREFIX)/bin/.worldfs.new $(DESTDIR)$(PREFIX)/bin/worldfs

@@ -98,11 +98,16 @@ pub(super) async fn serve(state: Arc<State>) -> anyhow::Result<()> {
             ""
         }
     );
-    crate::say!(
-        "worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} (Codex: \
-         openai_base_url = \"http://{addr}/v1\" in its config.toml, or a model provider with \
-         that base_url)"
-    );
+    // Codex's calls are for OpenAI's API (or a gateway to it): Anthropic's would fail them.
+    let codex = if !state.cfg.upstream.contains("api.anthropic.com") {
+        format!(
+            "Codex: openai_base_url = \"http://{addr}/v1\" in its config.toml, or a model \
+             provider with that base_url"
+        )
+    } else {
+        "for Codex, start the proxy with --upstream https://api.openai.com".to_owned()
+    };
+    crate::say!("worldfs: start Claude Code with ANTHROPIC_BASE_URL=http://{addr} ({codex})");
     loop {
         let accepted = tokio::select! {
             a = listener.accept() => a,
