@@ -86,7 +86,8 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         log: Option<PathBuf>,
         /// Do not give `claude` or `codex` worldfs's hooks on its command line, which `worldfs
-        /// run` does when none of the agent's settings files register `worldfs hook` and
+        /// run` does when none of the agent's settings files register `worldfs hook` (for
+        /// Codex: none whose hooks it trusts, in a project it trusts) and
         /// COMMAND gives no settings (`claude --settings`) or hooks (`codex -c hooks.…`) of
         /// its own: Claude Code gets `--settings` with the hooks `worldfs hook --install`
         /// writes, Codex `-c hooks.EVENT=…` for each and `-c hooks.state=…` trusting them for
