@@ -823,14 +823,7 @@ if [ "${INTERACTIVE:-1}" = 1 ]; then
      -- '$CODEX' -c model_provider=openai -a never -s workspace-write 2> '$WORK/run4.err'; \
      echo \$? > '$WORK/run4.rc'"
   wfs_defer "tmux kill-session -t $TUI 2> /dev/null || true"
-  screen_has() {  # TEXT SECONDS: waits until the screen shows TEXT
-    local i
-    for ((i = 0; i < $2 * 10; i++)); do
-      tmux capture-pane -p -t "$TUI" 2> /dev/null | grep -qF "$1" && return 0
-      sleep 0.1
-    done
-    return 1
-  }
+  # screen_has: the interactive part's above (the same INTERACTIVE runs both).
   screen_has "Ask Codex" 60 || fail "Codex did not start under worldfs run: $(tmux capture-pane -p -t "$TUI"; cat "$WORK/run4.err")"
   tmux capture-pane -p -t "$TUI" | grep -qF "Hooks need review" \
     && fail "Codex asked to review the hooks worldfs run gave and trusted"

@@ -99,6 +99,16 @@ impl Setup {
         stderr(&out)
     }
 
+    /// `worldfs hook --install EXTRA... -C proj`, which must succeed.
+    fn install_hooks(&self, extra: &[&str]) {
+        let proj = self.proj();
+        let mut args: Vec<&std::ffi::OsStr> = vec!["hook".as_ref(), "--install".as_ref()];
+        args.extend(extra.iter().map(std::ffi::OsStr::new));
+        args.extend(["-C".as_ref(), proj.as_os_str()]);
+        let installed = worldfs(&args);
+        assert!(installed.status.success(), "{installed:?}");
+    }
+
     fn assert_unmounted(&self, out: &Output) {
         assert_eq!(
             worldfs_mounts_at(&self.proj()),
@@ -500,13 +510,7 @@ fn an_agent_without_hooks_is_warned_of() {
         "stderr:\n{err}"
     );
     assert!(!run(Path::new("true")).contains(warned));
-    let installed = worldfs(&[
-        "hook".as_ref(),
-        "--install".as_ref(),
-        "-C".as_ref(),
-        s.proj().as_os_str(),
-    ]);
-    assert!(installed.status.success(), "{installed:?}");
+    s.install_hooks(&[]);
     let err = run(&claude);
     assert!(!err.contains(warned), "stderr:\n{err}");
     // Claude Code's hooks do not run for Codex.
@@ -686,10 +690,12 @@ fn a_base_url_in_claude_codes_settings_is_warned_of() {
 /// `out/NAME-args.json`, runs the `UserPromptSubmit` hooks they give it as the agent would
 /// (Claude Code's `--settings JSON`, Codex's `-c hooks.UserPromptSubmit=[...]`, trusted by a
 /// `-c hooks.state` entry of the right key), and writes what `worldfs goal` and `worldfs status`
-/// say after to `out/goal.txt` and `out/status.txt`.
-fn hooked_stand_in(s: &Setup, name: &str) -> std::path::PathBuf {
+/// say after to `out/goal.txt` and `out/status.txt`. With it, an empty HOME for the runs.
+fn hooked_stand_in(s: &Setup, name: &str) -> (std::path::PathBuf, std::path::PathBuf) {
+    let home = s.scratch.join("home");
+    std::fs::create_dir_all(&home).unwrap();
     let out = s.scratch.join("out");
-    s.stand_in_doing(
+    let program = s.stand_in_doing(
         name,
         &format!(
             r#"#!/usr/bin/env python3
@@ -720,7 +726,13 @@ with open(f"{{out}}/status.txt", "w") as f:
             out = out.to_str().unwrap(),
             wfs = bin().to_str().unwrap(),
         ),
-    )
+    );
+    (home, program)
+}
+
+/// The arguments the stand-in `name` of [`hooked_stand_in`] was given last.
+fn recorded_args(s: &Setup, name: &str) -> Vec<String> {
+    serde_json::from_str(&s.read(&format!("{name}-args.json"))).unwrap()
 }
 
 /// `claude` with no settings file registering `worldfs hook` gets worldfs's hooks on its command
@@ -731,10 +743,8 @@ with open(f"{{out}}/status.txt", "w") as f:
 #[test]
 fn claude_is_given_the_hooks_on_its_command_line() {
     let s = Setup::new();
-    let home = s.scratch.join("home");
-    std::fs::create_dir(&home).unwrap();
-    let claude = hooked_stand_in(&s, "claude");
-    let args = || -> Vec<String> { serde_json::from_str(&s.read("claude-args.json")).unwrap() };
+    let (home, claude) = hooked_stand_in(&s, "claude");
+    let args = || recorded_args(&s, "claude");
     let given = "Claude Code gets worldfs's hooks for this run";
     let warned = "register `worldfs hook`";
 
@@ -803,13 +813,7 @@ fn claude_is_given_the_hooks_on_its_command_line() {
     );
     assert_eq!(args(), ["--settings", "{}"]);
 
-    let installed = worldfs(&[
-        "hook".as_ref(),
-        "--install".as_ref(),
-        "-C".as_ref(),
-        s.proj().as_os_str(),
-    ]);
-    assert!(installed.status.success(), "{installed:?}");
+    s.install_hooks(&[]);
     let err = s.run_program(&[], &home, &claude, &["-p", "hi"]);
     assert!(
         !err.contains(given) && !err.contains(warned),
@@ -826,10 +830,8 @@ fn claude_is_given_the_hooks_on_its_command_line() {
 #[test]
 fn codex_is_given_the_hooks_and_their_trust_on_its_command_line() {
     let s = Setup::new();
-    let home = s.scratch.join("home");
-    std::fs::create_dir(&home).unwrap();
-    let codex = hooked_stand_in(&s, "codex");
-    let args = || -> Vec<String> { serde_json::from_str(&s.read("codex-args.json")).unwrap() };
+    let (home, codex) = hooked_stand_in(&s, "codex");
+    let args = || recorded_args(&s, "codex");
     let given = "Codex gets worldfs's hooks for this run";
     let warned = "register `worldfs hook`";
     let proxy = ["--proxy", "--upstream", "http://127.0.0.1:9"];
@@ -877,14 +879,7 @@ fn codex_is_given_the_hooks_and_their_trust_on_its_command_line() {
     );
     assert_eq!(args(), own);
 
-    let installed = worldfs(&[
-        "hook".as_ref(),
-        "--install".as_ref(),
-        "--codex".as_ref(),
-        "-C".as_ref(),
-        s.proj().as_os_str(),
-    ]);
-    assert!(installed.status.success(), "{installed:?}");
+    s.install_hooks(&["--codex"]);
     // Installed, but not trusted by Codex, which would skip them: given all the same.
     let err = s.run_program(&[], &home, &codex, &["exec"]);
     assert!(
@@ -936,14 +931,7 @@ fn an_agents_hooks_from_an_older_install_are_warned_of() {
     let s = Setup::new();
     let home = s.scratch.join("home");
     std::fs::create_dir(&home).unwrap();
-    let installed = worldfs(&[
-        "hook".as_ref(),
-        "--install".as_ref(),
-        "--codex".as_ref(),
-        "-C".as_ref(),
-        s.proj().as_os_str(),
-    ]);
-    assert!(installed.status.success(), "{installed:?}");
+    s.install_hooks(&["--codex"]);
     let hooks = s.proj().join(".codex/hooks.json");
     let mut settings: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&hooks).unwrap()).unwrap();

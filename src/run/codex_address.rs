@@ -20,7 +20,7 @@
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 
-use super::agent::agent;
+use super::agent::{agent, toml_string};
 use crate::claude_hook::install::Agent;
 
 /// What `worldfs run` does about Codex's address.
@@ -178,11 +178,6 @@ fn provider_in_config(files: &[PathBuf]) -> Option<(String, String)> {
             Some((name.to_owned(), f.display().to_string()))
         })
     })
-}
-
-/// `s` as a TOML basic string, which is how Codex reads a `-c` value.
-fn toml_string(s: &str) -> String {
-    toml::Value::String(s.to_owned()).to_string()
 }
 
 #[cfg(test)]

@@ -21,7 +21,7 @@ use std::path::Path;
 use anyhow::Context;
 use serde_json::{Map, Value};
 
-use super::agent::{agent, homes};
+use super::agent::{agent, homes, toml_string};
 use crate::claude_hook::codex_trust;
 use crate::claude_hook::install::{self, Agent, TIMEOUT_SECS, registered_for};
 
@@ -139,11 +139,6 @@ fn codex_args(command: &str) -> Vec<OsString> {
     args.push("-c".into());
     args.push(format!("hooks.state={{{}}}", trust.join(",")).into());
     args
-}
-
-/// `s` as a TOML basic string, which is how Codex reads a `-c` value.
-fn toml_string(s: &str) -> String {
-    toml::Value::String(s.to_owned()).to_string()
 }
 
 #[cfg(test)]
