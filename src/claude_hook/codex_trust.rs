@@ -80,18 +80,28 @@ pub fn keys_in_file(
     out
 }
 
-/// Whether the user's Codex config (its text) trusts each of `keys` with its hash.
-pub fn all_trusted(config: &str, keys: &[(String, String)]) -> bool {
-    let Ok(table) = config.parse::<toml::Table>() else {
-        return false;
-    };
-    let state = table.get("hooks").and_then(|h| h.get("state"));
+/// Whether the user's Codex config trusts each of `keys` with its hash.
+pub fn all_trusted(config: &toml::Table, keys: &[(String, String)]) -> bool {
+    let state = config.get("hooks").and_then(|h| h.get("state"));
     keys.iter().all(|(key, hash)| {
         state
             .and_then(|s| s.get(key))
             .and_then(|k| k.get("trusted_hash"))
             .and_then(toml::Value::as_str)
             == Some(hash.as_str())
+    })
+}
+
+/// Whether the user's Codex config trusts the project `dir` (or a directory above it: a
+/// repository's root), whose hooks files Codex loads only then.
+pub fn project_trusted(config: &toml::Table, dir: &Path) -> bool {
+    let projects = config.get("projects").and_then(toml::Value::as_table);
+    dir.ancestors().any(|a| {
+        projects
+            .and_then(|p| p.get(a.to_string_lossy().as_ref()))
+            .and_then(|p| p.get("trust_level"))
+            .and_then(toml::Value::as_str)
+            == Some("trusted")
     })
 }
 
@@ -153,13 +163,17 @@ mod tests {
             .iter()
             .map(|(k, h)| format!("[hooks.state.\"{k}\"]\ntrusted_hash = \"{h}\"\n"))
             .collect();
-        assert!(all_trusted(&config, &keys));
+        let table = |text: &str| text.parse::<toml::Table>().unwrap();
+        assert!(all_trusted(&table(&config), &keys));
         assert!(!all_trusted(
-            &config.replacen("sha256:", "sha256:0", 1),
+            &table(&config.replacen("sha256:", "sha256:0", 1)),
             &keys
         ));
-        assert!(!all_trusted("model = \"o3\"\n", &keys));
-        assert!(all_trusted("", &[]));
+        assert!(!all_trusted(&table("model = \"o3\"\n"), &keys));
+        assert!(all_trusted(&table(""), &[]));
+        let projects = table("[projects.\"/r\"]\ntrust_level = \"trusted\"\n");
+        assert!(project_trusted(&projects, Path::new("/r/sub")));
+        assert!(!project_trusted(&projects, Path::new("/q")));
     }
 
     #[test]

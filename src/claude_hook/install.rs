@@ -240,45 +240,34 @@ pub fn outdated(
     found
 }
 
-/// The Codex hooks files of [`registered`] that run `worldfs hook` where Codex would not run
-/// every one of those hooks: one its user's config.toml (in `codex_home`, else `home/.codex`)
-/// does not trust with the hook's current hash, or, for a file of a project in `dirs`, a project
-/// that config does not trust (nor a directory above it), whose hooks Codex does not load.
-pub fn codex_untrusted(
+/// The Codex hooks files of [`registered`] that run `worldfs hook`, each with whether Codex
+/// runs those hooks: not when its user's config.toml (in `codex_home`, else `home/.codex`) does
+/// not trust one of them with its current hash, nor, for a file of a project in `dirs`, when
+/// that config trusts neither the project nor a directory above it (Codex does not load the
+/// hooks of an untrusted project).
+pub fn codex_registered(
     dirs: &[PathBuf],
     home: Option<&Path>,
     codex_home: Option<&Path>,
-) -> Vec<PathBuf> {
+) -> Vec<(PathBuf, bool)> {
     let codex_dir = codex_home
         .map(Path::to_path_buf)
         .or_else(|| home.map(|h| h.join(".codex")));
-    let config = codex_dir
+    // A config that cannot be read trusts nothing.
+    let config: toml::Table = codex_dir
         .and_then(|d| std::fs::read_to_string(d.join("config.toml")).ok())
+        .and_then(|text| text.parse().ok())
         .unwrap_or_default();
-    let trusted_project = |file: &Path| {
-        let Some(dir) = dirs.iter().find(|d| file.starts_with(d)) else {
-            return true;
-        };
-        let Ok(table) = config.parse::<toml::Table>() else {
-            return false;
-        };
-        let projects = table.get("projects").and_then(toml::Value::as_table);
-        dir.ancestors().any(|a| {
-            projects
-                .and_then(|p| p.get(a.to_string_lossy().as_ref()))
-                .and_then(|p| p.get("trust_level"))
-                .and_then(toml::Value::as_str)
-                == Some("trusted")
-        })
-    };
     hook_files(dirs, home, codex_home)
         .into_iter()
         .filter(|(_, a)| *a == Agent::Codex)
         .filter_map(|(f, _)| {
             let settings = Value::Object(read(&f).ok()?);
             let keys = super::codex_trust::keys_in_file(&f, &settings, is_ours);
-            let runs = trusted_project(&f) && super::codex_trust::all_trusted(&config, &keys);
-            (!keys.is_empty() && !runs).then_some(f)
+            let project = dirs.iter().find(|d| f.starts_with(d));
+            let runs = project.is_none_or(|d| super::codex_trust::project_trusted(&config, d))
+                && super::codex_trust::all_trusted(&config, &keys);
+            (!keys.is_empty()).then_some((f, runs))
         })
         .collect()
 }

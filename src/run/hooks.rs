@@ -52,8 +52,9 @@ pub(super) struct Given {
 
 /// The agent `program` is and the arguments to put before `args` so that it runs
 /// `worldfs hook` (as `this`, or `worldfs` when `PATH` finds this program) on the events the
-/// mount needs: none for a program that is neither Claude Code nor Codex, when its settings for `dir` or the user's already
-/// register it, or when `args` give settings or hooks of their own.
+/// mount needs: none for a program that is neither Claude Code nor Codex, when its settings
+/// for `dir` or the user's already register it (for Codex, in a file whose hooks it runs), or
+/// when `args` give settings or hooks of their own.
 pub(super) fn for_agent(
     program: &Path,
     args: &[OsString],
@@ -70,20 +71,22 @@ pub(super) fn for_agent(
     let (home, codex_home) = homes();
     let dirs = [dir.to_owned()];
     // Codex skips a hook it does not trust, without a word in `codex exec`: its hooks count
-    // when one file of them is trusted (both would run hooks that are).
-    // `--dangerously-bypass-hook-trust` runs them untrusted.
+    // when one file of them runs (both would run, were ours given too), or when it is told to
+    // run them untrusted.
     let bypass = args.iter().any(|a| a == "--dangerously-bypass-hook-trust");
-    let untrusted = match whose {
-        Agent::Codex if !bypass => {
-            install::codex_untrusted(&dirs, home.as_deref(), codex_home.as_deref())
-        }
-        _ => Vec::new(),
-    };
+    let mut untrusted = Vec::new();
     let registered = match whose {
         Agent::ClaudeCode => registered_for(whose, &dirs, home.as_deref(), codex_home.as_deref()),
-        Agent::Codex => install::installed(&dirs, home.as_deref(), codex_home.as_deref())
-            .iter()
-            .any(|(f, a, _)| *a == Agent::Codex && !untrusted.contains(f)),
+        Agent::Codex => {
+            let files = install::codex_registered(&dirs, home.as_deref(), codex_home.as_deref());
+            let runs = files.iter().any(|(_, runs)| *runs) || (bypass && !files.is_empty());
+            untrusted = files
+                .into_iter()
+                .filter(|(_, r)| !r)
+                .map(|(f, _)| f)
+                .collect();
+            runs
+        }
     };
     if own || registered {
         return Ok(None);
