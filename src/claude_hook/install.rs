@@ -208,9 +208,7 @@ fn hook_files(
     home: Option<&Path>,
     codex_home: Option<&Path>,
 ) -> Vec<(PathBuf, Agent)> {
-    let codex_home = codex_home
-        .map(Path::to_path_buf)
-        .or_else(|| home.map(|h| h.join(".codex")));
+    let codex_home = codex_dir(home, codex_home);
     let mut files = Vec::new();
     for d in dirs {
         files.push((default_settings(d), Agent::ClaudeCode));
@@ -240,6 +238,13 @@ pub fn outdated(
     found
 }
 
+/// Codex's own directory: `CODEX_HOME` when set (`codex_home`), else `~/.codex`.
+pub fn codex_dir(home: Option<&Path>, codex_home: Option<&Path>) -> Option<PathBuf> {
+    codex_home
+        .map(Path::to_path_buf)
+        .or_else(|| home.map(|h| h.join(".codex")))
+}
+
 /// The Codex hooks files of [`registered`] that run `worldfs hook`, each with whether Codex
 /// runs those hooks: not when its user's config.toml (in `codex_home`, else `home/.codex`) does
 /// not trust one of them with its current hash, nor, for a file of a project in `dirs`, when
@@ -250,11 +255,8 @@ pub fn codex_registered(
     home: Option<&Path>,
     codex_home: Option<&Path>,
 ) -> Vec<(PathBuf, bool)> {
-    let codex_dir = codex_home
-        .map(Path::to_path_buf)
-        .or_else(|| home.map(|h| h.join(".codex")));
     // A config that cannot be read trusts nothing.
-    let config: toml::Table = codex_dir
+    let config: toml::Table = codex_dir(home, codex_home)
         .and_then(|d| std::fs::read_to_string(d.join("config.toml")).ok())
         .and_then(|text| text.parse().ok())
         .unwrap_or_default();

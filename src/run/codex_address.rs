@@ -48,11 +48,10 @@ pub(super) struct Layers {
 impl Layers {
     /// Codex's layers for a run in `dir`, from the environment.
     pub(super) fn of(dir: &Path) -> Layers {
+        let (home, codex_home) = super::agent::homes();
         Layers {
             system: PathBuf::from("/etc/codex/config.toml"),
-            home: std::env::var_os("CODEX_HOME")
-                .map(PathBuf::from)
-                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".codex"))),
+            home: crate::claude_hook::install::codex_dir(home.as_deref(), codex_home.as_deref()),
             project: dir.to_owned(),
         }
     }
