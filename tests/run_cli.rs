@@ -58,6 +58,13 @@ impl Setup {
         run_with_timeout(&mut self.command(args, script), RUN_TIMEOUT)
     }
 
+    /// [`Setup::run`], which must succeed: its stderr.
+    fn run_ok(&self, args: &[&str], script: &str) -> String {
+        let out = self.run(args, script);
+        assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+        stderr(&out)
+    }
+
     fn read(&self, name: &str) -> String {
         std::fs::read_to_string(self.out(name))
             .unwrap_or_else(|e| panic!("the command's report {name}: {e}"))
@@ -631,9 +638,8 @@ fn a_run_whose_calls_never_reached_the_proxy_is_warned_of() {
     let s = Setup::new();
     let args = ["--proxy", "--upstream", "http://127.0.0.1:9"];
     let warned = "no model call went through the proxy";
-    let out = s.run(&args, "true");
-    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-    assert!(stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
+    let err = s.run_ok(&args, "true");
+    assert!(err.contains(warned), "stderr:\n{err}");
     // One call, which the proxy passes on (to nothing there: the answer does not matter).
     let call = r#"python3 -c '
 import os, urllib.request
@@ -644,9 +650,8 @@ try:
 except Exception:
     pass
 '"#;
-    let out = s.run(&args, call);
-    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-    assert!(!stderr(&out).contains(warned), "stderr:\n{}", stderr(&out));
+    let err = s.run_ok(&args, call);
+    assert!(!err.contains(warned), "stderr:\n{err}");
     // A command that could not start made no calls to miss.
     let mut c = Command::new(bin());
     c.env("XDG_RUNTIME_DIR", s.scratch.join("runtime"))
@@ -953,21 +958,18 @@ fn the_proxys_account_is_said_at_the_end() {
     let s = Setup::new();
     let args = ["--proxy", "--upstream", "http://127.0.0.1:9"];
     let said = "of the session through the proxy";
-    let out = s.run(&args, "true");
-    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
-    assert!(!stderr(&out).contains(said), "stderr:\n{}", stderr(&out));
+    let err = s.run_ok(&args, "true");
+    assert!(!err.contains(said), "stderr:\n{err}");
     let record = r#"for sent in 250 350; do
   "$WFS" ctl proxy.record "{\"history_tokens\": 1000, \"sent_tokens\": $sent, \"rewritten\": true}" > /dev/null
 done"#;
-    let out = s.run(&args, record);
-    assert!(out.status.success(), "stderr:\n{}", stderr(&out));
+    let err = s.run_ok(&args, record);
     assert!(
-        stderr(&out).contains(
+        err.contains(
             "2 model calls of the session through the proxy, 2 with the projection: their \
              messages 600 tokens as sent, against 2000 as the agent sent them (30.0%)"
         ),
-        "stderr:\n{}",
-        stderr(&out)
+        "stderr:\n{err}"
     );
 }
 
