@@ -181,15 +181,14 @@ fn order_of(meta: &Entry, form: &Form) -> (u64, u64) {
     (s.seq, s.turn)
 }
 
-/// The form actually shown: a file the agent read only in part is shown as those parts (the
-/// model saw nothing else of it), unless the agent wrote it (then whole: it needs all of its
-/// own edit). Policies may prefer the whole of a small file; this overrides them. Ranges a
-/// policy chose (a file too big to show whole) are shown as chosen.
+/// The form actually shown: a file the agent saw only in part is shown as those parts (the
+/// model saw nothing else of it). What it saw of a file it edited includes the lines its edits
+/// touched, with a few lines around them (`world::ingest`), so its own edit is shown whole; a
+/// file it wrote whole or created it saw whole. Policies may prefer the whole of a small file;
+/// this overrides them. Ranges a policy chose (a file too big to show whole) are shown as chosen.
 fn shown_form(meta: &Entry, form: &Form) -> Form {
     match (form, &meta.extent) {
-        (Form::Whole, Extent::Ranges(set))
-            if !meta.agent_wrote && meta.size.is_none_or(|size| !set.covers(size)) =>
-        {
+        (Form::Whole, Extent::Ranges(set)) if meta.size.is_none_or(|size| !set.covers(size)) => {
             Form::Ranges(set.as_slice().to_vec())
         }
         _ => form.clone(),

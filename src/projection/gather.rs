@@ -217,11 +217,6 @@ pub fn gather(
             }
         }
         c.in_last_step = points_at.contains(&c.path);
-        // The agent's own edits are shown whole when they fit (it needs them to keep editing);
-        // what it read of them before is no measure of what it needs now, where it read last is.
-        if c.agent_wrote {
-            c.ranges = None;
-        }
         let path_tokens = estimate_path_tokens(root, &c.path);
         let per_call = estimate_call_overhead(format, path_tokens);
         let content = |t: u32| {

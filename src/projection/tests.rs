@@ -1366,3 +1366,55 @@ fn the_final_fit_never_leaves_a_marker_without_its_lines() {
         assert_eq!(r, output);
     }
 }
+
+/// A file the agent read in part and then edited is shown as what it saw: the lines it read
+/// (moved with the edit) and the lines its edits touched, with a few around them; not the
+/// rest of the file, which it never saw. Until session 47 such a file was shown whole, and every
+/// edit wrote all of it to the prompt cache again.
+#[test]
+fn an_edited_file_is_shown_as_what_the_agent_saw_and_changed() {
+    let text = numbered_source(80);
+    let s = reads_with_goal(&[("big.py", text.as_str())], vec![]);
+    let mut b = build(&s);
+    let line_start = |t: &str, first: usize| -> u64 {
+        t.split_inclusive('\n')
+            .take(first - 1)
+            .map(str::len)
+            .sum::<usize>() as u64
+    };
+    let (at, end) = (line_start(&text, 20), line_start(&text, 40));
+    read_obs(&mut b, "big.py", at, end - at);
+    // The harness's request of this turn, which counts the file as the agent read it.
+    let req = ProjectionRequest::new(Format::Anthropic, 8000);
+    render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    b.world.advance_turn();
+    // A small file (about 1,200 tokens), read at lines 20-39. Line 30 changed where the agent
+    // read; line 70, which it never read, too (`sed -i '70s/.../.../'`); and a line inserted
+    // after line 10: all three are the agent's own.
+    let edited: String = text
+        .lines()
+        .enumerate()
+        .map(|(i, l)| match i + 1 {
+            30 => "    result_30 = fixed(inputs[30])\n".to_owned(),
+            70 => "    result_70 = fixed(inputs[70])\n".to_owned(),
+            10 => format!("{l}\n    inserted = True\n"),
+            _ => format!("{l}\n"),
+        })
+        .collect();
+    b.write_file("big.py", &edited);
+    let p = render(&b.world, &req).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(validate_projection(&p), Ok(()));
+    let shown = block_texts(&p.body).join("\n");
+    for seen in [
+        "fixed(inputs[30])",
+        "inputs[21],",
+        "inputs[39],",
+        "fixed(inputs[70])",
+        "inserted = True",
+    ] {
+        assert!(shown.contains(seen), "{seen} missing: {shown}");
+    }
+    for unseen in ["inputs[3],", "inputs[55],", "inputs[80],"] {
+        assert!(!shown.contains(unseen), "{unseen} shown: {shown}");
+    }
+}
