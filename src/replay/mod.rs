@@ -570,7 +570,12 @@ fn record_params(
         "result": output,
         "is_error": s.is_error.unwrap_or(false),
     });
-    if let Some(t) = s.assistant_text.as_ref().filter(|t| !t.trim().is_empty()) {
+    if let Some(t) = s
+        .assistant_text
+        .as_deref()
+        .map(|t| without_the_call(t, s.command.as_deref()))
+        .filter(|t| !t.trim().is_empty())
+    {
         step["assistant_text"] = json!(t);
     }
     let views = shown_views(s, disk);
@@ -578,6 +583,31 @@ fn record_params(
         step["views"] = Value::Array(views);
     }
     (command, step, cut)
+}
+
+/// The assistant's text of a step as a harness that turns it into a tool call would record it:
+/// mini-swe-agent's model writes its command in a fenced `bash` block, which its harness parses
+/// and runs; the call the step records carries the command, so the block is left out of the
+/// text. Sent with it, a projection showed the command twice in its last step (a heredoc that
+/// writes a whole file, three times with the file the stream shows). Any other text is kept
+/// as it is; the history strategies are built from the trace and count the command once.
+fn without_the_call(text: &str, command: Option<&str>) -> String {
+    let Some(command) = command.filter(|c| !c.is_empty()) else {
+        return text.to_owned();
+    };
+    let block = format!("```bash\n{command}\n```");
+    match text.find(&block) {
+        Some(at) => {
+            let before = text[..at].trim_end();
+            let after = text[at + block.len()..].trim_start();
+            match (before.is_empty(), after.is_empty()) {
+                (_, true) => before.to_owned(),
+                (true, false) => after.to_owned(),
+                (false, false) => format!("{before}\n\n{after}"),
+            }
+        }
+        None => text.to_owned(),
+    }
 }
 
 /// What [`run`] made of the traces.
@@ -643,6 +673,38 @@ mod tests {
 
     fn step(v: Value) -> trace::Step {
         serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn the_call_is_not_repeated_in_the_text() {
+        let cmd = "cat <<'EOF' > r.py\nprint(1)\nEOF";
+        let text = format!("THOUGHT: write it.\n\n```bash\n{cmd}\n```");
+        assert_eq!(without_the_call(&text, Some(cmd)), "THOUGHT: write it.");
+        let after = format!("```bash\n{cmd}\n```\nThen run it.");
+        assert_eq!(without_the_call(&after, Some(cmd)), "Then run it.");
+        let around = format!("Before.\n```bash\n{cmd}\n```\n\nAfter.");
+        assert_eq!(without_the_call(&around, Some(cmd)), "Before.\n\nAfter.");
+        // not the command's own block: kept as it is
+        assert_eq!(
+            without_the_call("run `ls -la`", Some("ls -la")),
+            "run `ls -la`"
+        );
+        assert_eq!(without_the_call(&text, None), text);
+        // the step sent to the socket: the text without the block, the call with the command
+        let s = step(
+            json!({"record": "step", "step": 4, "turn": 2, "kind": "command",
+            "command": cmd, "assistant_text": text, "output": "<returncode>0</returncode>"}),
+        );
+        let (_, params, _) = record_params(&s, &[], |_| None);
+        assert_eq!(params["assistant_text"], "THOUGHT: write it.");
+        assert_eq!(params["input"]["command"], cmd);
+        // a text that was only the block: none at all
+        let bare = step(
+            json!({"record": "step", "step": 5, "turn": 3, "kind": "command",
+            "command": "ls", "assistant_text": "```bash\nls\n```", "output": "a"}),
+        );
+        let (_, params, _) = record_params(&bare, &[], |_| None);
+        assert!(params.get("assistant_text").is_none(), "{params}");
     }
 
     #[test]
