@@ -184,8 +184,9 @@ fn order_of(meta: &Entry, form: &Form) -> (u64, u64) {
 /// The form actually shown: a file the agent saw only in part is shown as those parts (the
 /// model saw nothing else of it). What it saw of a file it edited includes the lines its edits
 /// touched, with a few lines around them (`world::ingest`), so its own edit is shown whole; a
-/// file it wrote whole or created it saw whole. Policies may prefer the whole of a small file;
-/// this overrides them. Ranges a policy chose (a file too big to show whole) are shown as chosen.
+/// file it created, or wrote without having read it, is known only whole. Policies may prefer
+/// the whole of a small file; this overrides them. Ranges a policy chose (a file too big to show
+/// whole) are shown as chosen.
 fn shown_form(meta: &Entry, form: &Form) -> Form {
     match (form, &meta.extent) {
         (Form::Whole, Extent::Ranges(set)) if meta.size.is_none_or(|size| !set.covers(size)) => {
