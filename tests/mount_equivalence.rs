@@ -21,7 +21,7 @@ use std::os::unix::fs::{DirEntryExt, MetadataExt, PermissionsExt};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 // ---------------------------------------------------------------------------------------------
 // operations and outcomes as data
@@ -3360,6 +3360,24 @@ fn concurrent_readers_and_writers_of_small_files() {
     assert!(total > 100, "only {total} operations in 3 s");
 }
 
+/// Runs `exe`, which this process has just written. Another test thread that forks between
+/// that write's open and its close gives the child a copy of the descriptor (close-on-exec
+/// closes it only at the child's exec), and for that moment exec of `exe` fails with ETXTBSY,
+/// natively as through the mount (seen once in CI). A few tries outlast it.
+fn spawn_just_written(exe: &Path, arg: &str) -> std::process::Child {
+    let mut tries = 0;
+    loop {
+        match Command::new(exe).arg(arg).spawn() {
+            Ok(child) => return child,
+            Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) && tries < 50 => {
+                tries += 1;
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            Err(e) => panic!("run {}: {e}", exe.display()),
+        }
+    }
+}
+
 /// open(O_RDONLY | O_TRUNC) of a running executable fails with ETXTBSY and leaves the file whole,
 /// as natively. With FUSE_ATOMIC_O_TRUNC the daemon truncated it in OPEN, before the kernel's
 /// write-access check: the open still failed, but the program lost its pages, and when it died
@@ -3382,7 +3400,7 @@ fn a_running_executable_is_not_truncated() {
     ] {
         std::fs::copy(sleep, &exe).unwrap();
         std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let mut child = Command::new(&exe).arg("30").spawn().unwrap();
+        let mut child = spawn_just_written(&exe, "30");
         let c = cpath(&exe);
         // SAFETY: valid path; the descriptor, if any, is closed at once.
         let fd = unsafe { libc::open(c.as_ptr(), libc::O_RDONLY | libc::O_TRUNC) };
