@@ -1053,18 +1053,8 @@ fn a_new_place_in_a_big_file_keeps_the_part_shown_before() {
     let mut b = build(&s);
     // Byte offset and length of `n` lines from 1-based line `first`.
     let span = |first: usize, n: usize| {
-        let start: usize = text
-            .split_inclusive('\n')
-            .take(first - 1)
-            .map(str::len)
-            .sum();
-        let len: usize = text
-            .split_inclusive('\n')
-            .skip(first - 1)
-            .take(n)
-            .map(str::len)
-            .sum();
-        (start as u64, len as u64)
+        let start = line_start(&text, first);
+        (start, line_start(&text, first + n) - start)
     };
     // The agent scanned the whole file, then looked at lines 100-129.
     read_obs(&mut b, "big.py", 0, text.len() as u64);
@@ -1087,6 +1077,14 @@ fn a_new_place_in_a_big_file_keeps_the_part_shown_before() {
         "{t2:#?}"
     );
     assert_eq!(validate_projection(&second), Ok(()));
+}
+
+/// Byte offset where 1-based line `first` of `text` starts (its length past the last line).
+fn line_start(text: &str, first: usize) -> u64 {
+    text.split_inclusive('\n')
+        .take(first - 1)
+        .map(str::len)
+        .sum::<usize>() as u64
 }
 
 /// Lines of `n` distinct lines long enough to be worth a marker in runs of a few.
@@ -1376,12 +1374,6 @@ fn an_edited_file_is_shown_as_what_the_agent_saw_and_changed() {
     let text = numbered_source(80);
     let s = reads_with_goal(&[("big.py", text.as_str())], vec![]);
     let mut b = build(&s);
-    let line_start = |t: &str, first: usize| -> u64 {
-        t.split_inclusive('\n')
-            .take(first - 1)
-            .map(str::len)
-            .sum::<usize>() as u64
-    };
     let (at, end) = (line_start(&text, 20), line_start(&text, 40));
     read_obs(&mut b, "big.py", at, end - at);
     // The harness's request of this turn, which counts the file as the agent read it.
