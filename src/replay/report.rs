@@ -263,10 +263,7 @@ pub fn summary(results: &[TraceResult]) -> String {
         .map(|r| r.strategies.clone())
         .unwrap_or_default();
     for name in names {
-        let rows: Vec<&StrategySummary> = per
-            .iter()
-            .filter_map(|v| v.iter().find(|s| s.strategy == name))
-            .collect();
+        let rows = of_strategy(&per, &name);
         let sum = |f: &dyn Fn(&StrategySummary) -> u64| rows.iter().map(|s| f(s)).sum::<u64>();
         let _ = writeln!(
             out,
@@ -289,6 +286,7 @@ pub fn summary(results: &[TraceResult]) -> String {
             )),
         );
     }
+    out.push_str(&per_trace_table(&per));
     out.push_str(
         "\nRatios are medians over traces (turns >= 40: only traces that long). Stale bytes, \
          recall, re-reads, violations: summed over every turn of every trace. Recall counts \
@@ -321,6 +319,58 @@ pub fn summary(results: &[TraceResult]) -> String {
         fmt_opt(median(floors.iter().map(|f| f.0).collect())),
         fmt_opt(median(floors.iter().filter_map(|f| f.1).collect())),
     );
+    out
+}
+
+/// One strategy's summary in each trace that ran it.
+fn of_strategy<'a>(per: &'a [Vec<StrategySummary>], name: &str) -> Vec<&'a StrategySummary> {
+    per.iter()
+        .filter_map(|v| v.iter().find(|s| s.strategy == name))
+        .collect()
+}
+
+/// Recall and re-reads trace by trace. The issue states its targets as medians over traces, the
+/// table above pools them over every turn of every trace; the two disagree where one long trace
+/// holds most of the misses, so both are shown, with how many traces miss each target.
+fn per_trace_table(per: &[Vec<StrategySummary>]) -> String {
+    let mut out = String::from(
+        "\nPer trace (the same counts, one ratio per trace; traces with nothing to count left \
+         out):\n\n\
+         | strategy | fresh recall, file: median | traces under 95% | forced re-reads / reads: \
+         median | traces over 2% | worst trace |\n\
+         |---|---|---|---|---|---|\n",
+    );
+    let names: Vec<&str> = per
+        .first()
+        .map(|v| v.iter().map(|s| s.strategy.as_str()).collect())
+        .unwrap_or_default();
+    for name in names {
+        let rows = of_strategy(per, name);
+        let recall: Vec<f64> = rows
+            .iter()
+            .filter_map(|s| ratio(s.fresh_file as f64, s.needs_file as f64))
+            .collect();
+        let rereads: Vec<f64> = rows
+            .iter()
+            .filter_map(|s| ratio(s.forced_rereads as f64, s.reads as f64))
+            .collect();
+        let worst = rows
+            .iter()
+            .filter(|s| s.forced_rereads > 0)
+            .max_by_key(|s| s.forced_rereads)
+            .map(|s| format!("{} of {}", s.forced_rereads, s.reads))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            out,
+            "| {name} | {} | {} of {} | {} | {} of {} | {worst} |",
+            fmt_opt(median(recall.clone())),
+            recall.iter().filter(|r| **r < 0.95).count(),
+            recall.len(),
+            fmt_opt(median(rereads.clone())),
+            rereads.iter().filter(|r| **r > 0.02).count(),
+            rereads.len(),
+        );
+    }
     out
 }
 
@@ -487,6 +537,30 @@ mod tests {
         let zero = trace(vec![row(1, "baseline", 0, 0, 0)]);
         assert_eq!(instructions_floor(&zero), None);
         assert_eq!(summarize(&zero).first().and_then(|s| s.tokens_ratio), None);
+    }
+
+    #[test]
+    fn one_trace_full_of_rereads_moves_the_pooled_share_not_the_median() {
+        let with = |id: &str, rereads: u64, fresh: u64| {
+            let mut p = row(1, "p", 100, 100, 0);
+            p.measure.reads_next = 10;
+            p.measure.forced_rereads = rereads;
+            p.measure.needs_file = 10;
+            p.measure.fresh_file = fresh;
+            TraceResult {
+                trace_id: id.into(),
+                ..trace(vec![row(1, "baseline", 100, 100, 0), p])
+            }
+        };
+        let table = summary(&[with("a", 9, 5), with("b", 0, 10), with("c", 0, 10)]);
+        // pooled: 9 of 30 reads, 25 of 30 needs
+        assert!(table.contains("| 30.0% (9) |"), "{table}");
+        assert!(table.contains("| 83.3% |"), "{table}");
+        // per trace: the median trace re-read nothing and missed nothing; one trace misses both
+        assert!(
+            table.contains("| p | 100.0% | 1 of 3 | 0.0% | 1 of 3 | 9 of 10 |"),
+            "{table}"
+        );
     }
 
     #[test]
