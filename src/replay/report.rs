@@ -286,7 +286,6 @@ pub fn summary(results: &[TraceResult]) -> String {
             )),
         );
     }
-    out.push_str(&per_trace_table(&per));
     out.push_str(
         "\nRatios are medians over traces (turns >= 40: only traces that long). Stale bytes, \
          recall, re-reads, violations: summed over every turn of every trace. Recall counts \
@@ -296,6 +295,7 @@ pub fn summary(results: &[TraceResult]) -> String {
          requests with writes at 2x (Claude Code's breakpoints on a subscription), against the \
          baseline billed so.\n",
     );
+    out.push_str(&per_trace_table(&per));
     if results
         .first()
         .is_some_and(|r| r.strategies.iter().any(|s| s == "oracle"))
@@ -334,8 +334,8 @@ fn of_strategy<'a>(per: &'a [Vec<StrategySummary>], name: &str) -> Vec<&'a Strat
 /// holds most of the misses, so both are shown, with how many traces miss each target.
 fn per_trace_table(per: &[Vec<StrategySummary>]) -> String {
     let mut out = String::from(
-        "\nPer trace (the same counts, one ratio per trace; traces with nothing to count left \
-         out):\n\n\
+        "\nRecall and re-reads per trace (the same counts, one ratio per trace, medians over \
+         traces as the targets are stated; traces with nothing to count left out):\n\n\
          | strategy | fresh recall, file: median | traces under 95% | forced re-reads / reads: \
          median | traces over 2% | worst trace |\n\
          |---|---|---|---|---|---|\n",
