@@ -12,7 +12,7 @@
 //!   has no clock; real runs call the model within the 5-minute TTL). The same requests with
 //!   hour-long breakpoints (Claude Code's on a subscription) write at 2x: [`Bill::hour_billed`].
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use serde::Serialize;
 
@@ -32,6 +32,11 @@ pub struct Bill {
     pub cache_read: u64,
     /// uncached + 1.25 write + 0.1 read, in input-token equivalents.
     pub billed: f64,
+    /// Of the tokens not read from the cache (written or uncached), those in blocks this
+    /// requester had already sent, byte for byte, in an earlier request: content it pays for
+    /// again because something before it changed, not new content. A history, which only
+    /// appends, sends nothing again.
+    pub sent_again: u64,
 }
 
 impl Bill {
@@ -42,6 +47,7 @@ impl Bill {
             cache_write,
             cache_read,
             billed: 0.0,
+            sent_again: 0,
         };
         bill.billed = bill.priced(WRITE_RATE);
         bill
@@ -64,6 +70,10 @@ impl Bill {
 #[derive(Default)]
 pub struct CacheSim {
     written: HashSet<[u8; 32]>,
+    /// Per block text, the most times one earlier request carried it: the k-th copy of a text
+    /// in a request was sent before only if an earlier request had k copies (a second identical
+    /// empty output is new content, not the first one again).
+    sent: HashMap<[u8; 32], u32>,
 }
 
 impl CacheSim {
@@ -107,7 +117,26 @@ impl CacheSim {
                 self.written.insert(chain[b]);
             }
         }
-        Bill::new(total - read - write, write, read)
+        let mut copies: HashMap<[u8; 32], u32> = HashMap::new();
+        let mut sent_again = 0;
+        for (i, b) in blocks.iter().enumerate() {
+            let h = *blake3::hash(b.text.as_bytes()).as_bytes();
+            let k = copies.entry(h).or_default();
+            *k += 1;
+            // the hit ends on a block boundary: a block is read whole or not at all
+            let unread = cum[i] - b.tokens >= read;
+            if unread && self.sent.get(&h).is_some_and(|n| *n >= *k) {
+                sent_again += b.tokens;
+            }
+        }
+        for (h, k) in copies {
+            let n = self.sent.entry(h).or_default();
+            *n = (*n).max(k);
+        }
+        Bill {
+            sent_again,
+            ..Bill::new(total - read - write, write, read)
+        }
     }
 }
 
@@ -144,9 +173,40 @@ mod tests {
         assert_eq!((b3.cache_read, b3.cache_write), (2000, 150));
         assert!((b3.billed - (2000.0 * 0.1 + 150.0 * 1.25)).abs() < 1e-9);
         assert!((b3.hour_billed() - (2000.0 * 0.1 + 150.0 * 2.0)).abs() < 1e-9);
+        // "a" was sent before: written again after the change; "X" is new
+        assert_eq!(b3.sent_again, 50);
+        assert_eq!((b1.sent_again, b2.sent_again), (0, 0));
         // too small to cache
         let mut d = CacheSim::default();
         let s = d.bill(&[blk("x", 10, true)]);
         assert_eq!((s.cache_write, s.uncached), (0, 10));
+    }
+
+    #[test]
+    fn a_second_copy_of_a_text_is_new_content_and_a_moved_one_is_sent_again() {
+        let mut c = CacheSim::default();
+        c.bill(&[
+            blk("sys", 2000, true),
+            blk("ok", 10, false),
+            blk("f", 300, true),
+        ]);
+        // a history appends another identical output: nothing is sent again
+        let b = c.bill(&[
+            blk("sys", 2000, true),
+            blk("ok", 10, false),
+            blk("f", 300, true),
+            blk("ok", 10, true),
+        ]);
+        assert_eq!((b.cache_read, b.sent_again), (2310, 0));
+        // a projection that drops "ok" and keeps "f" after it writes "f" again
+        let b = c.bill(&[
+            blk("sys", 2000, true),
+            blk("f", 300, false),
+            blk("g", 40, true),
+        ]);
+        assert_eq!(
+            (b.cache_read, b.cache_write, b.sent_again),
+            (2000, 340, 300)
+        );
     }
 }

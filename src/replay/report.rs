@@ -32,6 +32,11 @@ pub struct StrategySummary {
     /// `written_total` vs the baseline's: a history writes each piece once, so above 1 this is
     /// what a strategy writes again (what follows a piece that changed or went).
     pub written_ratio: Option<f64>,
+    /// Of `written_total`, what this strategy had sent before (`Bill::sent_again`).
+    pub sent_again_total: u64,
+    /// `sent_again_total` / `written_total`: the share of its writes that a layout which only
+    /// appended would not have paid for.
+    pub sent_again_ratio: Option<f64>,
     pub stale_bytes: u64,
     pub needs_file: u64,
     pub fresh_file: u64,
@@ -72,6 +77,7 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
                 s.billed_total += x.bill.billed;
                 s.billed_hour_total += x.bill.hour_billed();
                 s.written_total += written(x);
+                s.sent_again_total += x.bill.sent_again;
                 s.stale_bytes += x.measure.stale_bytes;
                 s.needs_file += x.measure.needs_file;
                 s.fresh_file += x.measure.fresh_file;
@@ -92,6 +98,7 @@ pub fn summarize(r: &TraceResult) -> Vec<StrategySummary> {
             s.billed_ratio = ratio(s.billed_total, base_billed);
             s.billed_hour_ratio = ratio(s.billed_hour_total, base_hour);
             s.written_ratio = ratio(s.written_total as f64, base_written as f64);
+            s.sent_again_ratio = ratio(s.sent_again_total as f64, s.written_total as f64);
             s.late_ratio = (!late.is_empty()).then(|| late.iter().sum::<f64>() / late.len() as f64);
             s
         })
@@ -164,14 +171,14 @@ pub fn write_trace(dir: &Path, r: &TraceResult) -> Result<()> {
     let mut csv = String::from(
         "turn,strategy,tokens,tokens_estimate,budget,over_budget,violations,reported,\
          uncached,cache_write,cache_read,billed,stale_bytes,view_bytes,needs_file,fresh_file,\
-         present_stale_file,needs_range,fresh_range,forced_rereads,reads_next\n",
+         present_stale_file,needs_range,fresh_range,forced_rereads,reads_next,sent_again\n",
     );
     let opt = |v: Option<u64>| v.map(|n| n.to_string()).unwrap_or_default();
     for x in &r.rows {
         let m = &x.measure;
         let _ = writeln!(
             csv,
-            "{},{},{},{},{},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{:.1},{},{},{},{},{},{},{},{},{},{}",
             x.turn,
             x.strategy,
             x.tokens,
@@ -192,7 +199,8 @@ pub fn write_trace(dir: &Path, r: &TraceResult) -> Result<()> {
             m.needs_range,
             m.fresh_range,
             m.forced_rereads,
-            m.reads_next
+            m.reads_next,
+            x.bill.sent_again
         );
     }
     let csv_path = dir.join(format!("{}.csv", r.trace_id));
@@ -254,8 +262,8 @@ pub fn summary(results: &[TraceResult]) -> String {
         "| strategy | tokens/request at turns >= 40 vs baseline | whole-run tokens vs baseline | \
          billed input (cached) vs cached baseline | billed, hour-long cache | stale bytes | \
          fresh recall, file | fresh recall, range | forced re-reads / reads | API violations | \
-         over budget | written to the cache vs baseline |\n\
-         |---|---|---|---|---|---|---|---|---|---|---|---|\n",
+         over budget | written to the cache vs baseline | of that, sent before |\n\
+         |---|---|---|---|---|---|---|---|---|---|---|---|---|\n",
     );
     let per: Vec<Vec<StrategySummary>> = results.iter().map(summarize).collect();
     let names: Vec<String> = results
@@ -267,7 +275,7 @@ pub fn summary(results: &[TraceResult]) -> String {
         let sum = |f: &dyn Fn(&StrategySummary) -> u64| rows.iter().map(|s| f(s)).sum::<u64>();
         let _ = writeln!(
             out,
-            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} |",
+            "| {name} | {} | {} | {} | {} | {} | {} | {} | {} ({}) | {} | {} | {} | {} |",
             fmt_opt(median(rows.iter().filter_map(|s| s.late_ratio).collect())),
             fmt_opt(median(rows.iter().filter_map(|s| s.tokens_ratio).collect())),
             fmt_opt(median(rows.iter().filter_map(|s| s.billed_ratio).collect())),
@@ -284,6 +292,9 @@ pub fn summary(results: &[TraceResult]) -> String {
             fmt_opt(median(
                 rows.iter().filter_map(|s| s.written_ratio).collect()
             )),
+            fmt_opt(median(
+                rows.iter().filter_map(|s| s.sent_again_ratio).collect()
+            )),
         );
     }
     out.push_str(
@@ -291,7 +302,9 @@ pub fn summary(results: &[TraceResult]) -> String {
          recall, re-reads, violations: summed over every turn of every trace. Recall counts \
          next-step reads/edits of files already seen; range level only for lines already seen. \
          Written to the cache: tokens not read from it (written at 1.25x, or sent uncached), \
-         against the baseline's, which writes each piece once. Hour-long cache: the same \
+         against the baseline's, which writes each piece once; of that, sent before: the \
+         share of those tokens in blocks the strategy had sent in an earlier request, byte for \
+         byte, paid for again because something before them changed or went. Hour-long cache: the same \
          requests with writes at 2x (Claude Code's breakpoints on a subscription), against the \
          baseline billed so.\n",
     );
@@ -470,6 +483,7 @@ mod tests {
                 cache_write: write,
                 cache_read: tokens - write - uncached,
                 billed: 0.0,
+                sent_again: 0,
             },
             measure: Default::default(),
         }
@@ -497,13 +511,23 @@ mod tests {
             row(2, "baseline", 1500, 500, 0),
             row(3, "baseline", 2000, 500, 0),
             row(1, "p", 1000, 1000, 0),
-            row(2, "p", 1200, 800, 0),
+            Row {
+                // 600 of the 800 rewritten had been sent at turn 1
+                bill: Bill {
+                    sent_again: 600,
+                    ..row(2, "p", 1200, 800, 0).bill
+                },
+                ..row(2, "p", 1200, 800, 0)
+            },
             row(3, "p", 1300, 0, 300),
         ]);
         let s = summarize(&r);
         let p = s.iter().find(|s| s.strategy == "p");
         assert_eq!(p.map(|p| p.written_total), Some(2100));
         assert_eq!(p.and_then(|p| p.written_ratio), Some(2100.0 / 2000.0));
+        assert_eq!(p.and_then(|p| p.sent_again_ratio), Some(600.0 / 2100.0));
+        let table = summary(&[r]);
+        assert!(table.contains("| 105.0% | 28.6% |"), "{table}");
         // hour-long: writes at 2x, reads at 0.1x; 2 * 2000 + 0.1 * 2500 for the history
         let hour = p.and_then(|p| p.billed_hour_ratio).unwrap_or_default();
         assert!((hour - (2.0 * 1800.0 + 300.0 + 0.1 * 1400.0) / 4250.0).abs() < 1e-9);
