@@ -308,7 +308,7 @@ pub fn summary(results: &[TraceResult]) -> String {
          requests with writes at 2x (Claude Code's breakpoints on a subscription), against the \
          baseline billed so.\n",
     );
-    out.push_str(&per_trace_table(&per));
+    out.push_str(&per_trace_table(results, &per));
     if results
         .first()
         .is_some_and(|r| r.strategies.iter().any(|s| s == "oracle"))
@@ -345,7 +345,7 @@ fn of_strategy<'a>(per: &'a [Vec<StrategySummary>], name: &str) -> Vec<&'a Strat
 /// Recall and re-reads trace by trace. The issue states its targets as medians over traces, the
 /// table above pools them over every turn of every trace; the two disagree where one long trace
 /// holds most of the misses, so both are shown, with how many traces miss each target.
-fn per_trace_table(per: &[Vec<StrategySummary>]) -> String {
+fn per_trace_table(results: &[TraceResult], per: &[Vec<StrategySummary>]) -> String {
     let mut out = String::from(
         "\nRecall and re-reads per trace (the same counts, one ratio per trace, medians over \
          traces as the targets are stated; traces with nothing to count left out):\n\n\
@@ -367,11 +367,14 @@ fn per_trace_table(per: &[Vec<StrategySummary>]) -> String {
             .iter()
             .filter_map(|s| ratio(s.forced_rereads as f64, s.reads as f64))
             .collect();
-        let worst = rows
+        // named, so `--misses` can be read for it
+        let worst = results
             .iter()
-            .filter(|s| s.forced_rereads > 0)
-            .max_by_key(|s| s.forced_rereads)
-            .map(|s| format!("{} of {}", s.forced_rereads, s.reads))
+            .zip(per)
+            .filter_map(|(r, v)| v.iter().find(|s| s.strategy == name).map(|s| (r, s)))
+            .filter(|(_, s)| s.forced_rereads > 0)
+            .max_by_key(|(_, s)| s.forced_rereads)
+            .map(|(r, s)| format!("{}: {} of {}", r.trace_id, s.forced_rereads, s.reads))
             .unwrap_or_else(|| "-".into());
         let _ = writeln!(
             out,
@@ -582,7 +585,7 @@ mod tests {
         assert!(table.contains("| 83.3% |"), "{table}");
         // per trace: the median trace re-read nothing and missed nothing; one trace misses both
         assert!(
-            table.contains("| p | 100.0% | 1 of 3 | 0.0% | 1 of 3 | 9 of 10 |"),
+            table.contains("| p | 100.0% | 1 of 3 | 0.0% | 1 of 3 | a: 9 of 10 |"),
             "{table}"
         );
     }
