@@ -78,17 +78,20 @@ pub struct CacheSim {
 
 impl CacheSim {
     pub fn bill(&mut self, blocks: &[Block]) -> Bill {
+        let mut texts = Vec::with_capacity(blocks.len());
         let mut chain = Vec::with_capacity(blocks.len());
         let mut cum = Vec::with_capacity(blocks.len());
         let mut h = [0u8; 32];
         let mut total = 0u64;
         for b in blocks {
+            // the prefix up to a block: the one before it and this block's text, each a hash
+            let text = *blake3::hash(b.text.as_bytes()).as_bytes();
             let mut hasher = blake3::Hasher::new();
             hasher.update(&h);
-            hasher.update(&(b.text.len() as u64).to_le_bytes());
-            hasher.update(b.text.as_bytes());
+            hasher.update(&text);
             h = *hasher.finalize().as_bytes();
             total += b.tokens;
+            texts.push(text);
             chain.push(h);
             cum.push(total);
         }
@@ -119,13 +122,12 @@ impl CacheSim {
         }
         let mut copies: HashMap<[u8; 32], u32> = HashMap::new();
         let mut sent_again = 0;
-        for (i, b) in blocks.iter().enumerate() {
-            let h = *blake3::hash(b.text.as_bytes()).as_bytes();
-            let k = copies.entry(h).or_default();
+        for (i, (b, text)) in blocks.iter().zip(&texts).enumerate() {
+            let k = copies.entry(*text).or_default();
             *k += 1;
             // the hit ends on a block boundary: a block is read whole or not at all
             let unread = cum[i] - b.tokens >= read;
-            if unread && self.sent.get(&h).is_some_and(|n| *n >= *k) {
+            if unread && self.sent.get(text).is_some_and(|n| *n >= *k) {
                 sent_again += b.tokens;
             }
         }

@@ -304,9 +304,9 @@ pub fn summary(results: &[TraceResult]) -> String {
          Written to the cache: tokens not read from it (written at 1.25x, or sent uncached), \
          against the baseline's, which writes each piece once; of that, sent before: the \
          share of those tokens in blocks the strategy had sent in an earlier request, byte for \
-         byte, paid for again because something before them changed or went. Hour-long cache: the same \
-         requests with writes at 2x (Claude Code's breakpoints on a subscription), against the \
-         baseline billed so.\n",
+         byte, paid for again because something before them changed or went. Hour-long cache: \
+         the same requests with writes at 2x (Claude Code's breakpoints on a subscription), \
+         against the baseline billed so.\n",
     );
     out.push_str(&per_trace_table(results, &per));
     if results
@@ -358,20 +358,22 @@ fn per_trace_table(results: &[TraceResult], per: &[Vec<StrategySummary>]) -> Str
         .map(|v| v.iter().map(|s| s.strategy.as_str()).collect())
         .unwrap_or_default();
     for name in names {
-        let rows = of_strategy(per, name);
-        let recall: Vec<f64> = rows
-            .iter()
-            .filter_map(|s| ratio(s.fresh_file as f64, s.needs_file as f64))
-            .collect();
-        let rereads: Vec<f64> = rows
-            .iter()
-            .filter_map(|s| ratio(s.forced_rereads as f64, s.reads as f64))
-            .collect();
-        // named, so `--misses` can be read for it
-        let worst = results
+        let rows: Vec<(&TraceResult, &StrategySummary)> = results
             .iter()
             .zip(per)
             .filter_map(|(r, v)| v.iter().find(|s| s.strategy == name).map(|s| (r, s)))
+            .collect();
+        let recall: Vec<f64> = rows
+            .iter()
+            .filter_map(|(_, s)| ratio(s.fresh_file as f64, s.needs_file as f64))
+            .collect();
+        let rereads: Vec<f64> = rows
+            .iter()
+            .filter_map(|(_, s)| ratio(s.forced_rereads as f64, s.reads as f64))
+            .collect();
+        // named, so `--misses` can be read for it
+        let worst = rows
+            .iter()
             .filter(|(_, s)| s.forced_rereads > 0)
             .max_by_key(|(_, s)| s.forced_rereads)
             .map(|(r, s)| format!("{}: {} of {}", r.trace_id, s.forced_rereads, s.reads))
