@@ -132,6 +132,9 @@ pub struct TraceResult {
     pub apply: ApplyCounts,
     /// Steps whose output was cut to fit the socket's request line ([`fit`]).
     pub outputs_cut: u64,
+    /// No `X.base.tar.gz` beside the trace: it was replayed from an empty directory, so what it
+    /// read of a file it did not create was made from the lines the agent saw (`reconciled`).
+    pub no_base: bool,
     pub rows: Vec<Row>,
     pub seconds: f64,
 }
@@ -189,7 +192,16 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     let root = base.join("root");
     let archive = trace.base_archive();
     let pristine = base.join("pristine");
-    if archive.exists() {
+    let no_base = !archive.exists();
+    if no_base {
+        // Legitimate for a trace that creates what it reads, but the numbers of one whose
+        // base went missing rest on files made up from its reads: say so where it is seen.
+        eprintln!(
+            "worldfs replay: {}: no base files ({} not found): replayed from an empty directory",
+            path.display(),
+            archive.display()
+        );
+    } else {
         unpack(&archive, &root)?;
         std::fs::create_dir_all(&pristine)
             .with_context(|| format!("creating {}", pristine.display()))?;
@@ -217,6 +229,7 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     let mut r: TraceResult =
         result.with_context(|| format!("replaying {}", trace.path.display()))?;
     r.seconds = t0.elapsed().as_secs_f64();
+    r.no_base = no_base;
     Ok(r)
 }
 
@@ -378,6 +391,7 @@ fn replay(
         strategies: strategies.iter().map(Strategy::name).collect(),
         apply: applier.counts.clone(),
         outputs_cut,
+        no_base: false,
         rows,
         seconds: 0.0,
     })

@@ -213,6 +213,7 @@ pub fn write_trace(dir: &Path, r: &TraceResult) -> Result<()> {
         "baseline_vs_reported_median": reported_ratio(r),
         "apply": r.apply,
         "outputs_cut": r.outputs_cut,
+        "no_base": r.no_base,
         "strategies": summarize(r),
     });
     let json_path = dir.join(format!("{}.json", r.trace_id));
@@ -258,6 +259,19 @@ pub fn summary(results: &[TraceResult]) -> String {
         results.len(),
         rep.map(|x| format!("{x:.2}")).unwrap_or_else(|| "-".into())
     );
+    let no_base: Vec<&str> = results
+        .iter()
+        .filter(|r| r.no_base)
+        .map(|r| r.trace_id.as_str())
+        .collect();
+    if !no_base.is_empty() {
+        let _ = writeln!(
+            out,
+            "Replayed without base files, from an empty directory (what they read \
+             of a file they did not create was made from the lines the agent saw): {}.\n",
+            no_base.join(", ")
+        );
+    }
     out.push_str(
         "| strategy | tokens/request at turns >= 40 vs baseline | whole-run tokens vs baseline | \
          billed input (cached) vs cached baseline | billed, hour-long cache | stale bytes | \
@@ -502,6 +516,7 @@ mod tests {
             strategies: vec!["baseline".into(), "p".into()],
             apply: Default::default(),
             outputs_cut: 0,
+            no_base: false,
             rows,
             seconds: 0.0,
         }
@@ -566,6 +581,23 @@ mod tests {
         let zero = trace(vec![row(1, "baseline", 0, 0, 0)]);
         assert_eq!(instructions_floor(&zero), None);
         assert_eq!(summarize(&zero).first().and_then(|s| s.tokens_ratio), None);
+    }
+
+    #[test]
+    fn a_trace_without_base_files_is_named_in_the_summary() {
+        let rows = || vec![row(1, "baseline", 100, 100, 0), row(1, "p", 50, 50, 0)];
+        let table = summary(&[trace(rows())]);
+        assert!(!table.contains("without base files"), "{table}");
+        let bare = TraceResult {
+            trace_id: "bare".into(),
+            no_base: true,
+            ..trace(rows())
+        };
+        let table = summary(&[trace(rows()), bare]);
+        assert!(
+            table.contains("the lines the agent saw): bare.\n"),
+            "{table}"
+        );
     }
 
     #[test]
