@@ -171,8 +171,14 @@ pub enum Command {
         /// Where the reports go.
         #[arg(long, default_value = "replay-out")]
         out: PathBuf,
-        /// Budgets for the worldfs policy (the first is also the seed policy's).
-        #[arg(long, value_delimiter = ',', default_value = "8000,16000,32000")]
+        /// Budgets for the worldfs policy, in tokens (the first is also the seed policy's):
+        /// `8000` or `8k`, each at most once.
+        #[arg(
+            long,
+            value_delimiter = ',',
+            default_value = "8000,16000,32000",
+            value_parser = tokens
+        )]
         budgets: Vec<u64>,
         /// Also write every projection served into DIR (created if missing), one JSON file per
         /// trace, turn and strategy: its body, tokens, and what the policy evicted and why. For
@@ -255,8 +261,9 @@ pub enum Command {
             default_value = "https://api.anthropic.com"
         )]
         upstream: String,
-        /// Token budget of the projection; the daemon's configured budget when absent.
-        #[arg(long)]
+        /// Token budget of the projection (`8000` or `8k`); the daemon's configured budget when
+        /// absent.
+        #[arg(long, value_parser = tokens)]
         budget: Option<u64>,
         /// Rewrite nothing: forward every request as it came, and print for each one of the main
         /// conversation what the projection would have sent instead.
@@ -341,8 +348,8 @@ pub struct ProjectionOptions {
     /// anthropic, openai_chat, openai_responses, text or json.
     #[arg(long, default_value = "text")]
     pub format: String,
-    /// Token budget; the daemon's configured budget when absent.
-    #[arg(long)]
+    /// Token budget (`8000` or `8k`); the daemon's configured budget when absent.
+    #[arg(long, value_parser = tokens)]
     pub budget: Option<u64>,
     /// Name of the synthesized read tool (e.g. `Read`).
     #[arg(long)]
@@ -484,9 +491,55 @@ impl MountOptions {
     }
 }
 
+/// A token budget: a count, or thousands with `k` (`8k`, `1.5k`), as budgets are spoken of;
+/// within what the socket accepts, so a bad one fails here and not at the first request.
+fn tokens(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let (num, scale) = match t.strip_suffix(['k', 'K']) {
+        Some(n) => (n, 1000.0),
+        None => (t, 1.0),
+    };
+    let n = if scale == 1.0 {
+        num.parse::<u64>()
+            .map_err(|_| format!("`{t}` is not a number of tokens (such as 8000 or 8k)"))?
+    } else {
+        let x: f64 = num
+            .parse()
+            .map_err(|_| format!("`{num}` is not a number of thousands"))?;
+        let n = x * scale;
+        if !n.is_finite() || n.fract() != 0.0 || n < 0.0 {
+            return Err(format!("{t} is not a whole number of tokens"));
+        }
+        n as u64
+    };
+    let max = crate::socket::methods::MAX_BUDGET;
+    if !(1..=max).contains(&n) {
+        return Err(format!("{n} tokens: a budget is 1 to {max}"));
+    }
+    Ok(n)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn budgets_are_counts_or_thousands() {
+        assert_eq!(tokens("8000"), Ok(8000));
+        assert_eq!(tokens("8k"), Ok(8000));
+        assert_eq!(tokens("16K"), Ok(16000));
+        assert_eq!(tokens("1.5k"), Ok(1500));
+        for bad in [
+            "0", "0k", "-1", "8kb", "1.0005k", "k", "3000000", "nan k", "infk",
+        ] {
+            assert!(tokens(bad).is_err(), "{bad} accepted");
+        }
+        let replay = Cli::try_parse_from(["worldfs", "replay", "t.jsonl", "--budgets", "4k,6000"]);
+        match replay.map(|c| c.command) {
+            Ok(Command::Replay { budgets, .. }) => assert_eq!(budgets, vec![4000, 6000]),
+            other => panic!("not a replay: {other:?}"),
+        }
+    }
 
     fn mount_options(args: &[OsString]) -> MountOptions {
         let mut argv: Vec<OsString> = vec!["worldfs".into(), "mount".into(), "/p".into()];

@@ -75,7 +75,11 @@ impl Strategy {
     pub fn name(&self) -> String {
         match self {
             Strategy::History(h) => h.name(),
-            Strategy::Projection { policy, budget } => format!("{policy}_{}k", budget / 1000),
+            // In thousands, exactly: 8500 must not be named as 8000 is, or their rows would be
+            // summed as one strategy's.
+            Strategy::Projection { policy, budget } => {
+                format!("{policy}_{}k", *budget as f64 / 1000.0)
+            }
             Strategy::Oracle => "oracle".into(),
         }
     }
@@ -637,6 +641,11 @@ pub struct Outcome {
 /// replayed (it does not parse, its mount fails) is reported and the others go on: one bad
 /// file among many should not cost the run.
 pub fn run(opts: &Options) -> Result<Outcome> {
+    for (i, b) in opts.budgets.iter().enumerate() {
+        if opts.budgets[..i].contains(b) {
+            anyhow::bail!("--budgets names {b} twice: each budget is one strategy");
+        }
+    }
     std::fs::create_dir_all(&opts.out)
         .with_context(|| format!("creating {}", opts.out.display()))?;
     if let Some(dir) = &opts.dump_projections {
@@ -684,6 +693,30 @@ pub fn run(opts: &Options) -> Result<Outcome> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_budget_is_its_own_strategy() {
+        let names: Vec<String> = strategies(&[8000, 8500, 500])
+            .iter()
+            .map(Strategy::name)
+            .collect();
+        for n in ["seed_8k", "worldfs_8k", "worldfs_8.5k", "worldfs_0.5k"] {
+            assert!(names.iter().any(|x| x == n), "{n} not in {names:?}");
+        }
+        let twice = Options {
+            traces: vec![],
+            out: std::env::temp_dir().join("worldfs-replay-budgets-twice"),
+            budgets: vec![8000, 4000, 8000],
+            exe: PathBuf::from("worldfs"),
+            dump_projections: None,
+            misses: None,
+        };
+        let err = run(&twice).err().map(|e| e.to_string());
+        assert_eq!(
+            err.as_deref(),
+            Some("--budgets names 8000 twice: each budget is one strategy")
+        );
+    }
 
     fn step(v: Value) -> trace::Step {
         serde_json::from_value(v).unwrap_or_else(|e| panic!("{e}"))
