@@ -495,22 +495,20 @@ impl MountOptions {
 /// within what the socket accepts, so a bad one fails here and not at the first request.
 fn tokens(s: &str) -> Result<u64, String> {
     let t = s.trim();
-    let (num, scale) = match t.strip_suffix(['k', 'K']) {
-        Some(n) => (n, 1000.0),
-        None => (t, 1.0),
-    };
-    let n = if scale == 1.0 {
-        num.parse::<u64>()
-            .map_err(|_| format!("`{t}` is not a number of tokens (such as 8000 or 8k)"))?
-    } else {
-        let x: f64 = num
-            .parse()
-            .map_err(|_| format!("`{num}` is not a number of thousands"))?;
-        let n = x * scale;
-        if !n.is_finite() || n.fract() != 0.0 || n < 0.0 {
-            return Err(format!("{t} is not a whole number of tokens"));
+    let n = match t.strip_suffix(['k', 'K']) {
+        None => t
+            .parse::<u64>()
+            .map_err(|_| format!("`{t}` is not a number of tokens (such as 8000 or 8k)"))?,
+        Some(num) => {
+            let x: f64 = num
+                .parse()
+                .map_err(|_| format!("`{num}` is not a number of thousands"))?;
+            let n = x * 1000.0;
+            if !n.is_finite() || n.fract() != 0.0 || n < 0.0 {
+                return Err(format!("{t} is not a whole number of tokens"));
+            }
+            n as u64
         }
-        n as u64
     };
     let max = crate::socket::methods::MAX_BUDGET;
     if !(1..=max).contains(&n) {

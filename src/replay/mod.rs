@@ -218,12 +218,7 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     std::fs::write(&config, replay_config()).context("writing the replay config")?;
     let result = (|| -> Result<TraceResult> {
         let mut session = Session::start(&opts.exe, &root, &base.join("socket"), &config)?;
-        let r = replay(
-            &trace,
-            &mut session,
-            opts,
-            archive.exists().then_some(pristine),
-        );
+        let r = replay(&trace, &mut session, opts, (!no_base).then_some(pristine));
         let stopped = session.stop();
         let r = r?;
         stopped?;
@@ -233,7 +228,6 @@ pub fn run_trace(path: &Path, opts: &Options) -> Result<TraceResult> {
     let mut r: TraceResult =
         result.with_context(|| format!("replaying {}", trace.path.display()))?;
     r.seconds = t0.elapsed().as_secs_f64();
-    r.no_base = no_base;
     Ok(r)
 }
 
@@ -256,6 +250,7 @@ fn replay(
     }
     tools.truncate(crate::world::harness::MAX_STEP_TOOLS);
     session.call("tools.declare", json!({ "names": tools }))?;
+    let no_base = pristine.is_none();
     let mut applier = Applier::new(&session.root.clone(), session.backing_fd(), pristine);
     let mut counter = Counter::default();
     let prompt = baseline::prompt(trace, &mut counter);
@@ -395,7 +390,7 @@ fn replay(
         strategies: strategies.iter().map(Strategy::name).collect(),
         apply: applier.counts.clone(),
         outputs_cut,
-        no_base: false,
+        no_base,
         rows,
         seconds: 0.0,
     })
