@@ -512,7 +512,9 @@ fn tokens(s: &str) -> Result<u64, String> {
     };
     let max = crate::socket::methods::MAX_BUDGET;
     if !(1..=max).contains(&n) {
-        return Err(format!("{n} tokens: a budget is 1 to {max}"));
+        return Err(format!(
+            "budget {n} is out of range: a budget is at least one token and at most {max}"
+        ));
     }
     Ok(n)
 }

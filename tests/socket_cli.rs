@@ -202,8 +202,9 @@ fn goal_projection_and_status_subcommands() {
     let v: Value = must(serde_json::from_slice(&out.stdout));
     assert_eq!(v["evicted"].as_array().map(Vec::len), Some(0), "{v}");
     assert!(v["evicted_total"].as_u64().is_some_and(|n| n >= 1), "{v}");
+    // refused with the command line, before the socket is asked
     let out = worldfs(&["projection", "--socket", &s, "--budget", "0"]);
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
     assert!(
         text(&out.stderr).contains("budget 0"),
         "{}",

@@ -86,9 +86,6 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
             cfg.upstream
         );
     }
-    if cfg.budget == Some(0) {
-        anyhow::bail!("--budget 0: a projection needs at least one token");
-    }
     let socket = resolve_socket(&cfg.socket)?;
     let unhooked = (!cfg.hooks_elsewhere)
         .then(|| without_hooks(&cfg.socket))
