@@ -510,7 +510,7 @@ fn tokens(s: &str) -> Result<u64, String> {
             n as u64
         }
     };
-    let max = crate::socket::methods::MAX_BUDGET;
+    let max = crate::world::config::MAX_BUDGET;
     if !(1..=max).contains(&n) {
         return Err(format!(
             "budget {n} is out of range: a budget is at least one token and at most {max}"

@@ -175,6 +175,22 @@ fn error_config_file_missing() {
 }
 
 #[test]
+fn error_config_budget_out_of_range() {
+    let s = Scratch::new();
+    let src = s.join("src");
+    std::fs::create_dir(&src).unwrap();
+    let cfg = s.join("worldfs.toml");
+    std::fs::write(&cfg, "[budget]\ntokens = 0\n").unwrap();
+    let out = fails(&[os(&"mount"), os(&src), os(&"--config"), os(&cfg)]);
+    assert_error(
+        "a --config file whose budget is 0",
+        &out,
+        &[cfg.to_str().unwrap(), "budget.tokens", "out of range"],
+    );
+    assert_nothing_mounted("a --config file whose budget is 0", &[&src]);
+}
+
+#[test]
 fn error_mountpoint_inside_source() {
     let s = Scratch::new();
     let src = s.join("src");

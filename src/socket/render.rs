@@ -31,7 +31,7 @@ pub const DEFAULT_EVICTED_LIMIT: usize = 100;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ProjectionParams {
     pub format: Format,
-    /// 1..=[`super::methods::MAX_BUDGET`] tokens.
+    /// 1..=[`crate::world::config::MAX_BUDGET`] tokens.
     pub budget_tokens: u64,
     /// Selection policy name; `None`: the configured one.
     pub policy: Option<String>,

@@ -9,6 +9,11 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
+/// Largest token budget a projection may be given, from the configuration, the socket or the
+/// command line: well above any model's context window, so a larger one is a typo (a budget
+/// in bytes, an extra zero), not a wish.
+pub const MAX_BUDGET: u64 = 2_000_000;
+
 /// A problem with the configuration file, always naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -367,6 +372,12 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
+        if !(1..=MAX_BUDGET).contains(&self.budget.tokens) {
+            return Err(format!(
+                "budget.tokens: {} is out of range: a budget is at least one token and at most {MAX_BUDGET}",
+                self.budget.tokens
+            ));
+        }
         if super::policy::by_name(&self.budget.policy).is_none() {
             return Err(format!(
                 "budget.policy: unknown policy {:?} (known: {})",
@@ -447,6 +458,22 @@ mod tests {
             .map(|e| e.to_string())
             .unwrap_or_default();
         assert!(err.starts_with("w.toml:2:"), "{err}");
+    }
+
+    #[test]
+    fn a_budget_out_of_range_is_refused_with_the_range() {
+        for bad in [0, MAX_BUDGET + 1] {
+            let err = Config::parse(&format!("[budget]\ntokens = {bad}\n"), Path::new("w.toml"))
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("budget.tokens"), "{err}");
+            assert!(err.contains(&format!("{bad} is out of range")), "{err}");
+        }
+        for good in [1, MAX_BUDGET] {
+            let cfg = Config::parse(&format!("[budget]\ntokens = {good}\n"), Path::new("w.toml"));
+            assert_eq!(cfg.ok().map(|c| c.budget.tokens), Some(good));
+        }
     }
 
     #[test]

@@ -41,8 +41,8 @@ pub use entries::entry_json;
 
 /// Protocol version reported by `initialize`; bumped on incompatible changes.
 pub const PROTOCOL_VERSION: u32 = 1;
-/// Largest token budget accepted: well above any model's context window.
-pub const MAX_BUDGET: u64 = 2_000_000;
+/// Largest token budget accepted; the world's configuration holds the same bound.
+pub use crate::world::config::MAX_BUDGET;
 /// Most files `projection.get`'s `request_shows` may name: Claude Code attaches five after a
 /// compaction, and a prompt names a few.
 pub const MAX_REQUEST_SHOWS: usize = 64;
