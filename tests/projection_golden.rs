@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
-use worldfs::observation::{Observation, Op};
+use worldfs::observation::{ExternalChange, Observation, Op};
 use worldfs::projection::{self, Format, ProjectionRequest, validate};
 use worldfs::world::harness::{CommandOutput, Framing, Step, StructuredState};
 use worldfs::world::{ProcInfo, StaticProcesses, World};
@@ -40,6 +40,11 @@ impl Script {
     }
 
     fn push(&mut self, path: &str, op: Op) {
+        self.push_by(CLAUDE, path, op);
+    }
+
+    /// An observation made for `pid` (0: the watcher, a change behind the mount).
+    fn push_by(&mut self, pid: u32, path: &str, op: Op) {
         self.seq += 1;
         self.now += Duration::from_millis(1);
         self.out.push(Observation {
@@ -47,7 +52,7 @@ impl Script {
             time: self.now,
             op,
             path: PathBuf::from(path),
-            pid: CLAUDE,
+            pid,
             caller: None,
         });
     }
@@ -98,9 +103,9 @@ fn hash_hex(bytes: &[u8]) -> String {
     blake3::hash(bytes).to_hex().to_string()
 }
 
-/// The fixed world: a whole read, a partial read, a listing, a secret, a deleted file, and a
-/// file the agent wrote in the current turn; goal, framing, state, two command outputs (one
-/// stale) and a last step.
+/// The fixed world: a whole read, a partial read, a listing, a secret, a file deleted behind
+/// the mount, one the agent created and deleted itself, and a file the agent wrote in the
+/// current turn; goal, framing, state, two command outputs (one stale) and a last step.
 fn fixed_world(root: &Path) -> Arc<World> {
     let lib: String = (1..=40)
         .map(|i| format!("pub fn f{i}() -> u32 {{ {i} }}\n"))
@@ -124,10 +129,17 @@ fn fixed_world(root: &Path) -> Arc<World> {
     s.read("src/lib.rs", 540, 10);
     s.read(".env", 0, 4096);
     s.read("notes.txt", 0, 4096);
+    write(root, "scratch.py", b"print(1)\n");
+    s.write("scratch.py", true);
     w.ingest(s.take());
     w.advance_turn();
     fs::remove_file(root.join("notes.txt")).unwrap_or_else(|e| panic!("{e}"));
-    s.push("notes.txt", Op::Unlink);
+    let removed = Op::External {
+        change: ExternalChange::RemovedFile,
+    };
+    s.push_by(0, "notes.txt", removed);
+    fs::remove_file(root.join("scratch.py")).unwrap_or_else(|e| panic!("{e}"));
+    s.push("scratch.py", Op::Unlink);
     write(root, "src/new.rs", b"pub fn new() {}\n");
     s.write("src/new.rs", true);
     w.ingest(s.take());
@@ -288,7 +300,14 @@ fn fixed_world_content() {
         !body.contains("pub fn f10()"),
         "unread lines of lib.rs shown"
     );
-    assert!(body.contains("File does not exist: /work/demo/notes.txt"));
+    assert!(
+        body.contains("File does not exist: /work/demo/notes.txt"),
+        "a deletion behind the mount is said: {body}"
+    );
+    assert!(
+        !body.contains("scratch.py"),
+        "the agent's own deletion needs no notice: {body}"
+    );
     assert!(body.contains("wc -l README.md"));
     assert!(!body.contains("cat notes.txt"), "stale command shown");
     assert_eq!(p.stale_dropped_commands.len(), 1);

@@ -204,9 +204,10 @@ pub fn gather(
             return true;
         }
         if c.notice_only {
-            match world.entry(&c.path).map(|e| e.state) {
-                Some(EntryState::Withheld) => withheld_paths.push(c.path.clone()),
-                Some(EntryState::Deleted) if !req.include_deleted => {
+            match world.entry(&c.path).map(|e| (e.state, e.deleted_by_agent)) {
+                Some((EntryState::Withheld, _)) => withheld_paths.push(c.path.clone()),
+                // What the agent deleted itself, the step that did it says.
+                Some((EntryState::Deleted, by_agent)) if by_agent || !req.include_deleted => {
                     // Free, so the policy keeps it and we can leave it out without it being
                     // reported as evicted.
                     c.whole_tokens = 0;

@@ -210,16 +210,19 @@ impl Cache {
             .collect()
     }
 
-    /// Marks `path` and everything below it deleted (unlink, rmdir, removal behind the mount).
-    /// Returns how many entries changed.
-    pub fn delete_subtree(&self, path: &Path, at: Stamp) -> usize {
+    /// Marks `path` and everything below it deleted (unlink, rmdir, removal behind the mount),
+    /// `by_agent` when the agent itself removed it. Returns how many entries changed.
+    pub fn delete_subtree(&self, path: &Path, at: Stamp, by_agent: bool) -> usize {
         let mut n = 0;
         for k in self.keys_under(path) {
-            if let Some(mut e) = self.map.get_mut(&k)
-                && e.state != EntryState::Deleted
-            {
-                e.deleted(at);
-                n += 1;
+            if let Some(mut e) = self.map.get_mut(&k) {
+                if e.state != EntryState::Deleted {
+                    e.deleted(at, by_agent);
+                    n += 1;
+                } else if by_agent {
+                    // The watcher saw the removal before the mount's own report of who made it.
+                    e.deleted_by_agent = true;
+                }
             }
         }
         self.deleted_since_prune.fetch_add(n, Ordering::Relaxed);
@@ -229,14 +232,19 @@ impl Cache {
     /// Marks `path` alone deleted: for unlink(2), which never removes a directory, so nothing is
     /// below it and `delete_subtree`'s look at the ordered keys (per file of an `rm -rf`) is not
     /// needed. Returns whether the entry changed.
-    pub fn delete_one(&self, path: &Path, at: Stamp) -> bool {
+    pub fn delete_one(&self, path: &Path, at: Stamp, by_agent: bool) -> bool {
         match self.map.get_mut(path) {
             Some(mut e) if e.state != EntryState::Deleted => {
-                e.deleted(at);
+                e.deleted(at, by_agent);
                 self.note_deleted();
                 true
             }
-            _ => false,
+            Some(mut e) => {
+                // As in `delete_subtree`: who made it may be known only after the fact.
+                e.deleted_by_agent |= by_agent;
+                false
+            }
+            None => false,
         }
     }
 
@@ -569,7 +577,7 @@ mod tests {
         );
         c.insert("d/x".into(), file(2));
         c.insert("dx".into(), file(3));
-        assert_eq!(c.delete_subtree(Path::new("d"), at(4)), 2);
+        assert_eq!(c.delete_subtree(Path::new("d"), at(4), false), 2);
         let counts = c.counts();
         assert_eq!((counts.live, counts.deleted), (1, 2));
     }
@@ -583,7 +591,7 @@ mod tests {
         c.insert("live".into(), file(100));
         // f0..f7 deleted in the order f7, f6, ..., f0; f3 pinned.
         for i in (0..8u64).rev() {
-            c.delete_one(Path::new(&format!("f{i}")), at(200 - i));
+            c.delete_one(Path::new(&format!("f{i}")), at(200 - i), false);
         }
         if let Some(mut e) = c.get_mut(Path::new("f3")) {
             e.pinned = true;
@@ -660,7 +668,7 @@ mod tests {
                             .into_iter()
                             .filter(|(k, e)| is_under(k, &p) && e.state != EntryState::Deleted)
                             .count();
-                        prop_assert_eq!(c.delete_subtree(&p, at(seq)), live_below);
+                        prop_assert_eq!(c.delete_subtree(&p, at(seq), false), live_below);
                     }
                     CacheOp::Prune(keep) => {
                         c.prune_deleted(keep);

@@ -155,6 +155,10 @@ pub struct Entry {
     pub programs: Programs,
     /// The agent wrote (or created, or truncated) this entry.
     pub agent_wrote: bool,
+    /// Deleted by the agent itself (its unlink or rmdir through the mount): the step that did
+    /// it says so, so a projection shows no notice of it, as it does of a deletion the agent
+    /// did not make. Cleared when the name comes back.
+    pub deleted_by_agent: bool,
     /// Pinned by the harness or user: policies keep it before anything unpinned.
     pub pinned: bool,
     /// Content hash (blake3) of the version last counted; `None` until counted.
@@ -217,6 +221,7 @@ impl Entry {
             last_agent_turn: at.turn,
             programs: Programs::default(),
             agent_wrote: false,
+            deleted_by_agent: false,
             pinned: false,
             hash: None,
             tokens: None,
@@ -246,6 +251,7 @@ impl Entry {
         self.last_changed = Some(at);
         if self.state == EntryState::Deleted {
             self.state = EntryState::Live;
+            self.deleted_by_agent = false;
         }
         self.recheck();
     }
@@ -259,9 +265,11 @@ impl Entry {
         }
     }
 
-    pub fn deleted(&mut self, at: Stamp) {
+    /// Marks the entry deleted at `at`, `by_agent` when the agent itself removed it.
+    pub fn deleted(&mut self, at: Stamp, by_agent: bool) {
         self.version = self.version.wrapping_add(1);
         self.state = EntryState::Deleted;
+        self.deleted_by_agent = by_agent;
         self.last_changed = Some(at);
         self.needs_rehash = false;
     }
@@ -321,10 +329,15 @@ mod tests {
     fn change_revives_deleted_and_marks_stale() {
         let mut e = Entry::new(EntryKind::File, EntryState::Live, at(1));
         e.needs_rehash = false;
-        e.deleted(at(2));
+        e.deleted(at(2), true);
         assert_eq!(e.state, EntryState::Deleted);
+        assert!(e.deleted_by_agent);
         e.changed(at(3));
         assert_eq!(e.state, EntryState::Live);
+        assert!(
+            !e.deleted_by_agent,
+            "a name that came back is no deletion of anyone's"
+        );
         assert!(e.needs_rehash);
         let mut w = Entry::new(EntryKind::File, EntryState::Withheld, at(1));
         w.changed(at(2));

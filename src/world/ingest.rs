@@ -319,14 +319,16 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             name_op_class(&cx, attr, path)
         }
         Op::Unlink | Op::Rmdir => {
+            let class = name_op_class(&cx, attr, path);
+            let by_agent = class == Some(Class::Agent);
             if matches!(obs.op, Op::Unlink) {
-                world.cache.delete_one(path, cx.neutral());
+                world.cache.delete_one(path, cx.neutral(), by_agent);
             } else {
-                world.cache.delete_subtree(path, cx.neutral());
+                world.cache.delete_subtree(path, cx.neutral(), by_agent);
             }
             world.cache.parent_listing_changed(path, cx.neutral());
             world.rules.invalidate(path);
-            name_op_class(&cx, attr, path)
+            class
         }
         Op::Rename { to, exchange, dir } => {
             rename(&cx, path, to, *exchange, *dir);
@@ -424,11 +426,11 @@ fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {
             }
         }
         ExternalChange::Removed => {
-            w.cache.delete_subtree(path, at);
+            w.cache.delete_subtree(path, at, false);
             w.cache.parent_listing_changed(path, at);
         }
         ExternalChange::RemovedFile => {
-            w.cache.delete_one(path, at);
+            w.cache.delete_one(path, at, false);
             w.cache.parent_listing_changed(path, at);
         }
         ExternalChange::Rescan => {
@@ -815,7 +817,7 @@ pub(super) fn refresh(w: &World, path: &Path) {
                     time: SystemTime::now(),
                     turn: w.turns.current(),
                 };
-                e.deleted(at);
+                e.deleted(at, false);
                 drop(e);
                 w.cache.note_deleted();
             }

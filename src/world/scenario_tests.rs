@@ -1437,3 +1437,77 @@ fn a_refused_read_is_forgotten_when_no_step_showed_the_file() {
     assert!(!w.forget_refused(Path::new("src/new.py")), "written");
     assert!(w.entry(Path::new("src/util.py")).is_some());
 }
+
+/// A deletion remembers whether the agent made it (its unlink through the mount, so its own step
+/// says so) or not (a removal behind the mount, a file found gone): the first needs no notice in
+/// a projection, the second does. A watcher that saw the agent's removal first learns who made it
+/// from the mount's report after; a name that comes back is nobody's deletion; a saved world keeps
+/// it.
+#[test]
+fn a_deletion_remembers_whether_the_agent_made_it() {
+    let dir = source_tree();
+    let root = dir.path();
+    let w = world(root);
+    let mut s = Script::new();
+    for p in ["src/main.py", "src/util.py", "src/old.txt", "README.md"] {
+        s.read(CAT, p);
+    }
+    w.ingest(s.take());
+    w.refresh_stale();
+    let removed = || Op::External {
+        change: ExternalChange::RemovedFile,
+    };
+    for p in ["src/main.py", "src/util.py", "src/old.txt", "README.md"] {
+        fs::remove_file(root.join(p)).unwrap_or_else(|e| panic!("{e}"));
+    }
+    s.push(BASH, "src/main.py", Op::Unlink);
+    s.push(0, "src/util.py", removed());
+    // The watcher's event of the agent's own removal, before the mount's report of it.
+    s.push(0, "src/old.txt", removed());
+    s.push(BASH, "src/old.txt", Op::Unlink);
+    // And after it: the agent's deletion stays the agent's.
+    s.push(BASH, "README.md", Op::Unlink);
+    s.push(0, "README.md", removed());
+    w.ingest(s.take());
+    let by_agent = |w: &World, p: &str| {
+        let e = w
+            .entry(Path::new(p))
+            .unwrap_or_else(|| panic!("no entry {p}"));
+        assert_eq!(e.state, EntryState::Deleted, "{p}");
+        e.deleted_by_agent
+    };
+    assert!(by_agent(&w, "src/main.py"));
+    assert!(!by_agent(&w, "src/util.py"), "removed behind the mount");
+    assert!(
+        by_agent(&w, "src/old.txt"),
+        "the mount said who, after the watcher"
+    );
+    assert!(
+        by_agent(&w, "README.md"),
+        "the watcher's echo after the mount's report"
+    );
+
+    let saved = w.snapshot(root);
+    let json = serde_json::to_vec(&saved).unwrap_or_else(|e| panic!("{e}"));
+    let back: snapshot::Snapshot = serde_json::from_slice(&json).unwrap_or_else(|e| panic!("{e}"));
+    let w2 = world(root);
+    w2.restore(back, |_, _| true);
+    assert!(by_agent(&w2, "src/main.py"), "kept through a restart");
+    assert!(!by_agent(&w2, "src/util.py"));
+
+    write(root, "src/main.py", b"print('back')\n");
+    let create = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: true,
+    };
+    s.push(BASH, "src/main.py", create);
+    s.push(BASH, "src/main.py", Op::Close { wrote: true });
+    w.ingest(s.take());
+    let back = w
+        .entry(Path::new("src/main.py"))
+        .unwrap_or_else(|| panic!());
+    assert_eq!(back.state, EntryState::Live);
+    assert!(!back.deleted_by_agent, "a name that came back");
+}

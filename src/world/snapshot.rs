@@ -240,6 +240,8 @@ pub struct SavedEntry {
     #[serde(default, skip_serializing_if = "is_false")]
     pub agent_wrote: bool,
     #[serde(default, skip_serializing_if = "is_false")]
+    pub deleted_by_agent: bool,
+    #[serde(default, skip_serializing_if = "is_false")]
     pub pinned: bool,
     /// blake3 (hex) of the version last counted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -480,6 +482,7 @@ impl SavedEntry {
             programs: e.programs.iter().map(str::to_owned).collect(),
             more_programs: e.programs.more,
             agent_wrote: e.agent_wrote,
+            deleted_by_agent: e.deleted_by_agent,
             pinned: e.pinned,
             hash: e
                 .hash
@@ -514,6 +517,7 @@ impl SavedEntry {
         }
         e.programs.more = e.programs.more.saturating_add(self.more_programs);
         e.agent_wrote = self.agent_wrote;
+        e.deleted_by_agent = self.deleted_by_agent && self.state == EntryState::Deleted;
         e.pinned = self.pinned;
         e.hash = self
             .hash
