@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
@@ -596,5 +597,78 @@ struct Unmount(std::path::PathBuf);
 impl Drop for Unmount {
     fn drop(&mut self) {
         let _ = Command::new("umount").arg("-l").arg(&self.0).status();
+    }
+}
+
+/// What the agent deletes itself (an `rm` it runs, naming the file) gets no notice in the
+/// projection: its step said so. A file removed from another shell, and one removed behind the
+/// mount, are said to be gone.
+#[test]
+fn only_deletions_the_agent_did_not_make_are_noticed() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        for f in ["scratch.py", "notes.md", "behind.txt"] {
+            std::fs::write(src.join(f), format!("{f}\n")).expect("write");
+        }
+    });
+    // A shell named `claude` stands for the agent. It stays until killed (`sleep`, which also
+    // keeps it from exec'ing into its last command): the world finds the agent above an `rm`
+    // through the `rm`'s parent, which must still be there when the removal is taken in.
+    let claude = m.scratch.join("claude");
+    std::os::unix::fs::symlink("/bin/sh", &claude).expect("symlink");
+    let agent = |script: &str| {
+        Command::new(&claude)
+            .arg("-c")
+            .arg(format!("{script}; sleep 30"))
+            .current_dir(&m.root)
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map(KillOnDrop)
+            .expect("run the stand-in agent")
+    };
+    let _reader = agent("cat scratch.py notes.md behind.txt");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    until(&mut c, "the agent's reads recorded", |l| {
+        ["scratch.py", "notes.md", "behind.txt"]
+            .iter()
+            .all(|f| entry(l, f).is_some())
+    });
+    let _remover = agent("rm scratch.py");
+    sh(&m.root, "rm notes.md");
+    std::fs::remove_file(m.source.join("behind.txt")).expect("remove behind the mount");
+    until(&mut c, "the three deletions recorded", |l| {
+        ["scratch.py", "notes.md", "behind.txt"]
+            .iter()
+            .all(|f| entry(l, f).is_some_and(|e| e["state"] == "deleted"))
+    });
+    let text = c
+        .call("projection.get", json!({"format": "text", "budget": 8000}))
+        .expect("projection.get")["body"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(!text.contains("scratch.py"), "the agent's own rm: {text}");
+    assert!(
+        text.contains("notes.md (deleted)"),
+        "another shell's rm: {text}"
+    );
+    assert!(
+        text.contains("behind.txt (deleted)"),
+        "behind the mount: {text}"
+    );
+}
+
+/// A child started in a process group of its own, killed with everything it started (and
+/// reaped) when the test is done with it, also on failure: a `sleep` left behind would keep
+/// its working directory in the mount busy.
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Ok(pgid) = i32::try_from(self.0.id()) {
+            // SAFETY: kill(2) with a process group id and a signal number; no memory involved.
+            unsafe { libc::kill(-pgid, libc::SIGKILL) };
+        }
+        let _ = self.0.wait();
     }
 }

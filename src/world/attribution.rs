@@ -82,6 +82,7 @@ pub struct Attributor {
     readers: HashSet<String>,
     weak: HashSet<String>,
     scan: HashSet<String>,
+    removers: HashSet<String>,
     recursive: HashMap<String, Vec<String>>,
     unknown_program: Class,
     unknown_process: Class,
@@ -187,6 +188,7 @@ impl Attributor {
             readers: set(&cfg.reader_programs),
             weak: set(&cfg.weak_programs),
             scan: set(&cfg.scan_programs),
+            removers: set(&cfg.remover_programs),
             recursive: cfg
                 .recursive_flags
                 .iter()
@@ -207,6 +209,19 @@ impl Attributor {
             || p.args
                 .iter()
                 .any(|a| self.markers.iter().any(|m| a.contains(m.as_str())))
+    }
+
+    /// Whether a removal by `proc` was the agent's own doing, so that its step says so: the
+    /// agent's process, or a remover (`rm`, which removes only what it is told) run below an
+    /// agent program. A removal a program made on its own account (a test run's clean-up,
+    /// `git clean`), or one from outside the agent (another terminal), is not, whatever
+    /// `only_agent_descendants` says: the agent did not see what went. Nor is one whose
+    /// process or ancestry could not be read in time.
+    pub fn removed_by_agent(&self, proc: Option<&ProcInfo>) -> bool {
+        let Some(p) = proc else { return false };
+        self.is_agent(p)
+            || (self.removers.contains(&*p.comm)
+                && p.ancestry.iter().any(|a| self.agent.contains(&*a.comm)))
     }
 
     /// The class from the program alone (and, for interpreters, the command line).
@@ -442,6 +457,32 @@ mod tests {
         let foreign = ProcInfo::synthetic(1, "cat", &["cat", "a"], &[(2, "zsh")]);
         assert_eq!(class(&a, &foreign, "a"), Class::Weak);
         assert_eq!(class(&a, &p(1, "cat", &["cat", "a"]), "a"), Class::Agent);
+    }
+
+    /// A removal is the agent's when the agent made it or ran `rm` to make it; not a program's
+    /// own clean-up, nor another terminal's `rm`, even where that terminal's reads count as the
+    /// agent's.
+    #[test]
+    fn a_removal_is_the_agents_when_it_ran_a_remover() {
+        let a = Attributor::new(&AttributionConfig::default());
+        let gone = |p: &ProcInfo| a.removed_by_agent(Some(p));
+        let claude = ProcInfo::synthetic(5, "claude", &["claude"], &[(1, "zsh")]);
+        assert!(gone(&claude), "the agent's own unlink");
+        assert!(gone(&p(1, "rm", &["rm", "reproduce.py"])));
+        assert!(gone(&p(1, "rm", &["rm", "-rf", "build"])));
+        assert!(gone(&p(1, "rmdir", &["rmdir", "out"])));
+        let pytest = p(1, "python3", &["python3", "-m", "pytest"]);
+        assert!(!gone(&pytest), "a test run's clean-up");
+        assert!(
+            !gone(&p(1, "git", &["git", "clean", "-fd"])),
+            "files git chose"
+        );
+        let elsewhere = ProcInfo::synthetic(1, "rm", &["rm", "notes.md"], &[(2, "zsh")]);
+        assert!(
+            !gone(&elsewhere),
+            "another terminal, though its reads count as the agent's by default"
+        );
+        assert!(!a.removed_by_agent(None), "nobody known");
     }
 
     /// The same process record classified again (as ingest does for every observation of one

@@ -61,6 +61,9 @@ pub struct AttributionConfig {
     pub weak_programs: Vec<String>,
     /// Whole-tree scanners: never create entries.
     pub scan_programs: Vec<String>,
+    /// Programs that remove only what their command line names: a file one of them removes,
+    /// run by the agent, is the agent's own deletion, which a projection has no notice of.
+    pub remover_programs: Vec<String>,
     /// Per program, arguments that make it a scanner (`grep -r`, `ls -R`). Short options also
     /// match inside clusters: `-R` matches `-Rn`.
     pub recursive_flags: BTreeMap<String, Vec<String>>,
@@ -192,6 +195,7 @@ impl Default for AttributionConfig {
                 "baloo_file",
                 "tracker-miner-f",
             ]),
+            remover_programs: strings(&["rm", "rmdir", "unlink"]),
             recursive_flags,
             unknown_program: ClassName::Weak,
             unknown_process: ClassName::Agent,

@@ -155,9 +155,10 @@ pub struct Entry {
     pub programs: Programs,
     /// The agent wrote (or created, or truncated) this entry.
     pub agent_wrote: bool,
-    /// Deleted by the agent itself (its unlink or rmdir through the mount): the step that did
-    /// it says so, so a projection shows no notice of it, as it does of a deletion the agent
-    /// did not make. Cleared when the name comes back.
+    /// Deleted by the agent itself (its own unlink or rmdir, or an `rm` it ran:
+    /// `Attributor::removed_by_agent`): the step that did it says so, so a projection shows no
+    /// notice of it, as it does of a deletion the agent did not make. Cleared when the name
+    /// comes back.
     pub deleted_by_agent: bool,
     /// Pinned by the harness or user: policies keep it before anything unpinned.
     pub pinned: bool,

@@ -319,8 +319,7 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             name_op_class(&cx, attr, path)
         }
         Op::Unlink | Op::Rmdir => {
-            let class = name_op_class(&cx, attr, path);
-            let by_agent = class == Some(Class::Agent);
+            let by_agent = attr.removed_by_agent(cx.proc.as_deref());
             if matches!(obs.op, Op::Unlink) {
                 world.cache.delete_one(path, cx.neutral(), by_agent);
             } else {
@@ -328,7 +327,7 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             }
             world.cache.parent_listing_changed(path, cx.neutral());
             world.rules.invalidate(path);
-            class
+            name_op_class(&cx, attr, path)
         }
         Op::Rename { to, exchange, dir } => {
             rename(&cx, path, to, *exchange, *dir);

@@ -16,6 +16,7 @@ const RG: u32 = 300;
 const PYTEST: u32 = 400;
 const SED: u32 = 500;
 const CAT_GLOB: u32 = 600;
+const RM: u32 = 700;
 
 fn procs() -> Arc<StaticProcesses> {
     let chain: &[(u32, &str)] = &[(BASH, "bash"), (CLAUDE, "claude")];
@@ -27,6 +28,12 @@ fn procs() -> Arc<StaticProcesses> {
         ProcInfo::synthetic(PYTEST, "python3", &["python3", "-m", "pytest"], chain),
         ProcInfo::synthetic(SED, "sed", &["sed", "-n", "1,20p", "src/util.py"], chain),
         ProcInfo::synthetic(CAT_GLOB, "cat", &["cat", "src/pkg/*.py"], chain),
+        ProcInfo::synthetic(
+            RM,
+            "rm",
+            &["rm", "src/main.py", "src/old.txt", "README.md"],
+            chain,
+        ),
     ]))
 }
 
@@ -1438,8 +1445,8 @@ fn a_refused_read_is_forgotten_when_no_step_showed_the_file() {
     assert!(w.entry(Path::new("src/util.py")).is_some());
 }
 
-/// A deletion remembers whether the agent made it (its unlink through the mount, so its own step
-/// says so) or not (a removal behind the mount, a file found gone): the first needs no notice in
+/// A deletion remembers whether the agent made it (an `rm` it ran naming the file, so its own
+/// step says so) or not (a removal behind the mount, a test run's clean-up): the first needs no notice in
 /// a projection, the second does. A watcher that saw the agent's removal first learns who made it
 /// from the mount's report after; a name that comes back is nobody's deletion; a saved world keeps
 /// it.
@@ -1449,7 +1456,14 @@ fn a_deletion_remembers_whether_the_agent_made_it() {
     let root = dir.path();
     let w = world(root);
     let mut s = Script::new();
-    for p in ["src/main.py", "src/util.py", "src/old.txt", "README.md"] {
+    let all = [
+        "src/main.py",
+        "src/util.py",
+        "src/old.txt",
+        "README.md",
+        "src/pkg/mod_000.py",
+    ];
+    for p in all {
         s.read(CAT, p);
     }
     w.ingest(s.take());
@@ -1457,16 +1471,18 @@ fn a_deletion_remembers_whether_the_agent_made_it() {
     let removed = || Op::External {
         change: ExternalChange::RemovedFile,
     };
-    for p in ["src/main.py", "src/util.py", "src/old.txt", "README.md"] {
+    for p in all {
         fs::remove_file(root.join(p)).unwrap_or_else(|e| panic!("{e}"));
     }
-    s.push(BASH, "src/main.py", Op::Unlink);
+    s.push(RM, "src/main.py", Op::Unlink);
     s.push(0, "src/util.py", removed());
+    // A test run removing a file nobody named to it: its own clean-up.
+    s.push(PYTEST, "src/pkg/mod_000.py", Op::Unlink);
     // The watcher's event of the agent's own removal, before the mount's report of it.
     s.push(0, "src/old.txt", removed());
-    s.push(BASH, "src/old.txt", Op::Unlink);
+    s.push(RM, "src/old.txt", Op::Unlink);
     // And after it: the agent's deletion stays the agent's.
-    s.push(BASH, "README.md", Op::Unlink);
+    s.push(RM, "README.md", Op::Unlink);
     s.push(0, "README.md", removed());
     w.ingest(s.take());
     let by_agent = |w: &World, p: &str| {
@@ -1478,6 +1494,7 @@ fn a_deletion_remembers_whether_the_agent_made_it() {
     };
     assert!(by_agent(&w, "src/main.py"));
     assert!(!by_agent(&w, "src/util.py"), "removed behind the mount");
+    assert!(!by_agent(&w, "src/pkg/mod_000.py"), "a test run's clean-up");
     assert!(
         by_agent(&w, "src/old.txt"),
         "the mount said who, after the watcher"

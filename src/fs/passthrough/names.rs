@@ -122,6 +122,9 @@ impl Passthrough {
         flags: i32,
         reply: ReplyEmpty,
     ) {
+        // Who removes, read while the caller waits: an `rm` is gone soon after its last
+        // answer, and the world tells the agent's own removals from the others by the program.
+        let caller = self.caller(req.pid());
         let result = (|| {
             let p = self.store.get(parent.0)?;
             let c = cstr(name)?;
@@ -136,7 +139,9 @@ impl Passthrough {
                 let _answering = self.observe.answering();
                 reply.ok();
                 let op = if flags == 0 { Op::Unlink } else { Op::Rmdir };
-                self.emit_child(op, req.pid(), parent.0, name);
+                self.observe.emit_from(op, req.pid(), caller, || {
+                    self.store.child_path(parent.0, name)
+                });
             }
             Err(e) => reply.error(errno(e)),
         }
