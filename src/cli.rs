@@ -510,13 +510,7 @@ fn tokens(s: &str) -> Result<u64, String> {
             n as u64
         }
     };
-    let max = crate::world::config::MAX_BUDGET;
-    if !(1..=max).contains(&n) {
-        return Err(format!(
-            "budget {n} is out of range: a budget is at least one token and at most {max}"
-        ));
-    }
-    Ok(n)
+    crate::world::config::check_budget(n).map_err(|e| format!("budget {e}"))
 }
 
 #[cfg(test)]

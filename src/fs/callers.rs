@@ -2,9 +2,10 @@
 //!
 //! The world resolves pids from `/proc` after the fact, and a `cat` has usually exited by then.
 //! So for the requests that show a program reading or writing (OPEN, CREATE, READDIR,
-//! daemon-mode READ and WRITE), and for removals (UNLINK, RMDIR), the FUSE thread reads `/proc/PID/stat` itself (and `status`, for
-//! the program of a worker thread: [`proc_stat::program_name`]). OPEN, CREATE, READDIR and the removals read
-//! it before they reply: a one-shot process may be gone soon after it is answered (with kernel
+//! daemon-mode READ and WRITE), and for removals (UNLINK, RMDIR), the FUSE thread reads
+//! `/proc/PID/stat` itself (and `status`, for the program of a worker thread:
+//! [`proc_stat::program_name`]). OPEN, CREATE, READDIR and the removals read it before they
+//! reply: a one-shot process may be gone soon after it is answered (with kernel
 //! passthrough its reads never reach worldfs; a `find` of two directories lives a millisecond),
 //! and neither a FUSE thread preempted after replying nor the world would find it.
 //! Daemon-mode READ and WRITE, whose process opened the file before, read it after replying,

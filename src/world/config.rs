@@ -14,6 +14,18 @@ use serde::{Deserialize, Serialize};
 /// in bytes, an extra zero), not a wish.
 pub const MAX_BUDGET: u64 = 2_000_000;
 
+/// `tokens` if it is a budget a projection can be given; else what is wrong with it, for the
+/// configuration and the command line to prefix with where it came from.
+pub fn check_budget(tokens: u64) -> Result<u64, String> {
+    if (1..=MAX_BUDGET).contains(&tokens) {
+        Ok(tokens)
+    } else {
+        Err(format!(
+            "{tokens} is out of range: a budget is at least one token and at most {MAX_BUDGET}"
+        ))
+    }
+}
+
 /// A problem with the configuration file, always naming the file.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -376,12 +388,7 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), String> {
-        if !(1..=MAX_BUDGET).contains(&self.budget.tokens) {
-            return Err(format!(
-                "budget.tokens: {} is out of range: a budget is at least one token and at most {MAX_BUDGET}",
-                self.budget.tokens
-            ));
-        }
+        check_budget(self.budget.tokens).map_err(|e| format!("budget.tokens: {e}"))?;
         if super::policy::by_name(&self.budget.policy).is_none() {
             return Err(format!(
                 "budget.policy: unknown policy {:?} (known: {})",

@@ -1445,11 +1445,11 @@ fn a_refused_read_is_forgotten_when_no_step_showed_the_file() {
     assert!(w.entry(Path::new("src/util.py")).is_some());
 }
 
-/// A deletion remembers whether the agent made it (an `rm` it ran naming the file, so its own
-/// step says so) or not (a removal behind the mount, a test run's clean-up): the first needs no notice in
-/// a projection, the second does. A watcher that saw the agent's removal first learns who made it
-/// from the mount's report after; a name that comes back is nobody's deletion; a saved world keeps
-/// it.
+/// A deletion remembers whether the agent made it (an `rm` it ran, so its own step says so) or
+/// not (a removal behind the mount, a test run's clean-up): the first needs no notice in a
+/// projection, the second does. A watcher that saw the agent's removal first learns who made it
+/// from the mount's report after; a name that comes back is nobody's deletion; a saved world
+/// keeps it.
 #[test]
 fn a_deletion_remembers_whether_the_agent_made_it() {
     let dir = source_tree();
