@@ -610,22 +610,7 @@ fn only_deletions_the_agent_did_not_make_are_noticed() {
             std::fs::write(src.join(f), format!("{f}\n")).expect("write");
         }
     });
-    // A shell named `claude` stands for the agent. It stays until killed (`sleep`, which also
-    // keeps it from exec'ing into its last command): the world finds the agent above an `rm`
-    // through the `rm`'s parent, which must still be there when the removal is taken in.
-    let claude = m.scratch.join("claude");
-    std::os::unix::fs::symlink("/bin/sh", &claude).expect("symlink");
-    let agent = |script: &str| {
-        Command::new(&claude)
-            .arg("-c")
-            .arg(format!("{script}; sleep 30"))
-            .current_dir(&m.root)
-            .stdout(Stdio::null())
-            .process_group(0)
-            .spawn()
-            .map(KillOnDrop)
-            .expect("run the stand-in agent")
-    };
+    let agent = stand_in_agent(&m);
     let _reader = agent("cat scratch.py notes.md behind.txt");
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     until(&mut c, "the agent's reads recorded", |l| {
@@ -656,6 +641,72 @@ fn only_deletions_the_agent_did_not_make_are_noticed() {
         text.contains("behind.txt (deleted)"),
         "behind the mount: {text}"
     );
+}
+
+/// A script the agent runs that rewrites a file it has looked at made the agent's edit, though
+/// the script's command line names no such file; the same script run from another shell did
+/// not, and what the agent's script creates stays out of the world. Python's `open(f, 'w')`
+/// truncates with a SETATTR before its open, and the script has exited by the time the world
+/// looks: without the truncate's own caller stamp, the other shell's change was the agent's.
+#[test]
+fn a_file_a_script_of_the_agents_rewrote_is_the_agents() {
+    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+        for f in ["calc.py", "other.py"] {
+            std::fs::write(src.join(f), "x = 1\n").expect("write");
+        }
+    });
+    let script = |name: &str, target: &str, made: &str| {
+        let p = m.scratch.join(name);
+        let body = format!(
+            "open('{target}', 'w').write('x = 2\\n')\nopen('{made}', 'w').write('made\\n')\n"
+        );
+        std::fs::write(&p, body).expect("write the script");
+        p
+    };
+    let fix = script("fix.py", "calc.py", "made.txt");
+    let tidy = script("tidy.py", "other.py", "other.txt");
+    let agent = stand_in_agent(&m);
+    let _reader = agent("cat calc.py other.py");
+    let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
+    until(&mut c, "the agent's reads recorded", |l| {
+        entry(l, "calc.py").is_some() && entry(l, "other.py").is_some()
+    });
+    let _fixer = agent(&format!("python3 {}", fix.display()));
+    sh(&m.root, &format!("python3 {}", tidy.display()));
+    let settled = |l: &[Value]| {
+        std::fs::read_to_string(m.root.join("calc.py")).is_ok_and(|t| t == "x = 2\n")
+            && entry(l, "calc.py").is_some_and(|e| e["agent_wrote"] == true)
+    };
+    let l = until(&mut c, "the agent's script's edit recorded", settled);
+    assert_eq!(
+        entry(&l, "other.py").map(|e| e["agent_wrote"].clone()),
+        Some(json!(false)),
+        "another shell's script: {:?}",
+        entry(&l, "other.py")
+    );
+    assert!(entry(&l, "made.txt").is_none(), "what the script made");
+    assert!(entry(&l, "other.txt").is_none());
+}
+
+/// Runs a script in a shell named `claude`, which stands for the agent. It stays until killed
+/// (`sleep`, which also keeps it from exec'ing into its last command): the world finds the
+/// agent above an `rm` or a script through that command's parent, which must still be there
+/// when the command's changes are taken in.
+fn stand_in_agent(m: &Mount) -> impl Fn(&str) -> KillOnDrop + '_ {
+    let claude = m.scratch.join("claude");
+    std::os::unix::fs::symlink("/bin/sh", &claude).expect("symlink");
+    move |script: &str| {
+        Command::new(&claude)
+            .arg("-c")
+            .arg(format!("{script}; sleep 30"))
+            .current_dir(&m.root)
+            .env("PYTHONDONTWRITEBYTECODE", "1")
+            .stdout(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .map(KillOnDrop)
+            .expect("run the stand-in agent")
+    }
 }
 
 /// A child started in a process group of its own, killed with everything it started (and

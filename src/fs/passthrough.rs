@@ -432,13 +432,19 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(attr) => {
+                // A truncate names its caller, read before the reply as for opens: without
+                // FUSE_ATOMIC_O_TRUNC every `open(O_TRUNC)` of an existing file (`> f` in a
+                // shell, Python's `open(f, 'w')`) starts with this SETATTR, and the process has
+                // often exited by the time the world looks, which then took the change for the
+                // agent's (`unknown_process`).
+                let caller = size.and_then(|_| self.caller(req.pid()));
                 let _answering = self.observe.answering();
                 reply.attr(&self.opts.kernel_cache.ttl(), &attr);
                 let op = match size {
                     Some(size) => Op::Truncate { size },
                     None => Op::SetAttr,
                 };
-                self.emit(op, req.pid(), ino.0);
+                self.emit_stamped(op, req.pid(), caller, ino.0);
             }
             Err(e) => reply.error(e),
         }
@@ -1102,16 +1108,19 @@ impl Filesystem for Passthrough {
         });
         match result {
             Ok(nodeid) => {
+                // Stamped before the reply like every change of content: see `setattr`.
+                let caller = self.caller(req.pid());
                 let _answering = self.observe.answering();
                 reply.ok();
                 let punch_hole = mode & libc::FALLOC_FL_PUNCH_HOLE != 0;
-                self.emit(
+                self.emit_stamped(
                     Op::Fallocate {
                         offset,
                         len: length,
                         punch_hole,
                     },
                     req.pid(),
+                    caller,
                     nodeid,
                 );
             }
@@ -1192,16 +1201,21 @@ impl Filesystem for Passthrough {
         })();
         match result {
             Ok((from, to, n)) => {
+                // Stamped before the reply like every change of content (see `setattr`): a `cp`
+                // copies with this and is gone at once, and a copy it made from another
+                // terminal was the agent's read of the source and the agent's write of the copy.
+                let caller = self.caller(req.pid());
                 let _answering = self.observe.answering();
                 reply.written(n.min(u32::MAX as u64) as u32);
                 if let Some(from) = self.store.path_of(from) {
-                    self.emit(
+                    self.emit_stamped(
                         Op::CopyIn {
                             from,
                             offset: offset_out,
                             len: n,
                         },
                         req.pid(),
+                        caller,
                         to,
                     );
                 }

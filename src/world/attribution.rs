@@ -219,9 +219,14 @@ impl Attributor {
     /// process or ancestry could not be read in time.
     pub fn removed_by_agent(&self, proc: Option<&ProcInfo>) -> bool {
         let Some(p) = proc else { return false };
-        self.is_agent(p)
-            || (self.removers.contains(&*p.comm)
-                && p.ancestry.iter().any(|a| self.agent.contains(&*a.comm)))
+        self.is_agent(p) || (self.removers.contains(&*p.comm) && self.ran_by_agent(Some(p)))
+    }
+
+    /// Whether `proc` runs below an agent program: a command the agent started (through its
+    /// shell), not one of another terminal, an editor or a daemon. Unknown when the process or
+    /// its ancestry could not be read in time: then it is not.
+    pub fn ran_by_agent(&self, proc: Option<&ProcInfo>) -> bool {
+        proc.is_some_and(|p| p.ancestry.iter().any(|a| self.agent.contains(&*a.comm)))
     }
 
     /// The class from the program alone (and, for interpreters, the command line).
@@ -483,6 +488,23 @@ mod tests {
             "another terminal, though its reads count as the agent's by default"
         );
         assert!(!a.removed_by_agent(None), "nobody known");
+    }
+
+    /// A command runs below the agent when an agent program is among its ancestors; a program
+    /// of another terminal, or one whose ancestry is unknown, does not.
+    #[test]
+    fn a_command_of_the_agents_runs_below_it() {
+        let a = Attributor::new(&AttributionConfig::default());
+        let script = p(1, "python3", &["python3", "fix.py"]);
+        assert!(a.ran_by_agent(Some(&script)));
+        let elsewhere = ProcInfo::synthetic(1, "python3", &["python3", "fix.py"], &[(2, "zsh")]);
+        assert!(!a.ran_by_agent(Some(&elsewhere)));
+        let claude = ProcInfo::synthetic(5, "claude", &["claude"], &[(1, "zsh")]);
+        assert!(
+            !a.ran_by_agent(Some(&claude)),
+            "the agent itself is no command of its own"
+        );
+        assert!(!a.ran_by_agent(None));
     }
 
     /// The same process record classified again (as ingest does for every observation of one

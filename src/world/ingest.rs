@@ -466,7 +466,20 @@ fn access(
     if !verdict.withdraw.is_empty() {
         w.bump_generation();
     }
-    let class = verdict.class;
+    let mut class = verdict.class;
+    // A program the agent ran that changes a file the agent has looked at (`python fix.py`
+    // rewriting `src/calc.py`, a formatter, a codemod) made the agent's edit: the agent ran it
+    // to make that change, and its step's output does not show what changed. The file names
+    // nothing on the program's command line, so the program's class alone calls it weak. What
+    // such a program creates stays out of the world, as before: its outputs, caches and logs
+    // are no file the agent chose to look at.
+    if !looking
+        && class == Some(Class::Weak)
+        && attr.ran_by_agent(cx.proc.as_deref())
+        && w.cache.contains(path)
+    {
+        class = Some(Class::Agent);
+    }
     // A look that counts for nothing (a scan, an unattributed access) changes no entry (see
     // `update`) and creates none: most observations of a `grep -r` or `rg` end here, without
     // hashing the path for a cache lookup.

@@ -17,6 +17,10 @@ const PYTEST: u32 = 400;
 const SED: u32 = 500;
 const CAT_GLOB: u32 = 600;
 const RM: u32 = 700;
+/// `python3 fix.py`, run by the agent's shell.
+const FIX: u32 = 800;
+/// A formatter started from another terminal (an editor's format-on-save).
+const FORMATTER: u32 = 810;
 
 fn procs() -> Arc<StaticProcesses> {
     let chain: &[(u32, &str)] = &[(BASH, "bash"), (CLAUDE, "claude")];
@@ -34,6 +38,8 @@ fn procs() -> Arc<StaticProcesses> {
             &["rm", "src/main.py", "src/old.txt", "README.md"],
             chain,
         ),
+        ProcInfo::synthetic(FIX, "python3", &["python3", "fix.py"], chain),
+        ProcInfo::synthetic(FORMATTER, "black", &["black", "."], &[(2, "zsh")]),
     ]))
 }
 
@@ -1527,4 +1533,79 @@ fn a_deletion_remembers_whether_the_agent_made_it() {
         .unwrap_or_else(|| panic!());
     assert_eq!(back.state, EntryState::Live);
     assert!(!back.deleted_by_agent, "a name that came back");
+}
+
+/// A script the agent runs that rewrites a file the agent has looked at made the agent's edit
+/// (`python3 fix.py` names no file, so the program alone calls its accesses weak): the file is
+/// the agent's work, and the lines the script changed become what the agent saw last of it. A
+/// file such a script creates stays out of the world, and a formatter started from another
+/// terminal changes the file without making it the agent's.
+#[test]
+fn a_file_a_script_of_the_agents_rewrote_is_its_edit() {
+    let dir = source_tree();
+    let root = dir.path();
+    let long: String = (1..=200).map(|i| format!("line_{i} = {i}\n")).collect();
+    write(root, "src/long.py", long.as_bytes());
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    s.read(CAT, "src/long.py");
+    s.push(
+        CAT,
+        "src/long.py",
+        Op::Read {
+            offset: 0,
+            len: 120,
+        },
+    );
+    s.read(CAT, "src/util.py");
+    s.push(CAT, "src/util.py", Op::Read { offset: 0, len: 40 });
+    w.ingest(s.take());
+    w.refresh_stale();
+    let before = w.entry(Path::new("src/long.py")).map(|e| e.recent.clone());
+
+    let rewrite = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: false,
+    };
+    let changed = long.replace("line_150 = 150", "line_150 = 'fixed'");
+    write(root, "src/long.py", changed.as_bytes());
+    s.push(FIX, "src/long.py", rewrite.clone());
+    s.push(0, "src/long.py", Op::Close { wrote: true });
+    write(root, "out.csv", b"a,b\n");
+    let create = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: true,
+    };
+    s.push(FIX, "out.csv", create);
+    s.push(0, "out.csv", Op::Close { wrote: true });
+    write(root, "src/util.py", b"def helper():\n    return 43\n");
+    s.push(FORMATTER, "src/util.py", rewrite);
+    s.push(0, "src/util.py", Op::Close { wrote: true });
+    w.ingest(s.take());
+    w.refresh_stale();
+
+    let get = |p: &str| {
+        w.entry(Path::new(p))
+            .unwrap_or_else(|| panic!("no entry {p}"))
+    };
+    let fixed = get("src/long.py");
+    assert!(fixed.agent_wrote, "the agent's script changed it");
+    let at = changed.find("line_150").map_or(0, |i| i as u64);
+    let newest = fixed.recent.views().last().copied();
+    assert!(
+        newest.is_some_and(|r| r.start <= at && at < r.end),
+        "the changed line is the newest view: {newest:?} (views before: {before:?})"
+    );
+    assert!(
+        w.entry(Path::new("out.csv")).is_none(),
+        "what the script made is not the agent's to look at"
+    );
+    assert!(
+        !get("src/util.py").agent_wrote,
+        "another terminal's formatter"
+    );
 }
