@@ -313,16 +313,25 @@ impl Paths {
     /// Opens the directory `handle` names. For a directory removed a moment before, the kernel
     /// can answer ENOMEM rather than ESTALE (its unit test failed so in 2 of 600 runs while
     /// other directories were made and removed beside it, and in CI once); asked again, it said
-    /// ESTALE each time (4 of 4 in 1,500 more runs). A real shortage of memory lasts, and after
-    /// a few tries still fails: the caller then drops everything cached, as for any error it
+    /// ESTALE each time (4 of 4 in 1,500 more runs). That window is the removed inode's
+    /// eviction, which another CPU may be in the middle of: the tries wait a little longer each
+    /// time (a yield, then 0.1, 0.2, 0.4 ms), under a millisecond in all, where three yields in
+    /// a row can all fall inside it (the unit test failed once more in a later run, not
+    /// reproduced in 1,200 runs under churn since). A real shortage of memory lasts, and after
+    /// the last try still fails: the caller then drops everything cached, as for any error it
     /// cannot place.
     fn open_by_handle(&self, handle: &[u8]) -> std::io::Result<OwnedFd> {
+        const TRIES: u32 = 4;
         let mut tries = 0;
         loop {
             match fanotify_fid::handle::open_by_handle_at(self.root.as_fd(), handle) {
-                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && tries < 3 => {
+                Err(e) if e.raw_os_error() == Some(libc::ENOMEM) && tries < TRIES => {
+                    if tries == 0 {
+                        std::thread::yield_now();
+                    } else {
+                        std::thread::sleep(Duration::from_micros(50 << tries));
+                    }
                     tries += 1;
-                    std::thread::yield_now();
                 }
                 other => return other,
             }
