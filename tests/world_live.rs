@@ -650,21 +650,46 @@ fn only_deletions_the_agent_did_not_make_are_noticed() {
 /// looks: without the truncate's own caller stamp, the other shell's change was the agent's.
 #[test]
 fn a_file_a_script_of_the_agents_rewrote_is_the_agents() {
+    let l = the_agents_script_and_anothers(|target| {
+        format!(
+            "open('{target}', 'w').write('x = 2\\n')\nopen('{target}.out', 'w').write('made\\n')\n"
+        )
+    });
+    assert!(entry(&l, "calc.py.out").is_none(), "what the script made");
+    assert!(entry(&l, "other.py.out").is_none());
+}
+
+/// The same for a script that saves by renaming a new file over the old one (`os.replace`, as
+/// atomic writers do): the rename is the script's last call, and the world still tells the
+/// agent's script from another shell's by who renamed.
+#[test]
+fn a_file_a_script_of_the_agents_saved_by_a_rename_is_the_agents() {
+    let l = the_agents_script_and_anothers(|target| {
+        format!(
+            "import os\nopen('{target}.tmp', 'w').write('x = 2\\n')\n\
+             os.replace('{target}.tmp', '{target}')\n"
+        )
+    });
+    assert!(entry(&l, "calc.py.tmp").is_none(), "what the script made");
+}
+
+/// Mounts `calc.py` and `other.py`, has the stand-in agent read both, then runs the Python
+/// script `body(target)` (which writes `x = 2` into `target`) below the agent on `calc.py` and
+/// from another shell on `other.py`. Checks that only the first is the agent's, and returns the
+/// entries.
+fn the_agents_script_and_anothers(body: impl Fn(&str) -> String) -> Vec<Value> {
     let m = Mount::start(common::Mode::Mirror, &[], |src| {
         for f in ["calc.py", "other.py"] {
             std::fs::write(src.join(f), "x = 1\n").expect("write");
         }
     });
-    let script = |name: &str, target: &str, made: &str| {
+    let script = |name: &str, target: &str| {
         let p = m.scratch.join(name);
-        let body = format!(
-            "open('{target}', 'w').write('x = 2\\n')\nopen('{made}', 'w').write('made\\n')\n"
-        );
-        std::fs::write(&p, body).expect("write the script");
+        std::fs::write(&p, body(target)).expect("write the script");
         p
     };
-    let fix = script("fix.py", "calc.py", "made.txt");
-    let tidy = script("tidy.py", "other.py", "other.txt");
+    let fix = script("fix.py", "calc.py");
+    let tidy = script("tidy.py", "other.py");
     let agent = stand_in_agent(&m);
     let _reader = agent("cat calc.py other.py");
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
@@ -673,19 +698,19 @@ fn a_file_a_script_of_the_agents_rewrote_is_the_agents() {
     });
     let _fixer = agent(&format!("python3 {}", fix.display()));
     sh(&m.root, &format!("python3 {}", tidy.display()));
+    let changed = |f: &str| std::fs::read_to_string(m.root.join(f)).is_ok_and(|t| t == "x = 2\n");
+    assert!(changed("other.py"), "the other shell's script ran");
     let settled = |l: &[Value]| {
-        std::fs::read_to_string(m.root.join("calc.py")).is_ok_and(|t| t == "x = 2\n")
-            && entry(l, "calc.py").is_some_and(|e| e["agent_wrote"] == true)
+        changed("calc.py") && entry(l, "calc.py").is_some_and(|e| e["agent_wrote"] == true)
     };
-    let l = until(&mut c, "the agent's script's edit recorded", settled);
+    let l = until(&mut c, "the agent's script's change recorded", settled);
     assert_eq!(
         entry(&l, "other.py").map(|e| e["agent_wrote"].clone()),
         Some(json!(false)),
         "another shell's script: {:?}",
         entry(&l, "other.py")
     );
-    assert!(entry(&l, "made.txt").is_none(), "what the script made");
-    assert!(entry(&l, "other.txt").is_none());
+    l
 }
 
 /// Runs a script in a shell named `claude`, which stands for the agent. It stays until killed

@@ -330,8 +330,14 @@ pub(super) fn apply(world: &World, attr: &mut Attributor, obs: Observation) -> J
             name_op_class(&cx, attr, path)
         }
         Op::Rename { to, exchange, dir } => {
+            let replaces_seen = !*exchange && !*dir && world.cache.contains(to);
             rename(&cx, path, to, *exchange, *dir);
-            name_op_class(&cx, attr, path)
+            let class = name_op_class(&cx, attr, path);
+            if replaces_seen && class == Some(Class::Weak) && attr.ran_by_agent(cx.proc.as_deref())
+            {
+                saved_by_agents_program(&cx, to);
+            }
+            class
         }
     };
     if !matches!(obs.op, Op::External { .. }) {
@@ -404,6 +410,26 @@ fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool, dir: bool) {
         }
     }
     w.dirty.store(true, Ordering::Release);
+}
+
+/// A program the agent ran saved a file the agent has looked at by renaming a new file over it
+/// (`os.replace`, an atomic writer): the agent's edit, as when such a program rewrites the
+/// file in place (see `access`). The new file itself, made by that program, never
+/// entered the world, so the rename's merge of the two entries has nothing of the agent's to
+/// carry over.
+fn saved_by_agents_program(cx: &Ctx<'_>, to: &Path) {
+    let w = cx.world;
+    let at = cx.stamp(w.turns.agent_activity(cx.time));
+    if let Some(mut e) = w.cache.get_mut(to)
+        && e.kind == EntryKind::File
+    {
+        e.agent_wrote = true;
+        e.last_observed = at;
+        e.last_agent_turn = at.turn;
+        e.changed(at);
+        e.agent_edit_pending = true;
+        w.dirty.store(true, Ordering::Release);
+    }
 }
 
 fn external(cx: &Ctx<'_>, path: &Path, change: ExternalChange) {

@@ -1588,24 +1588,87 @@ fn a_file_a_script_of_the_agents_rewrote_is_its_edit() {
     w.ingest(s.take());
     w.refresh_stale();
 
+    assert_only_the_agents_script_edited(&w, &changed, &format!("views before: {before:?}"));
+    assert!(
+        w.entry(Path::new("out.csv")).is_none(),
+        "what the script made is not the agent's to look at"
+    );
+}
+
+/// `src/long.py`, which a script of the agent's changed into `changed` (line 150), is the
+/// agent's edit with the changed line as its newest view; `src/util.py`, which a formatter from
+/// another terminal changed, is live and not the agent's.
+fn assert_only_the_agents_script_edited(w: &World, changed: &str, context: &str) {
     let get = |p: &str| {
         w.entry(Path::new(p))
             .unwrap_or_else(|| panic!("no entry {p}"))
     };
     let fixed = get("src/long.py");
-    assert!(fixed.agent_wrote, "the agent's script changed it");
+    assert!(
+        fixed.agent_wrote,
+        "the agent's script changed it ({context})"
+    );
     let at = changed.find("line_150").map_or(0, |i| i as u64);
     let newest = fixed.recent.views().last().copied();
     assert!(
         newest.is_some_and(|r| r.start <= at && at < r.end),
-        "the changed line is the newest view: {newest:?} (views before: {before:?})"
+        "the changed line is the newest view: {newest:?} ({context})"
     );
+    let util = get("src/util.py");
     assert!(
-        w.entry(Path::new("out.csv")).is_none(),
-        "what the script made is not the agent's to look at"
+        !util.agent_wrote,
+        "another terminal's formatter ({context})"
     );
-    assert!(
-        !get("src/util.py").agent_wrote,
-        "another terminal's formatter"
-    );
+    assert_eq!(util.state, EntryState::Live);
+}
+
+/// The same script saving atomically (a new file renamed over the old, as `os.replace` and
+/// atomic writers do) made the agent's edit too: the new file never entered the world, so the
+/// rename alone says who saved.
+#[test]
+fn a_file_a_script_of_the_agents_saved_by_a_rename_is_its_edit() {
+    let dir = source_tree();
+    let root = dir.path();
+    let long: String = (1..=200).map(|i| format!("line_{i} = {i}\n")).collect();
+    write(root, "src/long.py", long.as_bytes());
+    let w = ranged_world(root);
+    let mut s = Script::new();
+    for p in ["src/long.py", "src/util.py"] {
+        s.read(CAT, p);
+        s.push(CAT, p, Op::Read { offset: 0, len: 40 });
+    }
+    w.ingest(s.take());
+    w.refresh_stale();
+
+    let create = Op::Open {
+        read: false,
+        write: true,
+        truncate: true,
+        created: true,
+    };
+    let mut save = |who: u32, p: &str, text: &[u8]| {
+        let tmp = format!("{p}.tmp");
+        write(root, &tmp, text);
+        s.push(who, &tmp, create.clone());
+        s.push(0, &tmp, Op::Close { wrote: true });
+        fs::rename(root.join(&tmp), root.join(p)).unwrap_or_else(|e| panic!("{e}"));
+        let to = PathBuf::from(p);
+        s.push(
+            who,
+            &tmp,
+            Op::Rename {
+                to,
+                exchange: false,
+                dir: false,
+            },
+        );
+    };
+    let changed = long.replace("line_150 = 150", "line_150 = 'fixed'");
+    save(FIX, "src/long.py", changed.as_bytes());
+    save(FORMATTER, "src/util.py", b"def helper():\n    return 43\n");
+    w.ingest(s.take());
+    w.refresh_stale();
+
+    assert_only_the_agents_script_edited(&w, &changed, "saved by a rename");
+    assert!(w.entry(Path::new("src/long.py.tmp")).is_none());
 }

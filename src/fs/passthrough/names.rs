@@ -109,7 +109,14 @@ impl Passthrough {
         }
         let to = self.store.child_path(np.nodeid, newname);
         if let Some(to) = to {
-            self.emit_child(Op::Rename { to, exchange, dir }, req.pid(), p.nodeid, name);
+            // Who renamed, read while the caller waits, as for a removal: an atomic save is a
+            // program's last call, and the world tells a save by a program the agent ran from
+            // one started elsewhere by the program's ancestry.
+            let caller = self.caller(req.pid());
+            self.observe
+                .emit_from(Op::Rename { to, exchange, dir }, req.pid(), caller, || {
+                    self.store.child_path(p.nodeid, name)
+                });
         }
         Ok(())
     }
