@@ -423,12 +423,19 @@ fn saved_by_agents_program(cx: &Ctx<'_>, to: &Path) {
     if let Some(mut e) = w.cache.get_mut(to)
         && e.kind == EntryKind::File
     {
-        e.agent_wrote = true;
-        e.last_observed = at;
-        e.last_agent_turn = at.turn;
-        e.changed(at);
-        e.agent_edit_pending = true;
-        w.dirty.store(true, Ordering::Release);
+        let write = Access::Write {
+            changed: true,
+            truncate_to: None,
+        };
+        update(
+            w,
+            &mut e,
+            Some(Class::Agent),
+            write,
+            at,
+            cx,
+            w.reads_by_range,
+        );
     }
 }
 

@@ -1544,8 +1544,7 @@ fn a_deletion_remembers_whether_the_agent_made_it() {
 fn a_file_a_script_of_the_agents_rewrote_is_its_edit() {
     let dir = source_tree();
     let root = dir.path();
-    let long: String = (1..=200).map(|i| format!("line_{i} = {i}\n")).collect();
-    write(root, "src/long.py", long.as_bytes());
+    let long = write_long_py(root);
     let w = ranged_world(root);
     let mut s = Script::new();
     s.read(CAT, "src/long.py");
@@ -1595,6 +1594,13 @@ fn a_file_a_script_of_the_agents_rewrote_is_its_edit() {
     );
 }
 
+/// Writes `src/long.py`, 200 lines of `line_N = N`, into `root`; returns its text.
+fn write_long_py(root: &Path) -> String {
+    let long: String = (1..=200).map(|i| format!("line_{i} = {i}\n")).collect();
+    write(root, "src/long.py", long.as_bytes());
+    long
+}
+
 /// `src/long.py`, which a script of the agent's changed into `changed` (line 150), is the
 /// agent's edit with the changed line as its newest view; `src/util.py`, which a formatter from
 /// another terminal changed, is live and not the agent's.
@@ -1629,8 +1635,7 @@ fn assert_only_the_agents_script_edited(w: &World, changed: &str, context: &str)
 fn a_file_a_script_of_the_agents_saved_by_a_rename_is_its_edit() {
     let dir = source_tree();
     let root = dir.path();
-    let long: String = (1..=200).map(|i| format!("line_{i} = {i}\n")).collect();
-    write(root, "src/long.py", long.as_bytes());
+    let long = write_long_py(root);
     let w = ranged_world(root);
     let mut s = Script::new();
     for p in ["src/long.py", "src/util.py"] {
