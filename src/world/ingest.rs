@@ -414,15 +414,15 @@ fn rename(cx: &Ctx<'_>, from: &Path, to: &Path, exchange: bool, dir: bool) {
 
 /// A program the agent ran saved a file the agent has looked at by renaming a new file over it
 /// (`os.replace`, an atomic writer): the agent's edit, as when such a program rewrites the
-/// file in place (see `access`). The new file itself, made by that program, never
-/// entered the world, so the rename's merge of the two entries has nothing of the agent's to
-/// carry over.
+/// file in place (see `access`). The new file itself, made by that program, never entered the
+/// world, so the rename's merge of the two entries has nothing of the agent's to carry over.
 fn saved_by_agents_program(cx: &Ctx<'_>, to: &Path) {
     let w = cx.world;
-    let at = cx.stamp(w.turns.agent_activity(cx.time));
     if let Some(mut e) = w.cache.get_mut(to)
         && e.kind == EntryKind::File
     {
+        // Only a save that counts is the agent's activity (it may start a turn).
+        let at = cx.stamp(w.turns.agent_activity(cx.time));
         let write = Access::Write {
             changed: true,
             truncate_to: None,
