@@ -31,13 +31,18 @@ pub struct Observation {
     pub caller: Option<Arc<CallerStamp>>,
 }
 
-/// Who made a request, read from `/proc/PID/stat` on the FUSE thread right after replying.
+/// Who made a request, read from `/proc/PID` on the FUSE thread while the caller still exists.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct CallerStamp {
     pub comm: Arc<str>,
     pub ppid: u32,
     /// With the pid, identifies the process (a reused pid has another start time).
     pub start_time: u64,
+    /// The command line (capped as [`crate::proc_stat::MAX_ARGS`] says): the rules that look at
+    /// arguments (a file named on it, `grep -r`) need it for a `python3 fix.py` that exited
+    /// before the world looked. Left out of the journal, which names the program only.
+    #[serde(skip)]
+    pub args: Arc<[Box<str>]>,
 }
 
 /// What kind of access an observation records.

@@ -1,8 +1,10 @@
-//! `/proc/PID/stat`, read and parsed: the FUSE threads stamp callers with it while they still
-//! exist, and the world resolves processes with it after the fact. Also the thread group from
-//! `/proc/PID/status`: FUSE names the calling thread, whose program is its group's.
+//! `/proc/PID/stat` and `cmdline`, read and parsed: the FUSE threads stamp callers with them
+//! while they still exist, and the world resolves processes with them after the fact. Also the
+//! thread group from `/proc/PID/status`: FUSE names the calling thread, whose program is its
+//! group's.
 
 use std::path::Path;
+use std::sync::Arc;
 
 /// The fields of `/proc/PID/stat` worldfs uses.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -45,6 +47,27 @@ pub fn read_tgid(root: &Path, pid: u32) -> Option<u32> {
     s.lines()
         .find_map(|l| l.strip_prefix("Tgid:"))
         .and_then(|v| v.trim().parse().ok())
+}
+
+/// Arguments kept of a command line at most; the rest cannot name much an agent reads.
+pub const MAX_ARGS: usize = 16;
+/// Bytes kept of each argument (a `python -c` program can be long).
+pub const MAX_ARG_LEN: usize = 256;
+
+/// The command line of `pid` from `ROOT/PID/cmdline`, capped at [`MAX_ARGS`] arguments of
+/// [`MAX_ARG_LEN`] bytes; empty once the process is gone (or for a kernel thread).
+pub fn read_args(root: &Path, pid: u32) -> Arc<[Box<str>]> {
+    let Ok(raw) = std::fs::read(root.join(pid.to_string()).join("cmdline")) else {
+        return Arc::from(Vec::new());
+    };
+    raw.split(|b| *b == 0)
+        .filter(|a| !a.is_empty())
+        .take(MAX_ARGS)
+        .map(|a| {
+            let a = &a[..a.len().min(MAX_ARG_LEN)];
+            Box::<str>::from(String::from_utf8_lossy(a).as_ref())
+        })
+        .collect()
 }
 
 /// The program a caller runs: the name of `pid`'s thread group leader when `pid` is a worker

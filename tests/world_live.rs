@@ -273,6 +273,7 @@ fn a_process_gone_before_its_open_is_emitted_keeps_its_name() {
         |src| {
             std::fs::write(src.join("data.csv"), "a,b\n1,2\n").expect("write");
             std::fs::write(src.join("notes.md"), "# Notes\n").expect("write");
+            std::fs::write(src.join("fix.py"), "print('fixed')\n").expect("write");
         },
     );
     let started = std::time::Instant::now();
@@ -288,11 +289,19 @@ fn a_process_gone_before_its_open_is_emitted_keeps_its_name() {
         .status()
         .expect("python3");
     assert!(st.success(), "{st}");
+    // The rules that read a command line hold for a process gone as well: the script an
+    // interpreter was given is the agent's read (unstamped, it was a weak one: no entry).
+    sh(&m.root, "python3 fix.py >/dev/null");
     sh(&m.root, "cat notes.md; echo made > made.txt");
     let mut c = Client::connect(&m.socket(), Duration::from_secs(10)).expect("connect");
     let list = until(&mut c, "the read and the create recorded", |l| {
         entry(l, "notes.md").is_some() && entry(l, "made.txt").is_some()
     });
+    assert_eq!(
+        entry(&list, "fix.py").map(|e| &e["programs"]),
+        Some(&json!(["python3"])),
+        "{list:#?}"
+    );
     assert!(
         started.elapsed() >= Duration::from_millis(400),
         "the pause did not apply: a debug build is needed"

@@ -4,7 +4,8 @@
 //! So for the requests that show a program reading or writing (OPEN, CREATE, READDIR,
 //! daemon-mode READ and WRITE), and for removals (UNLINK, RMDIR), the FUSE thread reads
 //! `/proc/PID/stat` itself (and `status`, for the program of a worker thread:
-//! [`proc_stat::program_name`]). OPEN, CREATE, READDIR and the removals read it before they
+//! [`proc_stat::program_name`]), and its command line, which rules of the world read (a file
+//! named on it, `grep -r`). OPEN, CREATE, READDIR and the removals read them before they
 //! reply: a one-shot process may be gone soon after it is answered (with kernel
 //! passthrough its reads never reach worldfs; a `find` of two directories lives a millisecond),
 //! and neither a FUSE thread preempted after replying nor the world would find it.
@@ -73,6 +74,7 @@ impl Callers {
                 comm: Arc::from(proc_stat::program_name(proc_root, pid, &st)),
                 ppid: st.ppid,
                 start_time: st.start_time,
+                args: proc_stat::read_args(proc_root, pid),
             }),
         };
         let mut map = self.map.lock();
@@ -165,6 +167,35 @@ mod tests {
         fs::remove_dir_all(dir.path().join("40")).unwrap_or_else(|e| panic!("{e}"));
         assert!(c.stamp_under(dir.path(), 40, t0 + TRUST * 4).is_none());
         assert!(c.stamp_under(dir.path(), 0, t0).is_none());
+    }
+
+    #[test]
+    fn the_command_line_is_stamped_with_the_program() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = Callers::default();
+        fake(dir.path(), 50, "python3", 10, 3);
+        let long = "x".repeat(proc_stat::MAX_ARG_LEN + 40);
+        fs::write(
+            dir.path().join("50/cmdline"),
+            format!("python3\0fix.py\0{long}\0"),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        let s = c
+            .stamp_under(dir.path(), 50, Instant::now())
+            .unwrap_or_else(|| panic!("not read"));
+        let args: Vec<&str> = s.args.iter().map(|a| &**a).collect();
+        assert_eq!(
+            args,
+            ["python3", "fix.py", &long[..proc_stat::MAX_ARG_LEN]],
+            "the program's words, each capped"
+        );
+        // No command line to read (a kernel thread, or gone between the reads): none, and the
+        // program is still named.
+        fake(dir.path(), 51, "kworker", 2, 4);
+        let k = c
+            .stamp_under(dir.path(), 51, Instant::now())
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!((&*k.comm, k.args.len()), ("kworker", 0));
     }
 
     #[test]

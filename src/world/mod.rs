@@ -364,6 +364,7 @@ impl World {
         rx: Receiver<Observation>,
     ) -> std::io::Result<JoinHandle<()>> {
         let world = Arc::clone(self);
+        tokens::warm_in_background();
         std::thread::Builder::new()
             .name("worldfs-ingest".into())
             .spawn(move || ingest::run(&world, &rx))

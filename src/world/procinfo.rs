@@ -36,7 +36,7 @@ pub struct ProcInfo {
     pub ppid: u32,
     pub session: u32,
     pub comm: Arc<str>,
-    /// The command line, capped in count and length (see [`ProcFs::MAX_ARGS`]).
+    /// The command line, capped in count and length (see [`proc_stat::MAX_ARGS`]).
     pub args: Arc<[Box<str>]>,
     /// Parent first, up to and including the session leader.
     pub ancestry: Arc<[Ancestor]>,
@@ -81,8 +81,7 @@ impl ProcInfo {
             ppid: stamp.ppid,
             session: parent.map_or(pid, |p| p.session),
             comm: Arc::clone(&stamp.comm),
-            // Not read on the FUSE thread (one read of `stat` per process is the budget).
-            args: Arc::from(Vec::new()),
+            args: Arc::clone(&stamp.args),
             ancestry: Arc::from(ancestry),
         }
     }
@@ -135,8 +134,6 @@ impl ProcFs {
     pub const VERIFY_AFTER: Duration = Duration::from_millis(100);
     /// Processes remembered at most; beyond it exited ones are forgotten first.
     pub const CAPACITY: usize = 1024;
-    pub const MAX_ARGS: usize = 16;
-    pub const MAX_ARG_LEN: usize = 256;
     /// Longest ancestry walked; real chains (terminal, shell, agent, shell, tool) are short.
     pub const MAX_DEPTH: usize = 24;
 
@@ -161,20 +158,6 @@ impl ProcFs {
         Some(s.trim_end_matches('\n').to_owned())
     }
 
-    fn read_args(&self, pid: u32) -> Arc<[Box<str>]> {
-        let Ok(raw) = std::fs::read(self.root.join(pid.to_string()).join("cmdline")) else {
-            return Arc::from(Vec::new());
-        };
-        raw.split(|b| *b == 0)
-            .filter(|a| !a.is_empty())
-            .take(Self::MAX_ARGS)
-            .map(|a| {
-                let a = &a[..a.len().min(Self::MAX_ARG_LEN)];
-                Box::<str>::from(String::from_utf8_lossy(a).as_ref())
-            })
-            .collect()
-    }
-
     /// Resolves `pid` from scratch (no cache), including its ancestry through the cache. Also
     /// returns the name `/proc/PID/stat` gave, which verifies it later.
     fn resolve(&self, pid: u32, depth: usize) -> Option<(Arc<ProcInfo>, Arc<str>)> {
@@ -197,7 +180,7 @@ impl ProcFs {
             return Some((Arc::new(info), Arc::from(stat.comm)));
         }
         let comm = self.read_comm(pid).unwrap_or_else(|| stat.comm.clone());
-        let args = self.read_args(pid);
+        let args = proc_stat::read_args(&self.root, pid);
         // The pid may have been reused between the reads; if so, the process we want is gone.
         let again = self.read_stat(pid)?;
         if again.start_time != stat.start_time {

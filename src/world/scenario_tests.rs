@@ -867,13 +867,15 @@ fn exited_callers_are_named_from_their_stamp() {
     let root = dir.path();
     let w = world(root);
     let mut s = Script::new();
-    let stamp = |comm: &str, ppid: u32, start_time: u64| {
+    let stamp_args = |comm: &str, ppid: u32, start_time: u64, args: &[&str]| {
         Some(Arc::new(crate::observation::CallerStamp {
             comm: Arc::from(comm),
             ppid,
             start_time,
+            args: args.iter().map(|a| Box::from(*a)).collect(),
         }))
     };
+    let stamp = |comm: &str, ppid: u32, start_time: u64| stamp_args(comm, ppid, start_time, &[]);
     s.read(GONE, "src/main.py");
     s.out[0].caller = stamp("cat", BASH, 5);
     // RG's pid now belongs to another process than the `head` that made this request.
@@ -881,6 +883,12 @@ fn exited_callers_are_named_from_their_stamp() {
     s.out[1].caller = stamp("head", BASH, 7);
     // Gone and never stamped: unknown.
     s.read(GONE + 1, "README.md");
+    // The rules that read the command line apply to a process known only by its stamp: an
+    // interpreter opening the script it was given is the agent looking, and a `grep -r` a scan.
+    s.read(GONE + 2, "src/old.txt");
+    s.out[3].caller = stamp_args("python3", BASH, 9, &["python3", "src/old.txt"]);
+    s.read(GONE + 3, "src/pkg/mod_007.py");
+    s.out[4].caller = stamp_args("grep", BASH, 11, &["grep", "-rn", "X", "src/pkg"]);
     w.ingest(s.take());
 
     let entries = w.entries();
@@ -904,6 +912,8 @@ fn exited_callers_are_named_from_their_stamp() {
         .map(|(_, e)| e.reads);
     assert_eq!(main, Some(1));
     assert!(get("README.md").is_none_or(|p| p.is_empty()));
+    assert_eq!(get("src/old.txt"), Some(vec!["python3".to_string()]));
+    assert!(get("src/pkg/mod_007.py").is_none(), "a scan made no entry");
 }
 
 /// A big file the last selection showed as one place offers, once the agent read another

@@ -22,6 +22,27 @@ fn bpe() -> Result<&'static Bpe, TokenizerError> {
         .map_err(|e| TokenizerError(e.clone()))
 }
 
+/// Builds the counter on a thread of its own, so that the first file to enter the world does not
+/// wait for it: building it (200,000 tokens and a large regex) stalls the ingest thread for a
+/// while, which also leaves the processes behind the observations queued meanwhile time to exit
+/// before the world looks them up. Called when a live world starts ingesting; counting before it
+/// is done waits for it, as it would have anyway.
+pub fn warm_in_background() {
+    let spawned = std::thread::Builder::new()
+        .name("worldfs-tokenizer".into())
+        .spawn(|| {
+            let t = std::time::Instant::now();
+            match bpe() {
+                Ok(_) => tracing::debug!(elapsed = ?t.elapsed(), "o200k_base counter built"),
+                Err(e) => tracing::warn!("{e}"),
+            }
+        });
+    if let Err(e) = spawned {
+        // Then the first count builds it, as before.
+        tracing::debug!("no thread to build the token counter ahead: {e}");
+    }
+}
+
 /// Counts `text` (lossily decoded as UTF-8) without any memo.
 pub fn count_uncached(text: &[u8]) -> Result<u32, TokenizerError> {
     let s = String::from_utf8_lossy(text);
