@@ -1003,4 +1003,54 @@ RUN_REWRITTEN=$(grep -c "sent .* instead of" "$WORK/run.log" || true)
 grep -qE "worldfs: [0-9]+ model calls? of the session through the proxy, $RUN_REWRITTEN with the projection" "$WORK/run.err" \
   || fail "worldfs run did not say the proxy's account at the end: $(cat "$WORK/run.err")"
 say "ok: worldfs run --proxy: claude ran in the mount with the hooks on its command line, the proxy forwarding to its ANTHROPIC_BASE_URL ($RUN_REWRITTEN of $RUN_CALLS calls sent with the projection); the mount and the proxy went with it"
+
+# Claude Code runs each Bash command in a shell that leads a session of its own and exits right
+# after it. A script the agent runs that rewrites a file it read is the agent's edit, and a
+# file it removes with rm gets no notice of removal (it knows): the world finds the agent above
+# that shell, also when the script and the shell are gone by the time it looks.
+say "a script claude runs rewrites a file it read; it removes another with rm"
+PROJ3=$WORK/script-project
+mkdir -p "$PROJ3"
+echo 'RATE = 3' > "$PROJ3/rates.py"
+echo 'old notes' > "$PROJ3/old.txt"
+printf '%s\n' "open('rates.py', 'w').write('RATE = 4\\n')" > "$PROJ3/bump.py"
+cat > "$WORK/script3.json" << EOF
+[
+  {"calls": [{"tool": "Read", "input": {"file_path": "$PROJ3/rates.py"}},
+             {"tool": "Read", "input": {"file_path": "$PROJ3/old.txt"}}]},
+  {"tool": "Bash", "input": {"command": "python3 bump.py", "description": "Bump the rate"}},
+  {"tool": "Bash", "input": {"command": "rm old.txt", "description": "Remove the old notes"}},
+  {"text": "Bumped."}
+]
+EOF
+stand_in "$WORK/api3.out" --record "$WORK/api3.jsonl" --script "$WORK/script3.json"
+pids+=("$STAND_IN_PID")
+[ -n "$STAND_IN_PORT" ] || fail "the third stand-in API did not start: $(cat "$WORK/api3.out")"
+set +e
+# The world is asked from inside the run, before it unmounts.
+env HOME="$WORK/home" ANTHROPIC_API_KEY=sk-stand-in CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC=1 \
+  DISABLE_AUTOUPDATER=1 ANTHROPIC_BASE_URL="http://127.0.0.1:$STAND_IN_PORT" timeout 240 \
+  "$BIN" run --no-state --log "$WORK/run3.log" -C "$PROJ3" -- sh -c \
+  '"$1" -p "Bump the rate" --allowedTools "Read,Bash" --permission-mode acceptEdits \
+     --output-format json > "$2" && "$3" ctl entries.list "{}" > "$4" \
+     && "$3" projection --format text > "$5" 2> /dev/null' \
+  sh "$CLAUDE" "$WORK/run3.json" "$BIN" "$WORK/entries3.json" "$WORK/projection3.txt" \
+  > "$WORK/run3.out" 2>&1
+rc=$?
+set -e
+[ "$rc" = 0 ] || fail "the run with a script exited $rc: $(tail -5 "$WORK/run3.out" "$WORK/run3.json")"
+grep -q "Bumped." "$WORK/run3.json" || fail "claude did not finish the script's run: $(tail -c 500 "$WORK/run3.json")"
+python3 - "$WORK/entries3.json" "$WORK/projection3.txt" << 'PY' || exit 1
+import json, sys
+entries = {e["path"]: e for e in json.load(open(sys.argv[1]))["entries"]}
+projection = open(sys.argv[2]).read()
+rates = entries.get("rates.py", {})
+if rates.get("agent_wrote") is not True:
+    sys.exit(f"claude-live: FAILED: rates.py, rewritten by the script claude ran, is not the agent's edit: {rates}")
+if "RATE = 4" not in projection:
+    sys.exit("claude-live: FAILED: the projection does not show rates.py as the script left it")
+if "old.txt (deleted)" in projection:
+    sys.exit("claude-live: FAILED: the projection has a notice of old.txt, which claude's rm removed")
+PY
+say "ok: a script claude ran made its edit, and what its rm removed has no notice"
 say "all checks passed"

@@ -43,6 +43,23 @@ pub struct CallerStamp {
     /// before the world looked. Left out of the journal, which names the program only.
     #[serde(skip)]
     pub args: Arc<[Box<str>]>,
+    /// The parent's stamp, read with this one (its own parent, and so on up the chain): the
+    /// shell between a script and the agent has often exited too when the world looks, and
+    /// whether the script ran below the agent decides whose its changes are.
+    #[serde(skip)]
+    pub parent: Option<Arc<CallerStamp>>,
+}
+
+impl CallerStamp {
+    /// The stamped ancestors, parent first, each with its pid.
+    pub fn ancestors(&self) -> impl Iterator<Item = (u32, &CallerStamp)> {
+        let mut pid = self.ppid;
+        std::iter::successors(self.parent.as_deref(), |a| a.parent.as_deref()).map(move |a| {
+            let this = pid;
+            pid = a.ppid;
+            (this, a)
+        })
+    }
 }
 
 /// What kind of access an observation records.

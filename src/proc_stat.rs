@@ -49,6 +49,9 @@ pub fn read_tgid(root: &Path, pid: u32) -> Option<u32> {
         .and_then(|v| v.trim().parse().ok())
 }
 
+/// Ancestors walked at most; real chains (terminal, shell, agent, shell, tool) are short.
+pub const MAX_ANCESTRY: usize = 24;
+
 /// Arguments kept of a command line at most; the rest cannot name much an agent reads.
 pub const MAX_ARGS: usize = 16;
 /// Bytes kept of each argument (a `python -c` program can be long).

@@ -659,7 +659,7 @@ fn only_deletions_the_agent_did_not_make_are_noticed() {
 /// looks: without the truncate's own caller stamp, the other shell's change was the agent's.
 #[test]
 fn a_file_a_script_of_the_agents_rewrote_is_the_agents() {
-    let l = the_agents_script_and_anothers(|target| {
+    let l = the_agents_script_and_anothers(&[], "{}", |target| {
         format!(
             "open('{target}', 'w').write('x = 2\\n')\nopen('{target}.out', 'w').write('made\\n')\n"
         )
@@ -673,7 +673,7 @@ fn a_file_a_script_of_the_agents_rewrote_is_the_agents() {
 /// agent's script from another shell's by who renamed.
 #[test]
 fn a_file_a_script_of_the_agents_saved_by_a_rename_is_the_agents() {
-    let l = the_agents_script_and_anothers(|target| {
+    let l = the_agents_script_and_anothers(&[], "{}", |target| {
         format!(
             "import os\nopen('{target}.tmp', 'w').write('x = 2\\n')\n\
              os.replace('{target}.tmp', '{target}')\n"
@@ -682,12 +682,41 @@ fn a_file_a_script_of_the_agents_saved_by_a_rename_is_the_agents() {
     assert!(entry(&l, "calc.py.tmp").is_none(), "what the script made");
 }
 
-/// Mounts `calc.py` and `other.py`, has the stand-in agent read both, then runs the Python
-/// script `body(target)` (which writes `x = 2` into `target`) below the agent on `calc.py` and
-/// from another shell on `other.py`. Checks that only the first is the agent's, and returns the
+/// Claude Code runs each command in a shell that leads a session of its own (as `setsid`
+/// does). The agent is above that shell: the world's walk up a live script's ancestry went on
+/// past the session leader. (The script stays a moment, so the world finds it running.)
+#[test]
+fn a_script_run_in_a_session_of_its_own_below_the_agent_is_the_agents() {
+    the_agents_script_and_anothers(&[], "setsid sh -c '{}; true'", |target| {
+        format!("import time\nopen('{target}', 'w').write('x = 2\\n')\ntime.sleep(1)\n")
+    });
+}
+
+/// The same when the script and the shell that ran it have both exited before the world looks
+/// (here it lags 400 ms; the ingest thread naps 10 ms between batches anyway, longer than the
+/// shell outlives the script): the stamps of the script's requests carry its parent's, and
+/// theirs, so the world need not find the shell. Before, 26 to 32 of 50 such rewrites through
+/// `bash -c 'python3 w.py && pwd -P'` were the agent's.
+#[test]
+fn a_script_whose_shell_is_gone_before_the_world_looks_is_still_the_agents() {
+    the_agents_script_and_anothers(
+        &[("WORLDFS_DEBUG_LATE_INGEST_MS", "400")],
+        "setsid sh -c '{}; true'",
+        |target| format!("open('{target}', 'w').write('x = 2\\n')\n"),
+    );
+}
+
+/// Mounts `calc.py` and `other.py` (the daemon with `env`), has the stand-in agent read both,
+/// then runs the Python script `body(target)` (which writes `x = 2` into `target`) below the
+/// agent on `calc.py`, as the shell command `how` with `{}` for `python3 SCRIPT`, and from
+/// another shell on `other.py`. Checks that only the first is the agent's, and returns the
 /// entries.
-fn the_agents_script_and_anothers(body: impl Fn(&str) -> String) -> Vec<Value> {
-    let m = Mount::start(common::Mode::Mirror, &[], |src| {
+fn the_agents_script_and_anothers(
+    env: &[(&str, &str)],
+    how: &str,
+    body: impl Fn(&str) -> String,
+) -> Vec<Value> {
+    let m = Mount::start_env(common::Mode::Mirror, &[], env, |src| {
         for f in ["calc.py", "other.py"] {
             std::fs::write(src.join(f), "x = 1\n").expect("write");
         }
@@ -705,7 +734,7 @@ fn the_agents_script_and_anothers(body: impl Fn(&str) -> String) -> Vec<Value> {
     until(&mut c, "the agent's reads recorded", |l| {
         entry(l, "calc.py").is_some() && entry(l, "other.py").is_some()
     });
-    let _fixer = agent(&format!("python3 {}", fix.display()));
+    let _fixer = agent(&how.replace("{}", &format!("python3 {}", fix.display())));
     sh(&m.root, &format!("python3 {}", tidy.display()));
     let changed = |f: &str| std::fs::read_to_string(m.root.join(f)).is_ok_and(|t| t == "x = 2\n");
     assert!(changed("other.py"), "the other shell's script ran");
@@ -723,9 +752,8 @@ fn the_agents_script_and_anothers(body: impl Fn(&str) -> String) -> Vec<Value> {
 }
 
 /// Runs a script in a shell named `claude`, which stands for the agent. It stays until killed
-/// (`sleep`, which also keeps it from exec'ing into its last command): the world finds the
-/// agent above an `rm` or a script through that command's parent, which must still be there
-/// when the command's changes are taken in.
+/// (`sleep`, which also keeps it from exec'ing into its last command), as the agent outlives
+/// the commands it runs.
 fn stand_in_agent(m: &Mount) -> impl Fn(&str) -> KillOnDrop + '_ {
     let claude = m.scratch.join("claude");
     std::os::unix::fs::symlink("/bin/sh", &claude).expect("symlink");

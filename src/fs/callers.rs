@@ -4,9 +4,10 @@
 //! So for the requests that show a program reading or writing (OPEN, CREATE, READDIR,
 //! daemon-mode READ and WRITE), and for removals (UNLINK, RMDIR), the FUSE thread reads
 //! `/proc/PID/stat` itself (and `status`, for the program of a worker thread:
-//! [`proc_stat::program_name`]), and its command line, which rules of the world read (a file
-//! named on it, `grep -r`). OPEN, CREATE, READDIR and the removals read them before they
-//! reply: a one-shot process may be gone soon after it is answered (with kernel
+//! [`proc_stat::program_name`]), its command line, which rules of the world read (a file
+//! named on it, `grep -r`), and the same of its parent and theirs (whether a script ran below
+//! the agent decides whose its changes are, and the shell in between is often gone first).
+//! OPEN, CREATE, READDIR and the removals read them before they reply: a one-shot process may be gone soon after it is answered (with kernel
 //! passthrough its reads never reach worldfs; a `find` of two directories lives a millisecond),
 //! and neither a FUSE thread preempted after replying nor the world would find it.
 //! Daemon-mode READ and WRITE, whose process opened the file before, read it after replying,
@@ -37,6 +38,9 @@ struct Entry {
     stamp: Arc<CallerStamp>,
     /// The name `/proc/PID/stat` gave: a worker thread's own, where the stamp has its program's.
     stat_comm: Arc<str>,
+    /// Whether the stamp was read as a caller's, with its command line; a parent's is only its
+    /// name (`stat`, one read), which is all an ancestry needs.
+    full: bool,
 }
 
 #[derive(Default)]
@@ -52,30 +56,66 @@ impl Callers {
     }
 
     fn stamp_under(&self, proc_root: &Path, pid: u32, now: Instant) -> Option<Arc<CallerStamp>> {
+        self.stamp_depth(proc_root, pid, now, 0)
+    }
+
+    /// The stamp of `pid`, `depth` parents above the caller (0: the caller itself).
+    fn stamp_depth(
+        &self,
+        proc_root: &Path,
+        pid: u32,
+        now: Instant,
+        depth: usize,
+    ) -> Option<Arc<CallerStamp>> {
         if pid == 0 {
             return None;
         }
+        let full = depth == 0;
         let previous = {
             let map = self.map.lock();
             match map.get(&pid) {
-                Some(e) if now.duration_since(e.read_at) < TRUST => return Some(e.stamp.clone()),
-                Some(e) => Some((e.stamp.clone(), e.stat_comm.clone())),
+                Some(e) if now.duration_since(e.read_at) < TRUST && (e.full || !full) => {
+                    return Some(e.stamp.clone());
+                }
+                Some(e) => Some((e.stamp.clone(), e.stat_comm.clone(), e.full)),
                 None => None,
             }
         };
         // Read without holding the lock: other FUSE threads go on meanwhile.
         let st = proc_stat::read(proc_root, pid)?;
         let stat_comm: Arc<str> = Arc::from(st.comm.as_str());
-        let stamp = match previous {
+        let same = |p: &CallerStamp, c: &Arc<str>| p.start_time == st.start_time && *c == stat_comm;
+        let (stamp, full) = match previous {
             // The same process, same program (its own name unchanged, so no exec): keep sharing
             // the allocation, without looking up its thread group again.
-            Some((p, c)) if p.start_time == st.start_time && c == stat_comm => p,
-            _ => Arc::new(CallerStamp {
-                comm: Arc::from(proc_stat::program_name(proc_root, pid, &st)),
-                ppid: st.ppid,
-                start_time: st.start_time,
-                args: proc_stat::read_args(proc_root, pid),
-            }),
+            Some((p, c, was_full)) if same(&p, &c) && (was_full || !full) => (p, was_full),
+            // Known as a parent, now a caller itself: its command line and program added, its
+            // ancestry kept.
+            Some((p, c, _)) if same(&p, &c) => {
+                (Self::as_caller(proc_root, pid, &st, p.parent.clone()), true)
+            }
+            _ => {
+                // The parent is stamped too, up the chain: most callers share their shell and
+                // agent, whose stamps come from the cache. One that started after this process
+                // is a later process that reused the parent's pid.
+                let parent = (st.ppid > 1 && depth < proc_stat::MAX_ANCESTRY)
+                    .then(|| self.stamp_depth(proc_root, st.ppid, now, depth + 1))
+                    .flatten()
+                    .filter(|p| p.start_time <= st.start_time);
+                let stamp = if full {
+                    Self::as_caller(proc_root, pid, &st, parent)
+                } else {
+                    // A parent is a process (a thread group), so `stat` names its program.
+                    Arc::new(CallerStamp {
+                        comm: Arc::clone(&stat_comm),
+                        ppid: st.ppid,
+                        start_time: st.start_time,
+                        args: Arc::from(Vec::new()),
+                        parent,
+                    })
+                };
+                (stamp, full)
+            }
         };
         let mut map = self.map.lock();
         if map.len() >= CAPACITY && !map.contains_key(&pid) {
@@ -90,9 +130,26 @@ impl Callers {
                 read_at: now,
                 stamp: stamp.clone(),
                 stat_comm,
+                full,
             },
         );
         Some(stamp)
+    }
+
+    /// A caller's stamp: its program (its thread group's, for a worker thread) and command line.
+    fn as_caller(
+        proc_root: &Path,
+        pid: u32,
+        st: &proc_stat::ProcStat,
+        parent: Option<Arc<CallerStamp>>,
+    ) -> Arc<CallerStamp> {
+        Arc::new(CallerStamp {
+            comm: Arc::from(proc_stat::program_name(proc_root, pid, st)),
+            ppid: st.ppid,
+            start_time: st.start_time,
+            args: proc_stat::read_args(proc_root, pid),
+            parent,
+        })
     }
 
     /// `pid` is about to run another program: its next request reads `/proc` again.
@@ -196,6 +253,50 @@ mod tests {
             .stamp_under(dir.path(), 51, Instant::now())
             .unwrap_or_else(|| panic!("not read"));
         assert_eq!((&*k.comm, k.args.len()), ("kworker", 0));
+    }
+
+    #[test]
+    fn the_parents_are_stamped_up_the_chain() {
+        let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let c = Callers::default();
+        let t0 = Instant::now();
+        fake(dir.path(), 10, "claude", 1, 2);
+        fake(dir.path(), 30, "bash", 10, 5);
+        fake(dir.path(), 40, "python3", 30, 6);
+        let s = c
+            .stamp_under(dir.path(), 40, t0)
+            .unwrap_or_else(|| panic!("not read"));
+        let chain: Vec<(u32, &str)> = s.ancestors().map(|(pid, a)| (pid, &*a.comm)).collect();
+        assert_eq!(chain, [(30, "bash"), (10, "claude")], "up to init's child");
+        // A parent is read for its name only; once a caller itself, its command line is read
+        // too, and its ancestry kept.
+        assert!(s.parent.as_ref().is_some_and(|p| p.args.is_empty()));
+        fs::write(dir.path().join("30/cmdline"), "bash\0-c\0python3 fix.py\0")
+            .unwrap_or_else(|e| panic!("{e}"));
+        let b = c
+            .stamp_under(dir.path(), 30, t0)
+            .unwrap_or_else(|| panic!("not read"));
+        assert_eq!(b.args.len(), 3);
+        assert!(
+            b.parent
+                .as_ref()
+                .zip(s.parent.as_ref().and_then(|p| p.parent.as_ref()))
+                .is_some_and(|(a, b)| Arc::ptr_eq(a, b))
+        );
+        // A sibling shares its parent's stamp, as it is now.
+        fake(dir.path(), 41, "rm", 30, 7);
+        let r = c
+            .stamp_under(dir.path(), 41, t0)
+            .unwrap_or_else(|| panic!("not read"));
+        assert!(r.parent.as_ref().is_some_and(|p| Arc::ptr_eq(p, &b)));
+        // A "parent" that started after its child is a later process on a reused pid: the chain
+        // stops below it.
+        fake(dir.path(), 50, "sh", 1, 9);
+        fake(dir.path(), 60, "cat", 50, 8);
+        let o = c
+            .stamp_under(dir.path(), 60, t0)
+            .unwrap_or_else(|| panic!("not read"));
+        assert!(o.parent.is_none());
     }
 
     #[test]

@@ -170,8 +170,9 @@ impl Passthrough {
     /// or writing. Requests that open a file take it before they reply: a one-shot process
     /// (`cat`, a hook's script) may exit as soon as its last request is answered, and a stamp
     /// read after that finds no process; the world would then count an unknown process's
-    /// access. Taking it costs one or two small reads of `/proc` on a process's first open (and
-    /// once per [`callers::TRUST`] window after), which its `fork` and `exec` dwarf.
+    /// access. Taking it costs a few small reads of `/proc` on a process's first open (its `stat`,
+    /// `status` and command line, and the same of a parent not stamped lately), and once per
+    /// [`callers::TRUST`] window after, which its `fork` and `exec` dwarf.
     fn caller(&self, pid: u32) -> Option<Arc<CallerStamp>> {
         if self.observe.is_enabled() {
             self.callers.stamp(pid)

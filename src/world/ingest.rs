@@ -71,6 +71,7 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
         };
         match first {
             Some(o) => {
+                late_ingest_pause();
                 batch.push(o);
                 batch.extend(rx.try_iter().take(BATCH - 1));
                 let mut attr = world.attributor.lock();
@@ -104,6 +105,28 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
         j.finish();
     }
 }
+
+/// Debug builds only: the ingest thread sleeps `WORLDFS_DEBUG_LATE_INGEST_MS` milliseconds
+/// before applying what arrived, as a busy world lags: a test then sees every time what a loaded
+/// machine shows now and then, a command and the shell that ran it both gone before the world
+/// looks them up. Release builds compile it away.
+#[cfg(debug_assertions)]
+fn late_ingest_pause() {
+    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    let pause = PAUSE.get_or_init(|| {
+        std::env::var("WORLDFS_DEBUG_LATE_INGEST_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+    });
+    if let Some(d) = pause {
+        std::thread::sleep(*d);
+    }
+}
+
+#[cfg(not(debug_assertions))]
+#[inline(always)]
+fn late_ingest_pause() {}
 
 /// Deleted entries kept (the ones deleted last): their notices are what a projection can still
 /// use, and a few hundred of them already outnumber what a budget shows.
@@ -163,8 +186,8 @@ impl Ctx<'_> {
 }
 
 /// Who `pid` is: `/proc` (through the world's cache) while it still answers for the same
-/// process, else what the FUSE thread read while serving it, with the ancestry continuing from
-/// its parent if that is still known.
+/// process, else what the FUSE thread read while serving it, with the ancestry stamped with it
+/// (or continuing from its parent if that is still known).
 fn caller(world: &World, pid: u32, stamp: Option<&CallerStamp>) -> Option<Arc<ProcInfo>> {
     let known = world.procs.lookup(pid);
     match (known, stamp) {
@@ -177,8 +200,10 @@ fn caller(world: &World, pid: u32, stamp: Option<&CallerStamp>) -> Option<Arc<Pr
 }
 
 fn from_stamp(world: &World, pid: u32, stamp: &CallerStamp) -> Arc<ProcInfo> {
-    // A parent that started after the caller is a later process reusing the parent's pid.
-    let parent = (stamp.ppid > 1)
+    // The ancestry stamped with the caller, when its parent was there to be read; else what the
+    // world knows of the parent. A parent that started after the caller is a later process
+    // reusing the parent's pid.
+    let parent = (stamp.parent.is_none() && stamp.ppid > 1)
         .then(|| world.procs.lookup(stamp.ppid))
         .flatten()
         .filter(|p| p.start_time <= stamp.start_time);

@@ -1,4 +1,4 @@
-//! Who a pid is: program name (`comm`), command line and ancestry up to the session leader.
+//! Who a pid is: program name (`comm`), command line and ancestry up to init.
 //! FUSE gives the calling thread's id: a worker thread is its thread group's program.
 //!
 //! Lookups happen on the ingest thread for every observation, so they must usually cost no
@@ -38,7 +38,8 @@ pub struct ProcInfo {
     pub comm: Arc<str>,
     /// The command line, capped in count and length (see [`proc_stat::MAX_ARGS`]).
     pub args: Arc<[Box<str>]>,
-    /// Parent first, up to and including the session leader.
+    /// Parent first, up to init's child (or [`ProcFs::MAX_DEPTH`] of them). Not only up to the
+    /// session leader: Claude Code runs each command in a shell that leads a session of its own.
     pub ancestry: Arc<[Ancestor]>,
 }
 
@@ -65,10 +66,16 @@ impl ProcInfo {
 
 impl ProcInfo {
     /// A process that was gone from `/proc` before the world looked, from what the FUSE thread
-    /// read while serving it. Its ancestry continues from its parent when that is still known.
+    /// read while serving it. Its ancestry is the one stamped with it (the shell between it and
+    /// the agent is often gone as well), else continues from `parent` when that is known.
     pub fn from_stamp(pid: u32, stamp: &CallerStamp, parent: Option<&ProcInfo>) -> Self {
         let mut ancestry = Vec::new();
-        if let Some(parent) = parent {
+        if stamp.parent.is_some() {
+            ancestry.extend(stamp.ancestors().map(|(pid, a)| Ancestor {
+                pid,
+                comm: Arc::clone(&a.comm),
+            }));
+        } else if let Some(parent) = parent {
             ancestry.push(Ancestor {
                 pid: parent.pid,
                 comm: Arc::clone(&parent.comm),
@@ -134,8 +141,8 @@ impl ProcFs {
     pub const VERIFY_AFTER: Duration = Duration::from_millis(100);
     /// Processes remembered at most; beyond it exited ones are forgotten first.
     pub const CAPACITY: usize = 1024;
-    /// Longest ancestry walked; real chains (terminal, shell, agent, shell, tool) are short.
-    pub const MAX_DEPTH: usize = 24;
+    /// Longest ancestry walked.
+    pub const MAX_DEPTH: usize = proc_stat::MAX_ANCESTRY;
 
     pub fn new() -> Self {
         Self::with_root("/proc")
@@ -187,7 +194,9 @@ impl ProcFs {
             return None;
         }
         let mut ancestry = Vec::new();
-        let at_top = pid == stat.session || stat.ppid <= 1 || depth >= Self::MAX_DEPTH;
+        // Past session leaders too: Claude Code starts each command's shell in a session of its
+        // own, so the agent is above the leader.
+        let at_top = stat.ppid <= 1 || depth >= Self::MAX_DEPTH;
         if !at_top && let Some(parent) = self.lookup_depth(stat.ppid, depth + 1) {
             ancestry.push(Ancestor {
                 pid: parent.pid,
@@ -311,12 +320,13 @@ mod tests {
     }
 
     #[test]
-    fn resolves_ancestry_up_to_session_leader() {
+    fn resolves_ancestry_past_session_leaders() {
         let dir = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         fake_proc(dir.path(), 10, "bash", 5, 10, 1, &["-bash"]);
         fake_proc(dir.path(), 20, "claude", 10, 10, 2, &["claude"]);
-        fake_proc(dir.path(), 30, "bash", 20, 10, 3, &["bash", "-c", "cat x"]);
-        fake_proc(dir.path(), 40, "cat", 30, 10, 4, &["cat", "src/main.rs"]);
+        // Claude Code's shell for a command leads a session of its own.
+        fake_proc(dir.path(), 30, "bash", 20, 30, 3, &["bash", "-c", "cat x"]);
+        fake_proc(dir.path(), 40, "cat", 30, 30, 4, &["cat", "src/main.rs"]);
         let p = ProcFs::with_root(dir.path());
         let info = p.lookup(40).unwrap_or_else(|| panic!("not resolved"));
         assert_eq!(&*info.comm, "cat");

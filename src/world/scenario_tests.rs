@@ -873,6 +873,7 @@ fn exited_callers_are_named_from_their_stamp() {
             ppid,
             start_time,
             args: args.iter().map(|a| Box::from(*a)).collect(),
+            parent: None,
         }))
     };
     let stamp = |comm: &str, ppid: u32, start_time: u64| stamp_args(comm, ppid, start_time, &[]);
