@@ -7,6 +7,7 @@ pub mod claude_hook;
 pub mod cli;
 pub mod cli_client;
 pub mod cli_watch;
+pub mod debug_pause;
 pub mod fs;
 pub mod holders;
 pub mod mount;

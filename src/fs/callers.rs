@@ -159,26 +159,12 @@ impl Callers {
 }
 
 /// Debug builds only: the FUSE thread sleeps `WORLDFS_DEBUG_LATE_EMIT_MS` milliseconds between
-/// answering an open and emitting it, as a thread preempted on a loaded machine may. A test
-/// then sees, every time, what happens once in hundreds of runs: the caller exits before
-/// anything after the reply runs. Release builds compile it away.
-#[cfg(debug_assertions)]
+/// answering an open and emitting it, as a thread preempted on a loaded machine may: the caller
+/// exits before anything after the reply runs.
 pub fn late_emit_pause() {
     static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| {
-        std::env::var("WORLDFS_DEBUG_LATE_EMIT_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis)
-    });
-    if let Some(d) = pause {
-        std::thread::sleep(*d);
-    }
+    crate::debug_pause::pause(&PAUSE, "WORLDFS_DEBUG_LATE_EMIT_MS");
 }
-
-#[cfg(not(debug_assertions))]
-#[inline(always)]
-pub fn late_emit_pause() {}
 
 #[cfg(test)]
 mod tests {

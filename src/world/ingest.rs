@@ -107,26 +107,12 @@ pub(super) fn run(world: &World, rx: &Receiver<Observation>) {
 }
 
 /// Debug builds only: the ingest thread sleeps `WORLDFS_DEBUG_LATE_INGEST_MS` milliseconds
-/// before applying what arrived, as a busy world lags: a test then sees every time what a loaded
-/// machine shows now and then, a command and the shell that ran it both gone before the world
-/// looks them up. Release builds compile it away.
-#[cfg(debug_assertions)]
+/// before applying what arrived, as a busy world lags: a command and the shell that ran it are
+/// then both gone before the world looks them up.
 fn late_ingest_pause() {
     static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
-    let pause = PAUSE.get_or_init(|| {
-        std::env::var("WORLDFS_DEBUG_LATE_INGEST_MS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .map(Duration::from_millis)
-    });
-    if let Some(d) = pause {
-        std::thread::sleep(*d);
-    }
+    crate::debug_pause::pause(&PAUSE, "WORLDFS_DEBUG_LATE_INGEST_MS");
 }
-
-#[cfg(not(debug_assertions))]
-#[inline(always)]
-fn late_ingest_pause() {}
 
 /// Deleted entries kept (the ones deleted last): their notices are what a projection can still
 /// use, and a few hundred of them already outnumber what a budget shows.
