@@ -5,11 +5,12 @@
 //! daemon-mode READ and WRITE), and for removals (UNLINK, RMDIR), the FUSE thread reads
 //! `/proc/PID/stat` itself (and `status`, for the program of a worker thread:
 //! [`proc_stat::program_name`]), its command line, which rules of the world read (a file
-//! named on it, `grep -r`), and the same of its parent and theirs (whether a script ran below
+//! named on it, `grep -r`), and the `stat` of its parent and theirs (whether a script ran below
 //! the agent decides whose its changes are, and the shell in between is often gone first).
-//! OPEN, CREATE, READDIR and the removals read them before they reply: a one-shot process may be gone soon after it is answered (with kernel
-//! passthrough its reads never reach worldfs; a `find` of two directories lives a millisecond),
-//! and neither a FUSE thread preempted after replying nor the world would find it.
+//! OPEN, CREATE, READDIR and the removals read them before they reply: a one-shot process may
+//! be gone soon after it is answered (with kernel passthrough its reads never reach worldfs; a
+//! `find` of two directories lives a millisecond), and neither a FUSE thread preempted after
+//! replying nor the world would find it.
 //! Daemon-mode READ and WRITE, whose process opened the file before, read it after replying,
 //! so the caller does not wait. A small cache keyed by pid keeps that to one look per process
 //! and [`TRUST`] window (a `grep -r` opening 10 000 files in a second costs ten). When the

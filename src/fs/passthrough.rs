@@ -171,7 +171,7 @@ impl Passthrough {
     /// (`cat`, a hook's script) may exit as soon as its last request is answered, and a stamp
     /// read after that finds no process; the world would then count an unknown process's
     /// access. Taking it costs a few small reads of `/proc` on a process's first open (its `stat`,
-    /// `status` and command line, and the same of a parent not stamped lately), and once per
+    /// `status` and command line, and the `stat` of a parent not stamped lately), and once per
     /// [`callers::TRUST`] window after, which its `fork` and `exec` dwarf.
     fn caller(&self, pid: u32) -> Option<Arc<CallerStamp>> {
         if self.observe.is_enabled() {

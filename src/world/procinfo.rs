@@ -34,7 +34,6 @@ pub struct ProcInfo {
     /// Clock ticks since boot at which the process started (field 22 of `/proc/PID/stat`).
     pub start_time: u64,
     pub ppid: u32,
-    pub session: u32,
     pub comm: Arc<str>,
     /// The command line, capped in count and length (see [`proc_stat::MAX_ARGS`]).
     pub args: Arc<[Box<str>]>,
@@ -50,7 +49,6 @@ impl ProcInfo {
             pid,
             start_time: 0,
             ppid: ancestry.first().map_or(0, |a| a.0),
-            session: ancestry.last().map_or(pid, |a| a.0),
             comm: Arc::from(comm),
             args: args.iter().map(|a| Box::<str>::from(*a)).collect(),
             ancestry: ancestry
@@ -86,7 +84,6 @@ impl ProcInfo {
             pid,
             start_time: stamp.start_time,
             ppid: stamp.ppid,
-            session: parent.map_or(pid, |p| p.session),
             comm: Arc::clone(&stamp.comm),
             args: Arc::clone(&stamp.args),
             ancestry: Arc::from(ancestry),
@@ -209,7 +206,6 @@ impl ProcFs {
                 pid,
                 start_time: stat.start_time,
                 ppid: stat.ppid,
-                session: stat.session,
                 comm: Arc::from(comm),
                 args,
                 ancestry: Arc::from(ancestry),

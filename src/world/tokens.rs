@@ -28,6 +28,12 @@ fn bpe() -> Result<&'static Bpe, TokenizerError> {
 /// before the world looks them up. Called when a live world starts ingesting; counting before it
 /// is done waits for it, as it would have anyway.
 pub fn warm_in_background() {
+    // Once per process: every world shares the counter (a replay starts dozens).
+    static STARTED: std::sync::Once = std::sync::Once::new();
+    STARTED.call_once(spawn_warm_up);
+}
+
+fn spawn_warm_up() {
     let spawned = std::thread::Builder::new()
         .name("worldfs-tokenizer".into())
         .spawn(|| {
