@@ -439,6 +439,9 @@ pub struct MountOptions {
     /// unmount, and the next mount of SOURCE starts from it: what the agent saw and
     /// changed, the goal, the last step, the task list, and the command outputs whose
     /// input files are unchanged. No file content is saved; it is read from disk as always.
+    /// A world saved for a directory since removed and made again at the same path is not
+    /// used (the default file is set aside as NAME.json.earlier; a FILE named here stops the
+    /// mount).
     #[arg(long, value_name = "FILE", conflicts_with = "no_state")]
     pub state: Option<PathBuf>,
     /// Start with an empty world, leaving out what was saved (the next save replaces it).

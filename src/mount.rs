@@ -436,7 +436,8 @@ fn state_path(cfg: &MountConfig, plan: &Plan) -> anyhow::Result<Result<PathBuf, 
 }
 
 /// Starts `world` from the world kept at `path`, unless `--fresh`; returns the sequence number
-/// to go on after. A default file that cannot be used is set aside (`.bad`), so the next
+/// to go on after. A default file that cannot be used is set aside (`.bad`; `.earlier` when it
+/// is the world of a directory removed and made again since), so the next
 /// save does not destroy what someone may want to look at; a file the user named stops the
 /// mount instead.
 fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow::Result<u64> {
@@ -448,11 +449,11 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         return Ok(0);
     }
     let start = Instant::now();
-    let snap = match snapshot::load(path, &plan.source) {
+    let snap = match snapshot::load(path, &plan.source, world.source_id()) {
         Ok(Some(s)) => s,
         Ok(None) => return Ok(0),
         Err(e) if cfg.state == StateFile::Default => {
-            let aside = snapshot::beside(path, ".bad");
+            let aside = snapshot::beside(path, e.aside_suffix());
             match std::fs::rename(path, &aside) {
                 Ok(()) => crate::say!(
                     "worldfs: warning: {e}; starting with an empty world (the file is now {})",

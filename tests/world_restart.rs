@@ -261,6 +261,52 @@ fn a_saved_world_that_cannot_be_read_is_set_aside_and_a_named_one_stops_the_moun
     assert_eq!(worldfs_mounts_at(&src), 0);
 }
 
+/// The world is kept for a directory, not for a path: SOURCE removed and made again (a fresh
+/// clone at the same place), with files of the same names, starts empty, and the old world is
+/// set aside rather than lost. A plain restart keeps it, as above.
+#[test]
+fn a_directory_made_again_at_the_same_path_starts_with_an_empty_world() {
+    let m = Mount::start(Mode::InPlace, &[], prepare);
+    cat(&m, &["src/a.py", "src/gone.py"]);
+    ctl(&m, "goal.set", r#"{"goal":"the old project's"}"#);
+    let m = m.restart(&[], |_| {});
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "the old project's");
+    let m = m.restart(&[], |src| {
+        std::fs::remove_dir_all(src).unwrap_or_else(|e| panic!("{e}"));
+        std::fs::create_dir(src).unwrap_or_else(|e| panic!("{e}"));
+        prepare(src);
+        std::fs::remove_file(src.join("src/gone.py")).unwrap_or_else(|e| panic!("{e}"));
+    });
+    let log = m.log();
+    assert!(
+        log.contains("is for an earlier directory at")
+            && log.contains("starting with an empty world")
+            && log.contains(".earlier)"),
+        "{log}"
+    );
+    assert!(!log.contains("world restored"), "{log}");
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], Value::Null);
+    let text = ctl(&m, "projection.get", r#"{"format":"text","budget":8000}"#);
+    let body = text["body"].as_str().unwrap_or_default();
+    assert!(
+        !body.contains("gone.py") && !body.contains("a.py"),
+        "nothing of the old world: {body}"
+    );
+    let files = state_files(&m);
+    assert!(
+        files
+            .iter()
+            .any(|f| f.to_string_lossy().ends_with(".json.earlier")),
+        "{files:?}"
+    );
+
+    // The new directory's world is kept from now on, as any other.
+    ctl(&m, "goal.set", r#"{"goal":"the new project's"}"#);
+    let m = m.restart(&[], |_| {});
+    assert!(m.log().contains("world restored"), "{}", m.log());
+    assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "the new project's");
+}
+
 #[test]
 fn no_state_neither_reads_nor_saves_a_world() {
     let m = Mount::start(Mode::InPlace, &["--no-state"], prepare);

@@ -76,12 +76,86 @@ pub enum SnapshotError {
         found: PathBuf,
         expected: PathBuf,
     },
+    #[error(
+        "the saved world {path} is for an earlier directory at {dir} ({}; this one: {}): it was \
+         removed and made again since",
+        saved.describe(),
+        found.describe()
+    )]
+    Recreated {
+        path: PathBuf,
+        dir: PathBuf,
+        saved: SourceId,
+        found: SourceId,
+    },
     #[error("cannot save the world to {path}: {source}")]
     Write {
         path: PathBuf,
         #[source]
         source: io::Error,
     },
+}
+
+impl SnapshotError {
+    /// The suffix a default kept world that cannot be used is set aside with: `.earlier` for
+    /// the world of a directory that is gone (nothing wrong with the file), `.bad` otherwise.
+    pub fn aside_suffix(&self) -> &'static str {
+        match self {
+            Self::Recreated { .. } => ".earlier",
+            _ => ".bad",
+        }
+    }
+}
+
+/// Which directory SOURCE is. Its path outlives it: a directory removed and made again at the
+/// same path (a fresh clone over the old one, a recycled temporary directory) is another
+/// project, and the world kept for the old one would fill the new one's projection with its
+/// files (each found deleted, or changed), its goal and its task list.
+///
+/// The inode number alone does not tell: ext4 hands a freed one to the next directory made. So
+/// the birth time too, where the file system keeps one. On overlayfs a directory's birth time
+/// changes once, when it is first copied up (a write below it); a world saved before that, and
+/// not saved again before the daemon stopped (every save records the id anew), is then taken
+/// for an earlier directory's and set aside, not lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceId {
+    pub ino: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub born: Option<SystemTime>,
+}
+
+impl SourceId {
+    pub fn of(meta: &fs::Metadata) -> Self {
+        use std::os::unix::fs::MetadataExt;
+        Self {
+            ino: meta.ino(),
+            born: meta.created().ok(),
+        }
+    }
+
+    /// Whether `self` and `other` may be the same directory: the same inode, born at the same
+    /// time where both know it (a file saved on a file system without birth times, or copied
+    /// from one, has none).
+    pub fn may_be(&self, other: &SourceId) -> bool {
+        self.ino == other.ino
+            && match (self.born, other.born) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    }
+
+    /// For people: "inode 12, made 2026-12-03 17:34:19" (local time).
+    pub fn describe(&self) -> String {
+        let born = self
+            .born
+            .and_then(|t| jiff::Timestamp::try_from(t).ok())
+            .map(|t| {
+                let local = t.to_zoned_datetime(jiff::tz::TimeZone::system());
+                format!(", made {}", local.strftime("%Y-%m-%d %H:%M:%S"))
+            })
+            .unwrap_or_default();
+        format!("inode {}{born}", self.ino)
+    }
 }
 
 /// One daemon's exclusive use of a kept world: two mounts of the same SOURCE would otherwise
@@ -141,6 +215,10 @@ pub struct Snapshot {
     pub format: String,
     /// SOURCE, canonical: a file found for another directory is not used.
     pub source: PathBuf,
+    /// Which directory that was: one made again at the same path is another (absent in files
+    /// saved before session 54, and where SOURCE could not be looked at).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source_id: Option<SourceId>,
     pub saved_at: SystemTime,
     /// The last observation sequence number applied: the next mount continues after it, so
     /// sequence numbers a client noted keep their order.
@@ -353,8 +431,13 @@ pub fn default_path(source: &Path) -> Option<PathBuf> {
     )
 }
 
-/// Reads the saved world at `path`; `Ok(None)` when there is none.
-pub fn load(path: &Path, source: &Path) -> Result<Option<Snapshot>, SnapshotError> {
+/// Reads the saved world at `path` for SOURCE, canonical at `source`, which is the directory
+/// `id` (when it could be looked at); `Ok(None)` when there is none.
+pub fn load(
+    path: &Path,
+    source: &Path,
+    id: Option<SourceId>,
+) -> Result<Option<Snapshot>, SnapshotError> {
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -381,6 +464,16 @@ pub fn load(path: &Path, source: &Path) -> Result<Option<Snapshot>, SnapshotErro
             path: path.to_owned(),
             found: snap.source,
             expected: source.to_owned(),
+        });
+    }
+    if let (Some(saved), Some(found)) = (snap.source_id, id)
+        && !saved.may_be(&found)
+    {
+        return Err(SnapshotError::Recreated {
+            path: path.to_owned(),
+            dir: source.to_owned(),
+            saved,
+            found,
         });
     }
     Ok(Some(snap))
@@ -449,7 +542,10 @@ pub fn forget_old(path: &Path) -> usize {
         .filter(|d| {
             let name = d.file_name();
             let name = name.to_string_lossy();
-            let ours = name.ends_with(".json") || name.contains(".json.tmp.");
+            let ours = name.ends_with(".json")
+                || name.ends_with(".json.bad")
+                || name.ends_with(".json.earlier")
+                || name.contains(".json.tmp.");
             let old = d
                 .metadata()
                 .and_then(|m| m.modified())
@@ -553,6 +649,7 @@ impl World {
         Snapshot {
             format: FORMAT.to_owned(),
             source: source.to_owned(),
+            source_id: self.source_id(),
             saved_at: SystemTime::now(),
             seq: self.recent.last_seq(),
             turn: self.turns.current(),
@@ -666,6 +763,12 @@ impl World {
         self.bump_generation();
         self.keeping.lock().restored = Some(r.clone());
         r
+    }
+
+    /// Which directory SOURCE is, as its open handle says (in place, its path leads into the
+    /// mount); `None` if it cannot be looked at.
+    pub fn source_id(&self) -> Option<SourceId> {
+        self.source.metadata().ok().map(|m| SourceId::of(&m))
     }
 
     /// Says where this world is kept, for [`World::stats`].
@@ -843,7 +946,10 @@ mod tests {
         let src = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         let path = state.path().join("private/w.json");
-        assert!(matches!(load(&path, src.path()), Ok(None)), "none yet");
+        assert!(
+            matches!(load(&path, src.path(), None), Ok(None)),
+            "none yet"
+        );
         let w = world_over(src.path());
         w.harness().conversations.update(None, |c| {
             c.set_goal(Some("g".into()));
@@ -855,7 +961,7 @@ mod tests {
         assert_eq!(meta.permissions().mode() & 0o777, 0o600);
         let dir = fs::metadata(state.path().join("private")).unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(dir.permissions().mode() & 0o777, 0o700);
-        let back = load(&path, src.path()).unwrap_or_else(|e| panic!("{e}"));
+        let back = load(&path, src.path(), None).unwrap_or_else(|e| panic!("{e}"));
         let back = back.unwrap_or_else(|| panic!("saved"));
         assert!(back.compacted, "the conversation's compaction is kept");
         assert_eq!(back.goal.as_deref(), Some("g"));
@@ -871,18 +977,82 @@ mod tests {
 
         let other = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
-            load(&path, other.path()),
+            load(&path, other.path(), None),
             Err(SnapshotError::Source { .. })
         ));
         let text = fs::read_to_string(&path).unwrap_or_else(|e| panic!("{e}"));
         fs::write(&path, text.replace(FORMAT, "worldfs-world/0")).unwrap_or_else(|e| panic!("{e}"));
         assert!(matches!(
-            load(&path, src.path()),
+            load(&path, src.path(), None),
             Err(SnapshotError::Format { .. })
         ));
         fs::write(&path, &text[..text.len() / 2]).unwrap_or_else(|e| panic!("{e}"));
-        let e = load(&path, src.path()).err();
+        let e = load(&path, src.path(), None).err();
         assert!(matches!(e, Some(SnapshotError::Parse { .. })), "{e:?}");
+    }
+
+    /// A world is for one directory, not one path: the directory removed and made again at
+    /// the same path (and filled again with files of the same names) is another one.
+    #[test]
+    fn a_saved_world_is_not_the_world_of_a_directory_made_again_at_its_path() {
+        let top = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let src = top.path().join("project");
+        let state = tempfile::tempdir().unwrap_or_else(|e| panic!("{e}"));
+        let path = state.path().join("w.json");
+        fs::create_dir(&src).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(src.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        let w = world_over(&src);
+        w.ingest([a_read(1, "a.txt")]);
+        let id = w
+            .source_id()
+            .unwrap_or_else(|| panic!("SOURCE can be looked at"));
+        save(&path, &w.snapshot(&src)).unwrap_or_else(|e| panic!("{e}"));
+        let same = world_over(&src).source_id();
+        assert_eq!(same, Some(id), "another handle on the same directory");
+        assert!(matches!(load(&path, &src, same), Ok(Some(_))));
+
+        // Birth times are kept to the nanosecond where the file system has them; where it has
+        // none, the inode number alone tells, and the same number may come back.
+        fs::remove_dir_all(&src).unwrap_or_else(|e| panic!("{e}"));
+        fs::create_dir(&src).unwrap_or_else(|e| panic!("{e}"));
+        fs::write(src.join("a.txt"), "a\n").unwrap_or_else(|e| panic!("{e}"));
+        let again = world_over(&src)
+            .source_id()
+            .unwrap_or_else(|| panic!("looked at"));
+        if id.born.is_some() || again.ino != id.ino {
+            let e = load(&path, &src, Some(again)).err();
+            assert!(matches!(e, Some(SnapshotError::Recreated { .. })), "{e:?}");
+            let text = e.map(|e| e.to_string()).unwrap_or_default();
+            assert!(
+                text.contains("is for an earlier directory at")
+                    && text.contains(&format!("inode {}", id.ino)),
+                "{text}"
+            );
+            assert_eq!(
+                load(&path, &src, Some(again))
+                    .err()
+                    .map(|e| e.aside_suffix()),
+                Some(".earlier")
+            );
+        } else {
+            assert!(matches!(load(&path, &src, Some(again)), Ok(Some(_))));
+        }
+
+        // What cannot be told is not refused: a file saved before the id was kept, a directory
+        // that could not be looked at, a file system without birth times on either side.
+        assert!(matches!(load(&path, &src, None), Ok(Some(_))));
+        let mut old = serde_json::to_value(w.snapshot(&src)).unwrap_or_else(|e| panic!("{e}"));
+        old.as_object_mut()
+            .map(|o| o.remove("source_id"))
+            .unwrap_or_else(|| panic!("an object"));
+        fs::write(&path, old.to_string()).unwrap_or_else(|e| panic!("{e}"));
+        assert!(matches!(load(&path, &src, Some(again)), Ok(Some(_))));
+        let unborn = |ino| SourceId { ino, born: None };
+        assert!(unborn(7).may_be(&SourceId {
+            ino: 7,
+            born: id.born
+        }));
+        assert!(!unborn(7).may_be(&unborn(8)));
     }
 
     /// A file saved before conversations were kept apart has one goal; it comes back as the
@@ -989,7 +1159,7 @@ mod tests {
         .unwrap_or_else(|e| panic!("{e}"));
         w.ingest([a_read(1, "a.txt")]);
         let saved = |n: usize| {
-            load(&path, src.path())
+            load(&path, src.path(), None)
                 .ok()
                 .flatten()
                 .is_some_and(|s| s.entries.len() == n)
@@ -1029,6 +1199,8 @@ mod tests {
             "old.json",
             "mine.json",
             "crash.json.tmp.42",
+            "damaged.json.bad",
+            "recreated.json.earlier",
             "notes.txt",
             "new.json",
         ] {
@@ -1042,7 +1214,7 @@ mod tests {
                 f.set_modified(old_time).unwrap_or_else(|e| panic!("{e}"));
             }
         }
-        assert_eq!(forget_old(&state.path().join("mine.json")), 2);
+        assert_eq!(forget_old(&state.path().join("mine.json")), 4);
         let mut left: Vec<_> = fs::read_dir(state.path())
             .unwrap_or_else(|e| panic!("{e}"))
             .flatten()

@@ -100,6 +100,11 @@ impl SourceRoot {
         Ok(Self { fd })
     }
 
+    /// The root directory's own attributes (through its handle, never its path).
+    pub fn metadata(&self) -> io::Result<std::fs::Metadata> {
+        File::from(self.fd.try_clone()?).metadata()
+    }
+
     /// The plain components of `rel`, or an error if it is absolute or climbs out.
     fn components(rel: &Path) -> Result<Vec<CString>, SourceError> {
         let bad = || SourceError::BadPath {
