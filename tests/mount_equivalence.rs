@@ -9,7 +9,7 @@
 
 mod common;
 
-use common::{Mount, cpath, errno, errno_name, tempdir};
+use common::{Mode, Mount, cpath, errno, errno_name, tempdir};
 use libc::c_int;
 use proptest::prelude::*;
 use std::collections::{BTreeMap, HashMap};
@@ -3417,6 +3417,80 @@ fn a_running_executable_is_not_truncated() {
             (fd >= 0, errno_name(err), len, running),
             (false, errno_name(libc::ETXTBSY), size, true),
             "{what}: open(O_RDONLY|O_TRUNC) of a running executable"
+        );
+    }
+}
+
+/// `statx` of `path` (not following a last symlink), or of `fd` when `path` is empty, asking
+/// for the birth time: the stx_mask the kernel answered, and the time.
+fn statx_btime(fd: c_int, path: &Path) -> (u32, (i64, u32)) {
+    let c = cpath(path);
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    let flags = libc::AT_SYMLINK_NOFOLLOW | if fd >= 0 { libc::AT_EMPTY_PATH } else { 0 };
+    // SAFETY: valid path and buffer; a zeroed statx is a valid value, filled in on success.
+    let r = unsafe {
+        libc::statx(
+            if fd >= 0 { fd } else { libc::AT_FDCWD },
+            if fd >= 0 { c"".as_ptr() } else { c.as_ptr() },
+            flags,
+            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
+            stx.as_mut_ptr(),
+        )
+    };
+    assert_eq!(r, 0, "statx {}: {}", path.display(), errno_name(errno()));
+    // SAFETY: zeroed, and filled in by the successful call.
+    let stx = unsafe { stx.assume_init() };
+    (
+        stx.stx_mask,
+        (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec),
+    )
+}
+
+/// `stat FILE` shows when the file was made (statx's birth time), through the mount as
+/// natively: the kernel asks the daemon for it with FUSE_STATX, which fuser did not parse, so
+/// the mount answered it without one ("Birth: -"). Files made before the mount and through it,
+/// a directory, a symlink and a fifo, by path and by open descriptor, in both I/O modes.
+#[test]
+fn birth_times_are_the_backing_files() {
+    for args in [&[][..], &["--io", "daemon"][..]] {
+        let m = Mount::start(Mode::Mirror, args, |src| {
+            std::fs::write(src.join("before"), "made before the mount\n").unwrap();
+            std::fs::create_dir(src.join("dir")).unwrap();
+            std::os::unix::fs::symlink("before", src.join("link")).unwrap();
+            let fifo = cpath(&src.join("fifo"));
+            // SAFETY: a valid path.
+            assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+        });
+        std::fs::write(m.path("through"), "made through the mount\n").unwrap();
+        let (mask, native) = statx_btime(-1, &m.backing("before"));
+        assert_ne!(
+            mask & libc::STATX_BTIME,
+            0,
+            "the backing file system keeps no birth times: this test needs one that does"
+        );
+        assert!(native.0 > 0, "{native:?}");
+        for rel in ["before", "through", "dir", "link", "fifo"] {
+            let (_, backing) = statx_btime(-1, &m.backing(rel));
+            let (mask, mounted) = statx_btime(-1, &m.path(rel));
+            assert_eq!(
+                (mask & libc::STATX_BTIME, mounted),
+                (libc::STATX_BTIME, backing),
+                "{rel} ({args:?}): the birth time through the mount"
+            );
+        }
+        let file = std::fs::File::open(m.path("through")).unwrap();
+        let (mask, by_fd) = statx_btime(file.as_raw_fd(), Path::new(""));
+        assert_eq!(
+            (mask & libc::STATX_BTIME, by_fd),
+            (libc::STATX_BTIME, statx_btime(-1, &m.backing("through")).1),
+            "fstat of an open file ({args:?})"
+        );
+        // Asked again, the kernel has it from its cache; the answer is the same.
+        assert_eq!(
+            statx_btime(-1, &m.path("before")).1,
+            native,
+            "{}",
+            m.log()
         );
     }
 }

@@ -41,6 +41,7 @@ op_counters!(
     lookup,
     forget,
     getattr,
+    statx,
     setattr,
     readlink,
     mknod,

@@ -24,7 +24,8 @@ use fuser::{
     AccessFlags, BsdFileFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, Filesystem,
     FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyDirectoryPlus, ReplyEmpty, ReplyEntry,
-    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyStatx, ReplyWrite, ReplyXattr, Request, TimeOrNow,
+    WriteFlags,
 };
 use tracing::{debug, info};
 
@@ -388,6 +389,37 @@ impl Filesystem for Passthrough {
             .and_then(|i| self.attr_of(&i, fh).map_err(errno))
         {
             Ok(attr) => reply.attr(&self.opts.kernel_cache.ttl(), &attr),
+            Err(e) => reply.error(e),
+        }
+    }
+
+    /// Only a caller asking for the birth time (`stat FILE`, `find -newerB`) brings this: the
+    /// kernel keeps the rest from GETATTR and LOOKUP. Once answered, it keeps the birth time
+    /// for the attribute timeout like the rest.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        _sx_flags: u32,
+        _sx_mask: u32,
+        reply: ReplyStatx,
+    ) {
+        bump(&self.stats.statx);
+        let result = self.inode(ino).and_then(|i| {
+            let attr = self.attr_of(&i, fh).map_err(errno)?;
+            let file = fh.and_then(|fh| self.files.get(fh.0).ok());
+            let born = match file.as_ref().and_then(|f| f.fd_if_open()) {
+                Some(fd) => sys::birth_time(fd),
+                None => self
+                    .store
+                    .path_fd(&i)
+                    .and_then(|fd| sys::birth_time(fd.as_fd())),
+            };
+            Ok((attr, born.map_err(errno)?))
+        });
+        match result {
+            Ok((attr, born)) => reply.statx(&self.opts.kernel_cache.ttl(), &attr, born),
             Err(e) => reply.error(e),
         }
     }

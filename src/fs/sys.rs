@@ -79,6 +79,33 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(stx.stx_mnt_id)
 }
 
+/// When the file behind a descriptor was made (`statx`'s `STATX_BTIME`); `None` where its file
+/// system keeps no birth time.
+pub fn birth_time(fd: BorrowedFd<'_>) -> io::Result<Option<std::time::SystemTime>> {
+    let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    cvt(unsafe {
+        libc::statx(
+            fd.as_raw_fd(),
+            EMPTY.as_ptr(),
+            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
+            libc::STATX_BTIME,
+            stx.as_mut_ptr(),
+        )
+    })?;
+    // Zeroed, then filled in by the kernel where it returned success.
+    let stx = unsafe { stx.assume_init() };
+    if stx.stx_mask & libc::STATX_BTIME == 0 {
+        return Ok(None);
+    }
+    let t = stx.stx_btime;
+    let nanos = std::time::Duration::from_nanos(u64::from(t.tv_nsec.min(999_999_999)));
+    Ok(Some(if t.tv_sec >= 0 {
+        std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.tv_sec as u64) + nanos
+    } else {
+        std::time::UNIX_EPOCH - std::time::Duration::from_secs(t.tv_sec.unsigned_abs()) + nanos
+    }))
+}
+
 /// The `/proc/self/fd/N` path of a descriptor: lets path-only calls (chmod, xattrs, truncate)
 /// act on an `O_PATH` descriptor's inode without resolving any name again.
 pub fn proc_fd_path(fd: RawFd) -> CString {

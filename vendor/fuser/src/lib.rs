@@ -58,6 +58,7 @@ pub use crate::passthrough::BackingId;
 pub use crate::poll_events::PollEvents;
 pub use crate::rename_flags::RenameFlags;
 pub use crate::reply::ReplyAttr;
+pub use crate::reply::ReplyStatx;
 pub use crate::reply::ReplyBmap;
 pub use crate::reply::ReplyCreate;
 pub use crate::reply::ReplyData;
@@ -856,6 +857,26 @@ pub trait Filesystem: Send + Sync + 'static {
         warn!(
             "[Not Implemented] create(parent: {parent:#x?}, name: {name:?}, mode: {mode}, \
             umask: {umask:#x?}, flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
+    /// Get file attributes with the birth time (`statx(2)` asking for `STATX_BTIME`; Linux
+    /// 6.6+, protocol 7.39): `sx_mask` is what the caller asked for, `sx_flags` its
+    /// `AT_STATX_*` flags. The default, `ENOSYS`, makes the kernel answer every later such call
+    /// with `getattr` alone, without a birth time.
+    fn statx(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: Option<FileHandle>,
+        sx_flags: u32,
+        sx_mask: u32,
+        reply: ReplyStatx,
+    ) {
+        warn!(
+            "[Not Implemented] statx(ino: {ino:#x?}, fh: {fh:#x?}, flags: {sx_flags:#x?}, \
+            mask: {sx_mask:#x?})"
         );
         reply.error(Errno::ENOSYS);
     }

@@ -11,7 +11,6 @@ use std::ffi::OsStr;
 use std::io::IoSlice;
 use std::os::fd::BorrowedFd;
 use std::time::Duration;
-#[cfg(target_os = "macos")]
 use std::time::SystemTime;
 
 use log::error;
@@ -306,6 +305,34 @@ impl ReplyAttr {
     pub fn attr(self, ttl: &Duration, attr: &FileAttr) {
         self.reply
             .send_ll(&ll::ResponseStruct::new_attr(ttl, &attr.into()));
+    }
+
+    /// Reply to a request with the given error code
+    pub fn error(self, err: Errno) {
+        self.reply.error(err);
+    }
+}
+
+/// Statx reply (worldfs patch: STATX, 7.39).
+#[derive(Debug)]
+pub struct ReplyStatx {
+    reply: ReplyRaw,
+}
+
+impl Reply for ReplyStatx {
+    fn new(unique: ll::RequestId, sender: ReplySender) -> ReplyStatx {
+        ReplyStatx {
+            reply: Reply::new(unique, sender),
+        }
+    }
+}
+
+impl ReplyStatx {
+    /// Reply with `attr` (the basic stats, as `getattr` would) and the birth time, if the
+    /// file system knows one.
+    pub fn statx(self, ttl: &Duration, attr: &FileAttr, btime: Option<SystemTime>) {
+        self.reply
+            .send_ll(&ll::ResponseStruct::new_statx(ttl, attr, btime));
     }
 
     /// Reply to a request with the given error code

@@ -404,6 +404,16 @@ impl<'a> RequestWithSender<'a> {
                     self.reply(),
                 );
             }
+            ll::Operation::Statx(x) => {
+                filesystem.statx(
+                    self.request_header(),
+                    self.request.nodeid(),
+                    x.file_handle(),
+                    x.sx_flags(),
+                    x.sx_mask(),
+                    self.reply(),
+                );
+            }
             ll::Operation::Tmpfile(x) => {
                 filesystem.tmpfile(
                     self.request_header(),

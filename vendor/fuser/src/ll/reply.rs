@@ -4,7 +4,6 @@ use std::io::IoSlice;
 use std::os::unix::prelude::OsStrExt;
 use std::path::Path;
 use std::time::Duration;
-#[cfg(target_os = "macos")]
 use std::time::SystemTime;
 
 use smallvec::SmallVec;
@@ -116,6 +115,69 @@ impl ResponseStruct<abi::fuse_attr_out> {
             attr_valid_nsec: ttl.subsec_nanos(),
             dummy: 0,
             attr: attr.attr,
+        })
+    }
+}
+
+/// `statx(2)`'s masks, as the kernel's FUSE_STATX reply reads them (`linux/stat.h`).
+const STATX_BASIC_STATS: u32 = 0x7ff;
+const STATX_BTIME: u32 = 0x800;
+
+fn sx_time(t: &SystemTime) -> abi::fuse_sx_time {
+    let (tv_sec, tv_nsec) = time_from_system_time(t);
+    abi::fuse_sx_time {
+        tv_sec,
+        tv_nsec,
+        reserved: 0,
+    }
+}
+
+impl ResponseStruct<abi::fuse_statx_out> {
+    pub(crate) fn new_statx(
+        ttl: &Duration,
+        attr: &crate::FileAttr,
+        btime: Option<SystemTime>,
+    ) -> Self {
+        let a = fuse_attr_from_attr(attr);
+        // A device number as `stat` encodes it (glibc's `gnu_dev_major`/`gnu_dev_minor`).
+        let rdev = u64::from(attr.rdev);
+        let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
+        let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+        ResponseStruct(abi::fuse_statx_out {
+            attr_valid: ttl.as_secs(),
+            attr_valid_nsec: ttl.subsec_nanos(),
+            flags: 0,
+            spare: [0; 2],
+            stat: abi::fuse_statx {
+                mask: STATX_BASIC_STATS | if btime.is_some() { STATX_BTIME } else { 0 },
+                blksize: a.blksize,
+                attributes: 0,
+                nlink: a.nlink,
+                uid: a.uid,
+                gid: a.gid,
+                mode: a.mode as u16,
+                spare0: [0],
+                ino: a.ino,
+                size: a.size,
+                blocks: a.blocks,
+                attributes_mask: 0,
+                atime: sx_time(&attr.atime),
+                btime: btime.as_ref().map_or(
+                    abi::fuse_sx_time {
+                        tv_sec: 0,
+                        tv_nsec: 0,
+                        reserved: 0,
+                    },
+                    sx_time,
+                ),
+                ctime: sx_time(&attr.ctime),
+                mtime: sx_time(&attr.mtime),
+                rdev_major: major as u32,
+                rdev_minor: minor as u32,
+                dev_major: 0,
+                dev_minor: 0,
+                spare2: [0; 14],
+            },
         })
     }
 }

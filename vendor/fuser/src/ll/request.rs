@@ -341,6 +341,33 @@ mod op {
         }
     }
 
+    /// Get file attributes with the fields `stat` has none for (the birth time); worldfs patch
+    /// (STATX, 7.39). The kernel sends it only when a caller asks for such a field.
+    #[derive(Debug)]
+    pub(crate) struct Statx<'a> {
+        #[expect(dead_code)]
+        header: &'a fuse_in_header,
+        arg: &'a fuse_statx_in,
+    }
+
+    impl Statx<'_> {
+        pub(crate) fn file_handle(&self) -> Option<FileHandle> {
+            GetattrFlags::from_bits_retain(self.arg.getattr_flags)
+                .contains(GetattrFlags::FUSE_GETATTR_FH)
+                .then_some(FileHandle(self.arg.fh))
+        }
+
+        /// The caller's `AT_STATX_*` synchronization flags.
+        pub(crate) fn sx_flags(&self) -> u32 {
+            self.arg.sx_flags
+        }
+
+        /// The `STATX_*` fields asked for.
+        pub(crate) fn sx_mask(&self) -> u32 {
+            self.arg.sx_mask
+        }
+    }
+
     /// Set file attributes.
     #[derive(Debug)]
     pub(crate) struct SetAttr<'a> {
@@ -1853,6 +1880,10 @@ mod op {
                 arg: data.fetch()?,
             }),
             // The kernel sends TMPFILE with CREATE's arguments; the name is a placeholder.
+            fuse_opcode::FUSE_STATX => Operation::Statx(Statx {
+                header,
+                arg: data.fetch()?,
+            }),
             fuse_opcode::FUSE_TMPFILE => Operation::Tmpfile(Create {
                 header,
                 arg: data.fetch()?,
@@ -1933,6 +1964,7 @@ pub(crate) enum Operation<'a> {
     Lseek(Lseek<'a>),
     CopyFileRange(CopyFileRange<'a>),
     Tmpfile(Create<'a>),
+    Statx(Statx<'a>),
 
     #[cfg(target_os = "macos")]
     SetVolName(SetVolName<'a>),
@@ -2072,6 +2104,7 @@ impl fmt::Display for Operation<'_> {
                 x.mode(),
                 x.flags()
             ),
+            Operation::Statx(x) => write!(f, "STATX mask {:#x}", x.sx_mask()),
             Operation::Tmpfile(x) => write!(
                 f,
                 "TMPFILE mode {:#05o}, flags {:#x}",
