@@ -409,6 +409,13 @@ pub struct MountOptions {
     /// invalidates whatever changes behind the mount.
     #[arg(long, default_value_t = 300.0)]
     pub cache_timeout: f64,
+    /// Give `statx` callers each file's birth time (`stat FILE`'s "Birth", `find -newerB`),
+    /// which the kernel must ask worldfs for, once per file and cache timeout: Node's and
+    /// Rust's `stat` ask for it on every call, so a first walk of a tree by such a program
+    /// takes about twice as long (a Node walk of 19,000 files, 0.8 -> 1.6 s here). Without
+    /// it, birth times are missing through the mount ("Birth: -") and nothing else changes.
+    #[arg(long)]
+    pub birth_times: bool,
     /// Do not watch SOURCE for changes behind the mount (kernel caching is then disabled,
     /// so nothing is ever served stale, at a cost in speed). Wins over --watcher.
     #[arg(long)]
@@ -474,6 +481,7 @@ impl MountOptions {
         let flags = [
             (self.no_observe, "--no-observe"),
             (self.no_watch, "--no-watch"),
+            (self.birth_times, "--birth-times"),
             (self.fresh, "--fresh"),
             (self.no_state, "--no-state"),
         ];
@@ -560,6 +568,7 @@ mod tests {
             threads: 9,
             cache_timeout: 2.5,
             no_watch: true,
+            birth_times: true,
             watcher: WatchWith::Inotify,
             config: Some("/c.toml".into()),
             journal: Some("/j.jsonl".into()),

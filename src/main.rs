@@ -42,6 +42,7 @@ fn main() -> ExitCode {
                 threads: options.threads as usize,
                 cache_timeout: Duration::from_secs_f64(options.cache_timeout),
                 watch: (!options.no_watch).then_some(options.watcher),
+                birth_times: options.birth_times,
                 config: options.config,
                 journal: options.journal,
                 socket: options.socket,

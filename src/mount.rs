@@ -34,6 +34,8 @@ pub struct MountConfig {
     pub cache_timeout: Duration,
     /// `None` with `--no-watch`.
     pub watch: Option<WatchWith>,
+    /// Answer FUSE_STATX with the birth time (`--birth-times`).
+    pub birth_times: bool,
     /// `worldfs.toml` for the world cache; defaults apply without one.
     pub config: Option<PathBuf>,
     /// Append-only JSONL journal of observations.
@@ -182,6 +184,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let opts = FsOptions {
         io_mode: cfg.io_mode,
         io_uring,
+        birth_times: cfg.birth_times,
         kernel_cache: kernel_cache.clone(),
     };
 

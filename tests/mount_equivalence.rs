@@ -3440,19 +3440,29 @@ fn statx_btime(fd: c_int, path: &Path) -> (u32, (i64, u32)) {
     assert_eq!(r, 0, "statx {}: {}", path.display(), errno_name(errno()));
     // SAFETY: zeroed, and filled in by the successful call.
     let stx = unsafe { stx.assume_init() };
-    (
-        stx.stx_mask,
-        (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec),
-    )
+    (stx.stx_mask, (stx.stx_btime.tv_sec, stx.stx_btime.tv_nsec))
 }
 
-/// `stat FILE` shows when the file was made (statx's birth time), through the mount as
-/// natively: the kernel asks the daemon for it with FUSE_STATX, which fuser did not parse, so
-/// the mount answered it without one ("Birth: -"). Files made before the mount and through it,
-/// a directory, a symlink and a fifo, by path and by open descriptor, in both I/O modes.
+/// With `--birth-times`, `stat FILE` shows when the file was made (statx's birth time),
+/// through the mount as natively: the kernel asks the daemon for it with FUSE_STATX, which
+/// fuser did not parse. Files made before the mount and through it, a directory, a symlink and
+/// a fifo, by path and by open descriptor, in both I/O modes. Without it, the kernel is told
+/// once that there is none, and gives none.
 #[test]
 fn birth_times_are_the_backing_files() {
-    for args in [&[][..], &["--io", "daemon"][..]] {
+    let m = Mount::start(Mode::Mirror, &[], |src| {
+        std::fs::write(src.join("f"), "a file\n").unwrap();
+    });
+    for _ in 0..2 {
+        let (mask, _) = statx_btime(-1, &m.path("f"));
+        assert_eq!(mask & libc::STATX_BTIME, 0, "no birth time by default");
+        assert_ne!(mask & libc::STATX_SIZE, 0, "the rest is there");
+    }
+    drop(m);
+    for args in [
+        &["--birth-times"][..],
+        &["--birth-times", "--io", "daemon"][..],
+    ] {
         let m = Mount::start(Mode::Mirror, args, |src| {
             std::fs::write(src.join("before"), "made before the mount\n").unwrap();
             std::fs::create_dir(src.join("dir")).unwrap();
@@ -3486,11 +3496,6 @@ fn birth_times_are_the_backing_files() {
             "fstat of an open file ({args:?})"
         );
         // Asked again, the kernel has it from its cache; the answer is the same.
-        assert_eq!(
-            statx_btime(-1, &m.path("before")).1,
-            native,
-            "{}",
-            m.log()
-        );
+        assert_eq!(statx_btime(-1, &m.path("before")).1, native, "{}", m.log());
     }
 }

@@ -22,6 +22,7 @@ use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::time::SystemTime;
 
 use dashmap::DashMap;
 use fuser::BackingId;
@@ -613,6 +614,28 @@ impl InodeStore {
     /// (another handle) and gives it a new generation. An open file is stat'ed through its own
     /// descriptor, or holds its registration, so it is never confused with a successor.
     pub fn stat_by_name(&self, inode: &Inode) -> Option<libc::stat> {
+        self.stat_name_with(inode, |dir, name| {
+            sys::fstatat(dir, name, libc::AT_SYMLINK_NOFOLLOW).map(|st| (st, ()))
+        })
+        .map(|(st, ())| st)
+    }
+
+    /// [`InodeStore::stat_by_name`] with the birth time (one `statx`).
+    pub fn statx_by_name(&self, inode: &Inode) -> Option<(libc::stat, Option<SystemTime>)> {
+        self.stat_name_with(inode, |dir, name| {
+            match sys::statx_at(dir, name, libc::AT_SYMLINK_NOFOLLOW)? {
+                (Some(st), born) => Ok((st, born)),
+                (None, _) => Err(io::Error::from(io::ErrorKind::Unsupported)),
+            }
+        })
+    }
+
+    /// `stat` (by `f`) of `inode`'s name in its parent, if that is still `inode`.
+    fn stat_name_with<T>(
+        &self,
+        inode: &Inode,
+        f: impl FnOnce(BorrowedFd<'_>, &CStr) -> io::Result<(libc::stat, T)>,
+    ) -> Option<(libc::stat, T)> {
         let (parent, name) = {
             let slot = inode.name.lock();
             let (parent, name) = slot.as_ref()?;
@@ -620,11 +643,11 @@ impl InodeStore {
         };
         let parent = self.get(parent).ok()?;
         let pfd = self.path_fd(&parent).ok()?;
-        let st = sys::fstatat(pfd.as_fd(), &name, libc::AT_SYMLINK_NOFOLLOW).ok()?;
+        let (st, t) = f(pfd.as_fd(), &name).ok()?;
         (st.st_dev == inode.dev
             && st.st_ino == inode.ino
             && st.st_mode & libc::S_IFMT == inode.kind)
-            .then_some(st)
+            .then_some((st, t))
     }
 
     /// The path of `name` inside directory `parent`.

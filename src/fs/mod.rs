@@ -83,6 +83,11 @@ pub struct FsOptions {
     pub io_mode: IoMode,
     /// Ask the kernel for FUSE-over-io_uring in INIT (decided before mounting).
     pub io_uring: IoUringMode,
+    /// Answer FUSE_STATX (a caller asking for the birth time). Off, ENOSYS makes the kernel
+    /// stop asking and serve every `statx` from what it has, without a birth time: LOOKUP and
+    /// GETATTR replies carry none, so answering costs a round trip per file the first time a
+    /// program asks, and Node's and Rust's `stat` always ask (BENCHMARKS.md, session 54).
+    pub birth_times: bool,
     /// What the kernel may keep (names, attributes, pages), for as long as the watcher sees
     /// every change behind the mount.
     pub kernel_cache: KernelCache,

@@ -209,6 +209,34 @@ impl Passthrough {
         sys::fstat(fd.as_fd())
     }
 
+    /// [`Self::attr_of`]'s `stat`, with the birth time: one `statx` where it gives every basic
+    /// attribute, as for `stat_inode` through the open descriptor, the name or the inode's own.
+    fn statx_inode(
+        &self,
+        inode: &Inode,
+        fh: Option<FileHandle>,
+    ) -> io::Result<(libc::stat, Option<SystemTime>)> {
+        let file = fh.and_then(|fh| self.files.get(fh.0).ok());
+        let open = file.as_ref().and_then(|f| f.fd_if_open());
+        if open.is_none()
+            && !inode.is_dir()
+            && let Some(found) = self.store.statx_by_name(inode)
+        {
+            return Ok(found);
+        }
+        let of = |fd: std::os::fd::BorrowedFd<'_>| {
+            let (st, born) = sys::statx_at(fd, c"", libc::AT_SYMLINK_NOFOLLOW)?;
+            match st {
+                Some(st) => Ok((st, born)),
+                None => Ok((sys::fstat(fd)?, born)),
+            }
+        };
+        match open {
+            Some(fd) => of(fd),
+            None => of(self.store.path_fd(inode)?.as_fd()),
+        }
+    }
+
     /// Every passthrough read invalidates the kernel's cached atime, so each `stat` or `fstat`
     /// of a file read before comes here: it is one of the three round trips of a `cat`.
     fn attr_of(&self, inode: &Inode, fh: Option<FileHandle>) -> io::Result<FileAttr> {
@@ -393,9 +421,10 @@ impl Filesystem for Passthrough {
         }
     }
 
-    /// Only a caller asking for the birth time (`stat FILE`, `find -newerB`) brings this: the
-    /// kernel keeps the rest from GETATTR and LOOKUP. Once answered, it keeps the birth time
-    /// for the attribute timeout like the rest.
+    /// Only a caller asking for the birth time (`stat FILE`, `find -newerB`, and every `stat`
+    /// of Node and Rust programs) brings this: the kernel keeps the rest from GETATTR and
+    /// LOOKUP. Once answered, it keeps the birth time for the attribute timeout like the rest;
+    /// refused (without `--birth-times`), it never asks again.
     fn statx(
         &self,
         _req: &Request,
@@ -406,17 +435,12 @@ impl Filesystem for Passthrough {
         reply: ReplyStatx,
     ) {
         bump(&self.stats.statx);
+        if !self.opts.birth_times {
+            return reply.error(Errno::ENOSYS);
+        }
         let result = self.inode(ino).and_then(|i| {
-            let attr = self.attr_of(&i, fh).map_err(errno)?;
-            let file = fh.and_then(|fh| self.files.get(fh.0).ok());
-            let born = match file.as_ref().and_then(|f| f.fd_if_open()) {
-                Some(fd) => sys::birth_time(fd),
-                None => self
-                    .store
-                    .path_fd(&i)
-                    .and_then(|fd| sys::birth_time(fd.as_fd())),
-            };
-            Ok((attr, born.map_err(errno)?))
+            let (st, born) = self.statx_inode(&i, fh).map_err(errno)?;
+            Ok((told_attr(&i, &st), born))
         });
         match result {
             Ok((attr, born)) => reply.statx(&self.opts.kernel_cache.ttl(), &attr, born),

@@ -79,31 +79,65 @@ pub fn mount_id(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(stx.stx_mnt_id)
 }
 
-/// When the file behind a descriptor was made (`statx`'s `STATX_BTIME`); `None` where its file
-/// system keeps no birth time.
-pub fn birth_time(fd: BorrowedFd<'_>) -> io::Result<Option<std::time::SystemTime>> {
+/// `statx` of `name` in `dir` (of `dir` itself for an empty name): the attributes `stat`
+/// gives, and the birth time (`None` where the file system keeps none). `None` for the
+/// attributes too when the file system left out one of the basic ones, which `fstatat` then
+/// fills in the kernel's way.
+pub fn statx_at(
+    dir: BorrowedFd<'_>,
+    name: &CStr,
+    flags: i32,
+) -> io::Result<(Option<libc::stat>, Option<std::time::SystemTime>)> {
     let mut stx = std::mem::MaybeUninit::<libc::statx>::zeroed();
+    let flags = flags
+        | if name.is_empty() {
+            libc::AT_EMPTY_PATH
+        } else {
+            0
+        };
     cvt(unsafe {
         libc::statx(
-            fd.as_raw_fd(),
-            EMPTY.as_ptr(),
-            libc::AT_EMPTY_PATH | libc::AT_SYMLINK_NOFOLLOW,
-            libc::STATX_BTIME,
+            dir.as_raw_fd(),
+            name.as_ptr(),
+            flags,
+            libc::STATX_BASIC_STATS | libc::STATX_BTIME,
             stx.as_mut_ptr(),
         )
     })?;
     // Zeroed, then filled in by the kernel where it returned success.
-    let stx = unsafe { stx.assume_init() };
-    if stx.stx_mask & libc::STATX_BTIME == 0 {
-        return Ok(None);
+    let x = unsafe { stx.assume_init() };
+    let born = (x.stx_mask & libc::STATX_BTIME != 0).then(|| {
+        let t = x.stx_btime;
+        let nanos = std::time::Duration::from_nanos(u64::from(t.tv_nsec.min(999_999_999)));
+        let secs = std::time::Duration::from_secs(t.tv_sec.unsigned_abs());
+        if t.tv_sec >= 0 {
+            std::time::UNIX_EPOCH + secs + nanos
+        } else {
+            std::time::UNIX_EPOCH - secs + nanos
+        }
+    });
+    if x.stx_mask & libc::STATX_BASIC_STATS != libc::STATX_BASIC_STATS {
+        return Ok((None, born));
     }
-    let t = stx.stx_btime;
-    let nanos = std::time::Duration::from_nanos(u64::from(t.tv_nsec.min(999_999_999)));
-    Ok(Some(if t.tv_sec >= 0 {
-        std::time::UNIX_EPOCH + std::time::Duration::from_secs(t.tv_sec as u64) + nanos
-    } else {
-        std::time::UNIX_EPOCH - std::time::Duration::from_secs(t.tv_sec.unsigned_abs()) + nanos
-    }))
+    // SAFETY: `stat` is plain data, for which all zeroes is a valid value (its padding too).
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    st.st_dev = libc::makedev(x.stx_dev_major, x.stx_dev_minor);
+    st.st_ino = x.stx_ino;
+    st.st_nlink = x.stx_nlink.into();
+    st.st_mode = x.stx_mode.into();
+    st.st_uid = x.stx_uid;
+    st.st_gid = x.stx_gid;
+    st.st_rdev = libc::makedev(x.stx_rdev_major, x.stx_rdev_minor);
+    st.st_size = x.stx_size as libc::off_t;
+    st.st_blksize = x.stx_blksize as libc::blksize_t;
+    st.st_blocks = x.stx_blocks as libc::blkcnt_t;
+    st.st_atime = x.stx_atime.tv_sec;
+    st.st_atime_nsec = x.stx_atime.tv_nsec.into();
+    st.st_mtime = x.stx_mtime.tv_sec;
+    st.st_mtime_nsec = x.stx_mtime.tv_nsec.into();
+    st.st_ctime = x.stx_ctime.tv_sec;
+    st.st_ctime_nsec = x.stx_ctime.tv_nsec.into();
+    Ok((Some(st), born))
 }
 
 /// The `/proc/self/fd/N` path of a descriptor: lets path-only calls (chmod, xattrs, truncate)
