@@ -3495,6 +3495,18 @@ fn birth_times_are_the_backing_files() {
             (libc::STATX_BTIME, statx_btime(-1, &m.backing("through")).1),
             "fstat of an open file ({args:?})"
         );
+        let status = Command::new(common::bin())
+            .arg("status")
+            .arg("-C")
+            .arg(&m.root)
+            .output()
+            .unwrap();
+        let text = String::from_utf8_lossy(&status.stdout);
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("io:") && l.contains("birth times given")),
+            "worldfs status says so: {text}"
+        );
         // Asked again, the kernel has it from its cache; the answer is the same.
         assert_eq!(statx_btime(-1, &m.path("before")).1, native, "{}", m.log());
     }

@@ -339,6 +339,11 @@ impl Filesystem for Passthrough {
             };
             format!("daemon: every read and write passes through worldfs ({why})")
         });
+        if self.opts.birth_times
+            && let Some(line) = self.stats.data_path.lock().as_mut()
+        {
+            line.push_str("; birth times given (--birth-times)");
+        }
         if passthrough {
             want |= InitFlags::FUSE_PASSTHROUGH;
         } else if self.opts.io_mode == IoMode::Passthrough {
