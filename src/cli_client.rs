@@ -741,6 +741,14 @@ fn kept_line(kept: Option<&Value>, not_kept: Option<&Value>) -> String {
             rn("commands_dropped")
         );
     }
+    if let Some(a) = k.get("set_aside").filter(|a| !a.is_null()) {
+        let s = |f: &str| a.get(f).and_then(Value::as_str).unwrap_or("?");
+        line += &format!(
+            "; started empty, the file found set aside as {}: {}",
+            s("path"),
+            s("why")
+        );
+    }
     if n("/save_errors") > 0 {
         line += &format!(
             "; {} saves failed, the last: {}",

@@ -458,10 +458,13 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         Err(e) if cfg.state == StateFile::Default => {
             let aside = snapshot::beside(path, e.aside_suffix());
             match std::fs::rename(path, &aside) {
-                Ok(()) => crate::say!(
-                    "worldfs: warning: {e}; starting with an empty world (the file is now {})",
-                    aside.display()
-                ),
+                Ok(()) => {
+                    world.set_aside(&aside, &e.to_string());
+                    crate::say!(
+                        "worldfs: warning: {e}; starting with an empty world (the file is now {})",
+                        aside.display()
+                    )
+                }
                 Err(r) => crate::say!(
                     "worldfs: warning: {e}; starting with an empty world (cannot set the file aside: {r})"
                 ),

@@ -299,6 +299,26 @@ fn a_directory_made_again_at_the_same_path_starts_with_an_empty_world() {
             .any(|f| f.to_string_lossy().ends_with(".json.earlier")),
         "{files:?}"
     );
+    let kept = &ctl(&m, "stats", "{}")["world"]["kept"];
+    let aside = kept["set_aside"]["path"].as_str().unwrap_or_default();
+    assert!(
+        aside.ends_with(".json.earlier")
+            && kept["set_aside"]["why"]
+                .as_str()
+                .is_some_and(|w| w.contains("earlier directory")),
+        "stats say where the old world went: {kept:#}"
+    );
+    let out = run_with_timeout(
+        Command::new(bin()).arg("status").arg("-C").arg(&m.root),
+        Duration::from_secs(30),
+    );
+    let status = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        status
+            .lines()
+            .any(|l| l.starts_with("kept:") && l.contains("started empty") && l.contains(aside)),
+        "{status}"
+    );
 
     // The new directory's world is kept from now on, as any other.
     ctl(&m, "goal.set", r#"{"goal":"the new project's"}"#);

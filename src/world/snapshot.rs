@@ -410,6 +410,16 @@ pub struct KeptStats {
     pub last_save_ms: u64,
     pub last_save_bytes: u64,
     pub last_error: Option<String>,
+    /// The kept file this mount found but could not use, set aside for whoever wants it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub set_aside: Option<SetAside>,
+}
+
+/// A kept world left out at mount, and where it went.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SetAside {
+    pub path: PathBuf,
+    pub why: String,
 }
 
 /// The default place for SOURCE's saved world: `$XDG_STATE_HOME/worldfs/`, else
@@ -795,6 +805,15 @@ impl World {
             }
         }
         result
+    }
+
+    /// Says that the world kept for SOURCE could not be used and is now at `path`, for
+    /// [`World::stats`].
+    pub fn set_aside(&self, path: &Path, why: &str) {
+        self.keeping.lock().set_aside = Some(SetAside {
+            path: path.to_owned(),
+            why: why.to_owned(),
+        });
     }
 
     /// Says why this world is not kept across restarts, for [`World::stats`].
