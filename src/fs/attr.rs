@@ -4,7 +4,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{FileAttr, FileType, INodeNo};
 
-fn time(secs: i64, nsec: i64) -> SystemTime {
+/// A `stat` timestamp as a `SystemTime`.
+pub fn time(secs: i64, nsec: i64) -> SystemTime {
     let nsec = nsec.clamp(0, 999_999_999) as u32;
     if secs >= 0 {
         UNIX_EPOCH + Duration::new(secs as u64, nsec)

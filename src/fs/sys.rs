@@ -106,16 +106,8 @@ pub fn statx_at(
     })?;
     // Zeroed, then filled in by the kernel where it returned success.
     let x = unsafe { stx.assume_init() };
-    let born = (x.stx_mask & libc::STATX_BTIME != 0).then(|| {
-        let t = x.stx_btime;
-        let nanos = std::time::Duration::from_nanos(u64::from(t.tv_nsec.min(999_999_999)));
-        let secs = std::time::Duration::from_secs(t.tv_sec.unsigned_abs());
-        if t.tv_sec >= 0 {
-            std::time::UNIX_EPOCH + secs + nanos
-        } else {
-            std::time::UNIX_EPOCH - secs + nanos
-        }
-    });
+    let born = (x.stx_mask & libc::STATX_BTIME != 0)
+        .then(|| super::attr::time(x.stx_btime.tv_sec, x.stx_btime.tv_nsec.into()));
     if x.stx_mask & libc::STATX_BASIC_STATS != libc::STATX_BASIC_STATS {
         return Ok((None, born));
     }
