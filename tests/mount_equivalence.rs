@@ -3470,6 +3470,13 @@ fn birth_times_are_the_backing_files() {
             let fifo = cpath(&src.join("fifo"));
             // SAFETY: a valid path.
             assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o644) }, 0);
+            // A minor number over 255, which `dev_t` splits in two.
+            let dev = cpath(&src.join("dev"));
+            // SAFETY: a valid path.
+            let made = unsafe {
+                libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(136, 300))
+            };
+            assert_eq!(made, 0, "mknod: {}", errno_name(errno()));
         });
         std::fs::write(m.path("through"), "made through the mount\n").unwrap();
         let (mask, native) = statx_btime(-1, &m.backing("before"));
@@ -3479,7 +3486,14 @@ fn birth_times_are_the_backing_files() {
             "the backing file system keeps no birth times: this test needs one that does"
         );
         assert!(native.0 > 0, "{native:?}");
-        for rel in ["before", "through", "dir", "link", "fifo"] {
+        // The kernel keeps a device's number from the LOOKUP that made its inode and ignores
+        // the one in a STATX reply, so this checks the device as a whole, not that field.
+        assert_eq!(
+            std::fs::symlink_metadata(m.path("dev")).unwrap().rdev(),
+            std::fs::symlink_metadata(m.backing("dev")).unwrap().rdev(),
+            "a device's number ({args:?})"
+        );
+        for rel in ["before", "through", "dir", "link", "fifo", "dev"] {
             let (_, backing) = statx_btime(-1, &m.backing(rel));
             let (mask, mounted) = statx_btime(-1, &m.path(rel));
             assert_eq!(

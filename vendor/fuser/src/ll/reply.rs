@@ -139,10 +139,7 @@ impl ResponseStruct<abi::fuse_statx_out> {
         btime: Option<SystemTime>,
     ) -> Self {
         let a = fuse_attr_from_attr(attr);
-        // A device number as `stat` encodes it (glibc's `gnu_dev_major`/`gnu_dev_minor`).
-        let rdev = u64::from(attr.rdev);
-        let major = ((rdev >> 8) & 0xfff) | ((rdev >> 32) & !0xfff);
-        let minor = (rdev & 0xff) | ((rdev >> 12) & !0xff);
+        let rdev = libc::dev_t::from(attr.rdev);
         ResponseStruct(abi::fuse_statx_out {
             attr_valid: ttl.as_secs(),
             attr_valid_nsec: ttl.subsec_nanos(),
@@ -172,8 +169,8 @@ impl ResponseStruct<abi::fuse_statx_out> {
                 ),
                 ctime: sx_time(&attr.ctime),
                 mtime: sx_time(&attr.mtime),
-                rdev_major: major as u32,
-                rdev_minor: minor as u32,
+                rdev_major: libc::major(rdev),
+                rdev_minor: libc::minor(rdev),
                 dev_major: 0,
                 dev_minor: 0,
                 spare2: [0; 14],
