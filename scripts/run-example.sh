@@ -82,13 +82,14 @@ echo "(the same world as an Anthropic Messages request body: message roles in or
 echo
 echo "== worldfs proxy: Claude Code's next model call, sent with the projection instead of its history"
 # A stand-in for the Anthropic API records what reaches it; the proxy runs outside the mount
-# (from /, with the socket the daemon printed), so nothing of it holds the mount busy.
+# (from /, with the socket the daemon printed), so nothing of it holds the mount busy. The
+# hook events above were given by hand, not by a settings file: --hooks-elsewhere.
 SOCK=$(sed -n 's/^worldfs: socket //p' "$WFS_LOG" | head -n 1)
 API_REC=$WORK/stand-in-api.jsonl
 python3 "$WFS_ROOT/scripts/stand-in-api.py" --record "$API_REC" --keep-bodies > "$WORK/api.out" 2>&1 &
 API_PID=$!
 wfs_defer "kill $API_PID 2> /dev/null || true"
-(cd / && exec "$WORLDFS_BIN" -v proxy --socket "$SOCK" --listen 127.0.0.1:0 \
+(cd / && exec "$WORLDFS_BIN" -v proxy --socket "$SOCK" --hooks-elsewhere --listen 127.0.0.1:0 \
   --upstream "http://127.0.0.1:$(timeout 10 sh -c "until grep -q 'listening on' '$WORK/api.out'; do sleep 0.05; done; sed -n 's/.*listening on //p' '$WORK/api.out'")") \
   2> "$WORK/proxy.err" &
 PROXY_PID=$!

@@ -147,6 +147,9 @@ pub enum Command {
         /// told; `evicted_total` counts them all).
         #[arg(long, value_name = "N")]
         evicted_limit: Option<usize>,
+        /// A directory in the mount (`-C DIR` says the same); by default the current one.
+        #[arg(value_name = "DIR", conflicts_with = "dir")]
+        at: Option<PathBuf>,
     },
     /// Human summary of a mount: socket, entries, tokens, what was observed (and what changed
     /// behind the mount), drops, the goal and the task list.

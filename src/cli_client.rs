@@ -6,7 +6,7 @@
 //! the way the daemon names it. Exit codes: 0 on success, 1 when the daemon cannot be reached or
 //! answers with an error, 2 for bad usage.
 
-use std::io::{Read, Write};
+use std::io::{IsTerminal, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -30,11 +30,15 @@ pub fn run(cmd: Command) -> ExitCode {
             params,
         } => ctl(&target, &method, params.as_deref()),
         Command::Projection {
-            target,
+            mut target,
             options,
             full,
             evicted_limit,
-        } => projection(&target, &options, full, evicted_limit),
+            at,
+        } => {
+            target.dir = target.dir.or(at);
+            projection(&target, &options, full, evicted_limit)
+        }
         Command::Status { mut target, at } => {
             target.dir = target.dir.or(at);
             status(&target)
@@ -260,7 +264,14 @@ fn projection(
     // The body is what goes to the model: markdown as is, request bodies as JSON. What it cost
     // and what was left out goes to stderr, so stdout can be piped into a request.
     match r.get("body") {
-        Some(Value::String(t)) => emit(t)?,
+        Some(Value::String(t)) => {
+            emit(t)?;
+            // The body is sent as is, without a last newline; on a terminal, the summary below
+            // would otherwise start at the end of its last line.
+            if !t.ends_with('\n') && std::io::stdout().is_terminal() {
+                emit("\n")?;
+            }
+        }
         Some(body) => print_json(body)?,
         None => print_json(&r)?,
     }

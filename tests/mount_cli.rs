@@ -764,7 +764,7 @@ fn status_says_how_reads_and_writes_move() {
 }
 
 /// The client commands find the mount from any directory in it given with `-C DIR` (or as
-/// `status DIR`), wherever they run, as they do from the current directory.
+/// `status DIR` and `projection DIR`), wherever they run, as they do from the current directory.
 #[test]
 fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
     let m = Mount::mirror();
@@ -822,6 +822,13 @@ fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
     assert!(
         String::from_utf8_lossy(&out.stdout).contains("\ngoal:     \"ship the parser\"\n"),
         "status shows the goal: {out:?}"
+    );
+    // `projection DIR` as `status DIR`.
+    let out = run(&[os(&"projection"), os(&sub)]);
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("ship the parser"),
+        "the projection starts with the goal: {out:?}"
     );
     // A directory outside any mount is a clear error; two directories are a usage error.
     let out = run(&[os(&"status"), os(&"-C"), os(&"/")]);

@@ -1394,7 +1394,8 @@ fn an_unreachable_upstream_is_an_api_error_and_no_mount_is_a_clear_start_error()
 
 /// Started in a project whose Claude Code settings do not run `worldfs hook`, the proxy says
 /// so (the mount would never learn the goal, and nothing would be rewritten); once `worldfs
-/// hook --install` ran there, it does not.
+/// hook --install` ran there, it does not. Started elsewhere with `--socket`, the project it
+/// looks in is the mount's.
 #[test]
 fn the_proxy_warns_when_the_project_has_no_hooks() {
     let m = Mount::start(common::Mode::Mirror, &[], |_| {});
@@ -1423,12 +1424,37 @@ fn the_proxy_warns_when_the_project_has_no_hooks() {
             .expect("worldfs hook --install");
         assert!(out.status.success(), "{out:?}");
     };
+    // Started outside the mount, with `--socket`: the project is the mount's root, not the
+    // current directory.
+    let elsewhere = || {
+        let mut cmd = Command::new(common::bin());
+        cmd.current_dir("/")
+            .env_remove("WORLDFS_SOCKET")
+            .env("HOME", home.path());
+        Proxy::spawn(cmd, up.port, &["--socket".into(), m.socket().into()])
+    };
+    let names_the_root = |p: &Proxy| {
+        let of = format!("of {} register `worldfs hook`", m.root.display());
+        p.said
+            .lock()
+            .is_ok_and(|v| v.iter().any(|l| l.contains(&of)))
+    };
     let p = start();
     assert!(warned(&p), "no hooks: a warning before it listens");
+    assert!(names_the_root(&p), "the warning names the project");
+    drop(p);
+    let p = elsewhere();
+    assert!(
+        names_the_root(&p),
+        "started in /, the warning names the mount's root"
+    );
     drop(p);
     install(&[]);
     let p = start();
     assert!(!warned(&p), "hooks installed: no warning");
+    drop(p);
+    let p = elsewhere();
+    assert!(!warned(&p), "hooks installed, started in /: no warning");
     drop(p);
 
     // Codex hooks an older worldfs installed, without Stop: the proxy says to install again.

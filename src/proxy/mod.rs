@@ -87,19 +87,29 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
         );
     }
     let socket = resolve_socket(&cfg.socket)?;
-    let unhooked = (!cfg.hooks_elsewhere)
-        .then(|| without_hooks(&cfg.socket))
-        .flatten();
-    let outdated = outdated_hooks(&cfg.socket);
+    // Read before leaving it: the project is the current directory unless `-C` names one.
+    let here = match &cfg.socket.dir {
+        Some(d) => std::fs::canonicalize(d).ok(),
+        None => std::env::current_dir().ok(),
+    };
     // Started inside the mount (how it finds the socket), it must not keep the mount busy: an
     // unmount would only detach it.
     if let Err(e) = std::env::set_current_dir("/") {
         tracing::debug!("leaving the current directory: {e}");
     }
     // Fail at start, not at the agent's first call, when the mount is not there.
-    Client::connect(&socket, SOCKET_TIMEOUT)
+    let hello = Client::connect(&socket, SOCKET_TIMEOUT)
         .and_then(|mut c| c.call("initialize", json!({})))
         .with_context(|| format!("asking the mount's socket {}", socket.display()))?;
+    let mount_point = hello
+        .pointer("/root/mount_point")
+        .and_then(Value::as_str)
+        .map(PathBuf::from);
+    let places = hook_places(here, mount_point);
+    let unhooked = (!cfg.hooks_elsewhere)
+        .then(|| without_hooks(&places))
+        .flatten();
+    let outdated = outdated_hooks(&places);
     if let Some(dir) = unhooked {
         crate::say!(
             "worldfs: warning: no Claude Code settings (nor Codex hooks) of {} register \
@@ -152,49 +162,52 @@ pub fn run(cfg: ProxyConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The project's directory (the current one or `-C DIR`) when no Claude Code settings or Codex
-/// hooks of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it
-/// the mount has no goal, and every call goes upstream as it came.
-fn without_hooks(target: &crate::cli::SocketArg) -> Option<std::path::PathBuf> {
-    let (dirs, home, codex_home) = hook_places(target)?;
-    (!crate::claude_hook::install::registered(&dirs, home.as_deref(), codex_home.as_deref()))
-        .then(|| dirs[0].clone())
+/// The project's directory (the first of `places`) when no Claude Code settings or Codex hooks
+/// of it (nor of the mount's root, nor the user's) register `worldfs hook`: without it the
+/// mount has no goal, and every call goes upstream as it came.
+fn without_hooks(places: &HookPlaces) -> Option<PathBuf> {
+    let (dirs, home, codex_home) = places;
+    let first = dirs.first()?;
+    (!crate::claude_hook::install::registered(dirs, home.as_deref(), codex_home.as_deref()))
+        .then(|| first.clone())
 }
 
 /// The hook files of the project that run `worldfs hook` but not on every event this version
 /// needs, with what they lack.
 fn outdated_hooks(
-    target: &crate::cli::SocketArg,
+    places: &HookPlaces,
 ) -> Vec<(
-    std::path::PathBuf,
+    PathBuf,
     crate::claude_hook::install::Agent,
     Vec<&'static str>,
 )> {
-    hook_places(target).map_or_else(Vec::new, |(dirs, home, codex_home)| {
-        crate::claude_hook::install::outdated(&dirs, home.as_deref(), codex_home.as_deref())
-    })
+    let (dirs, home, codex_home) = places;
+    crate::claude_hook::install::outdated(dirs, home.as_deref(), codex_home.as_deref())
 }
 
-/// Where hooks of the project are looked for: the project's directory (the current one or
-/// `-C DIR`) first, and the mount's root; the user's home, and Codex's home.
-type HookPlaces = (
-    Vec<std::path::PathBuf>,
-    Option<std::path::PathBuf>,
-    Option<std::path::PathBuf>,
-);
+/// Where hooks of the project are looked for: the project's directories (the current one or
+/// `-C DIR`, and the mount's root), the user's home, and Codex's home.
+type HookPlaces = (Vec<PathBuf>, Option<PathBuf>, Option<PathBuf>);
 
-fn hook_places(target: &crate::cli::SocketArg) -> Option<HookPlaces> {
-    let dir = target
-        .dir
-        .clone()
-        .or_else(|| std::env::current_dir().ok())?;
-    let mut dirs = vec![dir.clone()];
-    if let Ok(Some(m)) = crate::mountinfo::worldfs_mount_covering(&dir) {
-        dirs.push(m.mount_point);
+/// `here` (the current directory or `-C DIR`) is the project only when it is in the mount the
+/// socket serves: a proxy started elsewhere with `--socket` is for that mount, whose root
+/// (`mount_point`, from the daemon) is then the only project directory.
+fn hook_places(here: Option<PathBuf>, mount_point: Option<PathBuf>) -> HookPlaces {
+    let mut dirs = Vec::new();
+    match (here, mount_point) {
+        (Some(here), Some(root)) => {
+            if here.starts_with(&root) && here != root {
+                dirs.push(here);
+            }
+            dirs.push(root);
+        }
+        (Some(here), None) => dirs.push(here),
+        (None, Some(root)) => dirs.push(root),
+        (None, None) => {}
     }
-    let home = std::env::var_os("HOME").map(std::path::PathBuf::from);
-    let codex_home = std::env::var_os("CODEX_HOME").map(std::path::PathBuf::from);
-    Some((dirs, home, codex_home))
+    let home = std::env::var_os("HOME").map(PathBuf::from);
+    let codex_home = std::env::var_os("CODEX_HOME").map(PathBuf::from);
+    (dirs, home, codex_home)
 }
 
 /// Outcome of preparing one request body.
