@@ -276,12 +276,13 @@ fn projection(
         None => print_json(&r)?,
     }
     let count = |k: &str| r.get(k).and_then(Value::as_array).map_or(0, Vec::len);
+    let entries = r.get("entries").and_then(Value::as_u64).unwrap_or(0);
     eprintln!(
-        "worldfs: {} tokens of {} ({}), {} entries, {} evicted, {} withheld, policy {}",
+        "worldfs: {} tokens of {} ({}), {entries} {}, {} evicted, {} withheld, policy {}",
         r.get("tokens").and_then(Value::as_u64).unwrap_or(0),
         r.get("budget").and_then(Value::as_u64).unwrap_or(0),
         r.get("tokenizer").and_then(Value::as_str).unwrap_or("?"),
-        r.get("entries").and_then(Value::as_u64).unwrap_or(0),
+        if entries == 1 { "entry" } else { "entries" },
         r.get("evicted_total")
             .and_then(Value::as_u64)
             .unwrap_or(count("evicted") as u64),
