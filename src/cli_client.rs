@@ -140,6 +140,13 @@ pub(crate) fn resolve_socket_or(
         },
     };
     let Some(m) = mountinfo::worldfs_mount_covering(&dir).context("reading mountinfo")? else {
+        // A mistyped DIR is said as such, not as a directory outside every mount.
+        if let Some(d) = &arg.dir
+            && let Err(e) = std::fs::symlink_metadata(d)
+            && e.kind() == std::io::ErrorKind::NotFound
+        {
+            bail!("{}: no such file or directory", d.display());
+        }
         bail!(
             "{} is not inside a worldfs mount; pass --socket PATH (printed by `worldfs mount`)",
             dir.display()

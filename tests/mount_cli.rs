@@ -830,9 +830,16 @@ fn clients_find_the_mount_from_a_directory_named_on_the_command_line() {
         String::from_utf8_lossy(&out.stdout).contains("ship the parser"),
         "the projection starts with the goal: {out:?}"
     );
-    // A directory outside any mount is a clear error; two directories are a usage error.
+    // A directory outside any mount is a clear error, as is one that does not exist; two
+    // directories are a usage error.
     let out = run(&[os(&"status"), os(&"-C"), os(&"/")]);
     assert_error("status -C /", &out, &["/ is not inside a worldfs mount"]);
+    let out = run(&[os(&"projection"), os(&"/no-such-dir/worldfs")]);
+    assert_error(
+        "projection MISSING",
+        &out,
+        &["/no-such-dir/worldfs: no such file or directory"],
+    );
     for args in [
         vec![os(&"status"), os(&"-C"), os(&sub), os(&sub)],
         vec![
