@@ -12,7 +12,7 @@
 
 mod common;
 
-use common::{Mode, Mount, Tmpfs, wait_until};
+use common::{Mode, Mount, TestFs, wait_until};
 use std::fs;
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::{FileExt, MetadataExt, PermissionsExt};
@@ -581,6 +581,50 @@ fn a_root_mount_watches_with_one_mark_not_a_watch_per_directory() {
     }
 }
 
+/// SOURCE on an overlay, as in a container: fanotify cannot mark it (its file handles cannot be
+/// opened again), so it is watched with inotify, `worldfs status` says why, and changes behind
+/// the mount show through it, to files of the lower layer and the upper alike.
+#[test]
+fn an_overlay_source_is_watched_with_inotify_and_says_why() {
+    for mode in [Mode::Mirror, Mode::InPlace] {
+        let m = Mount::start_on_overlay(mode, &[], |lower| {
+            fs::write(lower.join("image.py"), "x = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        });
+        let status = m.status();
+        assert!(
+            status.contains(
+                "watched with inotify, a watch on each directory (fanotify could not: SOURCE's \
+                 file system gives file handles fanotify cannot open again, as overlayfs does)"
+            ),
+            "{mode:?}: {status}"
+        );
+        assert!(
+            status.contains("io:       kernel passthrough"),
+            "{mode:?}: {status}"
+        );
+        fs::write(m.path("made.py"), "y = 1\n").unwrap_or_else(|e| panic!("{e}"));
+        for (rel, was) in [("image.py", "x = 1\n"), ("made.py", "y = 1\n")] {
+            assert_eq!(
+                read(&m.path(rel)).as_deref(),
+                Some(was.as_bytes()),
+                "{mode:?}"
+            );
+        }
+        if mode == Mode::InPlace {
+            continue;
+        }
+        for rel in ["image.py", "made.py"] {
+            prime(&m, rel);
+            fs::write(m.backing(rel), "changed behind\n").unwrap_or_else(|e| panic!("{e}"));
+            visible(
+                &m,
+                &format!("{mode:?}: {rel} changed on the overlay"),
+                || read(&m.path(rel)).as_deref() == Some(&b"changed behind\n"[..]),
+            );
+        }
+    }
+}
+
 /// The inotify watches a process holds, from its descriptors' fdinfo.
 fn inotify_watches(pid: i32) -> usize {
     let dir = format!("/proc/{pid}/fdinfo");
@@ -660,7 +704,7 @@ fn a_file_system_mounted_below_source_after_the_mount_shows_and_is_watched() {
         prime(&m, "sub/f.txt");
         prime(&m, "sub/g.txt");
         // Declared after the mount, so dropped (unmounted) first if anything below fails.
-        let tmpfs = Tmpfs::mount(&m.backing("sub"));
+        let tmpfs = TestFs::tmpfs(&m.backing("sub"));
         fs::write(m.backing("sub/g.txt"), "on the tmpfs").unwrap_or_else(|e| panic!("{e}"));
         visible(
             &m,
@@ -711,7 +755,7 @@ fn a_file_system_mounted_below_source_before_the_mount_is_watched_too() {
         let mut tmpfs = None;
         let mut m = mirror(args, |src| {
             fs::create_dir(src.join("sub")).unwrap_or_else(|e| panic!("{e}"));
-            tmpfs = Some(Tmpfs::mount(&src.join("sub")));
+            tmpfs = Some(TestFs::tmpfs(&src.join("sub")));
             fs::write(src.join("sub/f.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
             fs::write(src.join("top.txt"), "one").unwrap_or_else(|e| panic!("{e}"));
         });

@@ -284,6 +284,11 @@ fn a_user_mounts_in_place_sees_its_world_and_unmounts_with_worldfs_unmount() {
         ),
         "status says why the mount is slower: {status:?}"
     );
+    assert!(
+        String::from_utf8_lossy(&status.stdout)
+            .contains("watched with inotify, a watch on each directory (fanotify could not: the daemon is not root)"),
+        "status says why SOURCE is watched with inotify: {status:?}"
+    );
     let text = m.worldfs(&[
         OsStr::new("projection"),
         OsStr::new("--budget"),

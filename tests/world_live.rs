@@ -557,7 +557,7 @@ fn a_file_system_mounted_below_source_is_counted_again_as_it_comes_and_goes() {
 
     let ready = m.scratch.join("ready");
     std::fs::create_dir(&ready).expect("mkdir");
-    let tmpfs = common::Tmpfs::mount(&ready);
+    let tmpfs = common::TestFs::tmpfs(&ready);
     std::fs::write(ready.join("notes.txt"), "on the tmpfs\n").expect("write");
     let bound = Command::new("mount")
         .arg("--bind")

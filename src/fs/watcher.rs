@@ -95,6 +95,29 @@ impl Kind {
     }
 }
 
+/// Why fanotify could not watch SOURCE, in a few words for `worldfs status`; the whole error is
+/// in the log (`-v`).
+fn why_not_fanotify(e: &anyhow::Error) -> String {
+    use fanotify_fid::FanotifyError;
+    let fan = e.chain().find_map(|c| c.downcast_ref::<FanotifyError>());
+    match fan {
+        Some(FanotifyError::Init(libc::EPERM) | FanotifyError::Mark(libc::EPERM)) => {
+            "the daemon is not root".to_owned()
+        }
+        Some(FanotifyError::Init(libc::EINVAL)) => {
+            "the kernel's fanotify does not report names (Linux 5.9 or later does)".to_owned()
+        }
+        Some(FanotifyError::Mark(libc::EOPNOTSUPP)) => {
+            "SOURCE's file system gives file handles fanotify cannot open again, as overlayfs does"
+                .to_owned()
+        }
+        Some(FanotifyError::Mark(libc::ENODEV | libc::EXDEV)) => {
+            "SOURCE's file system has no id of its own, as a btrfs subvolume".to_owned()
+        }
+        _ => format!("{e:#}"),
+    }
+}
+
 /// A watch on SOURCE whose events wait for a kernel connection to invalidate.
 pub struct Watcher {
     /// notify's watches, which stop when dropped: on SOURCE with inotify, on the file systems
@@ -104,6 +127,8 @@ pub struct Watcher {
     events: Arc<Inbox<Seen>>,
     prefix: PathBuf,
     pub kind: Kind,
+    /// Why inotify, when fanotify was tried first and could not watch SOURCE.
+    not_fanotify: Option<String>,
     /// The mount table, read before any watch was set; followed from [`Watcher::run`] on.
     table: Option<mounts::Table>,
 }
@@ -129,6 +154,7 @@ impl Watcher {
             events: Arc::new(Inbox::default()),
             prefix,
             kind: Kind::Inotify,
+            not_fanotify: None,
             table: None,
         };
         let mark = match with {
@@ -155,6 +181,7 @@ impl Watcher {
             }
             Some(Err(e)) => {
                 info!("watching SOURCE with inotify: fanotify cannot: {e:#}");
+                watcher.not_fanotify = Some(why_not_fanotify(&e));
                 watcher.watch_source()?;
             }
             None => watcher.watch_source()?,
@@ -163,10 +190,16 @@ impl Watcher {
         Ok(watcher)
     }
 
-    /// How SOURCE is watched, for `worldfs status`.
+    /// How SOURCE is watched, for `worldfs status`: with inotify where fanotify could not,
+    /// why (a watch per directory costs more on a big tree, and can run out).
     pub fn describe(&self) -> String {
-        self.kind
-            .describe(self.table.iter().flat_map(|t| t.below()))
+        let how = self
+            .kind
+            .describe(self.table.iter().flat_map(|t| t.below()));
+        match &self.not_fanotify {
+            Some(why) => format!("{how} (fanotify could not: {why})"),
+            None => how,
+        }
     }
 
     /// notify's recursive inotify watch on the whole of SOURCE, file systems mounted below it

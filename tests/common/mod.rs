@@ -470,46 +470,79 @@ pub enum Mode {
     InPlace,
 }
 
-/// A tmpfs mounted for a test, lazily unmounted when dropped.
-/// A tmpfs mounted for a test; dropping it unmounts it (lazily: a mount over it may still hold
-/// names in it).
-pub struct Tmpfs(CString);
+/// A file system mounted for a test (a tmpfs, an overlay); dropping it unmounts it (lazily: a
+/// mount over it may still hold names in it).
+pub struct TestFs(CString);
 
-impl Tmpfs {
-    pub fn mount(at: &Path) -> Tmpfs {
+impl TestFs {
+    /// A tmpfs of 256 MiB at `at`.
+    pub fn tmpfs(at: &Path) -> TestFs {
+        Self::mount(at, c"tmpfs", c"size=256m")
+    }
+
+    /// An overlay at `at` whose layers are made in `layers` (`lower`, `upper`, `work`), as a
+    /// container's root is. Returns it with the lower layer's path, to fill before use (or
+    /// not: files made at `at` go to the upper layer).
+    pub fn overlay(at: &Path, layers: &Path) -> (TestFs, PathBuf) {
+        let [lower, upper, work] = ["lower", "upper", "work"].map(|l| layers.join(l));
+        for d in [&lower, &upper, &work] {
+            std::fs::create_dir_all(d).unwrap_or_else(|e| panic!("{}: {e}", d.display()));
+        }
+        let opts = format!(
+            "lowerdir={},upperdir={},workdir={}",
+            lower.display(),
+            upper.display(),
+            work.display()
+        );
+        let opts = CString::new(opts).unwrap_or_else(|e| panic!("overlay options: {e}"));
+        (Self::mount(at, c"overlay", &opts), lower)
+    }
+
+    fn mount(at: &Path, kind: &std::ffi::CStr, opts: &std::ffi::CStr) -> TestFs {
         let c = cpath(at);
         // SAFETY: valid NUL-terminated strings.
         let r = unsafe {
             libc::mount(
-                c"tmpfs".as_ptr(),
+                kind.as_ptr(),
                 c.as_ptr(),
-                c"tmpfs".as_ptr(),
+                kind.as_ptr(),
                 0,
-                c"size=256m".as_ptr().cast(),
+                opts.as_ptr().cast(),
             )
         };
         assert_eq!(
             r,
             0,
-            "mount a tmpfs on {}: {}",
+            "mount {kind:?} on {}: {}",
             at.display(),
             errno_name(errno())
         );
-        Tmpfs(c)
+        TestFs(c)
     }
 }
 
-impl Drop for Tmpfs {
+impl Drop for TestFs {
     fn drop(&mut self) {
         // SAFETY: a valid path string.
         unsafe { libc::umount2(self.0.as_ptr(), libc::MNT_DETACH) };
     }
 }
 
+/// The file system SOURCE is on.
+#[derive(Clone, Copy)]
+enum SourceFs {
+    /// The temporary directory's, as it is.
+    Disk,
+    /// A tmpfs of its own.
+    Tmpfs,
+    /// An overlay, its layers beside SOURCE.
+    Overlay,
+}
+
 /// What a mount is made on: [`Mount::start_with`] makes it, [`Mount::restart`] hands it on.
 struct Dirs {
     tmp: tempfile::TempDir,
-    source_tmpfs: Option<Tmpfs>,
+    source_tmpfs: Option<TestFs>,
     base: PathBuf,
     source: PathBuf,
     root: PathBuf,
@@ -524,10 +557,10 @@ struct Dirs {
 pub struct Mount {
     /// File systems a test mounted below SOURCE ([`Mount::keep_mounted`]): unmounted after the
     /// daemon is gone, before the tmpfs below and the directories.
-    _below: Vec<Tmpfs>,
+    _below: Vec<TestFs>,
     /// Before `_tmp`: fields drop in order, after the daemon is gone, so the tmpfs is off
     /// SOURCE before the directories are removed.
-    _source_tmpfs: Option<Tmpfs>,
+    _source_tmpfs: Option<TestFs>,
     /// `None` once [`Mount::restart`] handed the directories to the next mount.
     _tmp: Option<tempfile::TempDir>,
     /// The temporary directory holding `src`, `mnt` and `scratch`.
@@ -571,7 +604,7 @@ impl Mount {
     /// Creates the temporary directories, lets `prepare` fill SOURCE, then mounts and waits for
     /// the mount to appear (up to 10 s). Panics with the daemon's output if it does not.
     pub fn start(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
-        Self::start_with(mode, args, false, prepare)
+        Self::start_with(mode, args, SourceFs::Disk, prepare)
     }
 
     /// [`Mount::start`] with variables in the daemon's environment, and only there (the tests
@@ -582,23 +615,29 @@ impl Mount {
         env: &[(&str, &str)],
         prepare: impl FnOnce(&Path),
     ) -> Mount {
-        Self::start_with_env(mode, args, false, env, prepare)
+        Self::start_with_env(mode, args, SourceFs::Disk, env, prepare)
     }
 
     /// [`Mount::start`] with SOURCE on a tmpfs of its own (256 MiB): its free space changes
     /// with what the test does only, whatever else writes to the machine's disks.
     pub fn start_on_tmpfs(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
-        Self::start_with(mode, args, true, prepare)
+        Self::start_with(mode, args, SourceFs::Tmpfs, prepare)
     }
 
-    fn start_with(mode: Mode, args: &[&str], tmpfs: bool, prepare: impl FnOnce(&Path)) -> Mount {
-        Self::start_with_env(mode, args, tmpfs, &[], prepare)
+    /// [`Mount::start`] with SOURCE an overlay (as in a container); `prepare` is given its
+    /// lower layer, whose files SOURCE shows.
+    pub fn start_on_overlay(mode: Mode, args: &[&str], prepare: impl FnOnce(&Path)) -> Mount {
+        Self::start_with(mode, args, SourceFs::Overlay, prepare)
+    }
+
+    fn start_with(mode: Mode, args: &[&str], on: SourceFs, prepare: impl FnOnce(&Path)) -> Mount {
+        Self::start_with_env(mode, args, on, &[], prepare)
     }
 
     fn start_with_env(
         mode: Mode,
         args: &[&str],
-        tmpfs: bool,
+        on: SourceFs,
         env: &[(&str, &str)],
         prepare: impl FnOnce(&Path),
     ) -> Mount {
@@ -618,8 +657,22 @@ impl Mount {
         };
         // Declared after `tmp`: if anything below panics, it is unmounted before the
         // directories are removed.
-        let source_tmpfs = tmpfs.then(|| Tmpfs::mount(&source));
-        prepare(&source);
+        let source_tmpfs = match on {
+            SourceFs::Disk => {
+                prepare(&source);
+                None
+            }
+            SourceFs::Tmpfs => {
+                let fs = TestFs::tmpfs(&source);
+                prepare(&source);
+                Some(fs)
+            }
+            SourceFs::Overlay => {
+                let (fs, lower) = TestFs::overlay(&source, &base.join("layers"));
+                prepare(&lower);
+                Some(fs)
+            }
+        };
         Self::launch(Dirs {
             tmp,
             source_tmpfs,
@@ -796,7 +849,7 @@ impl Mount {
     /// `root/rel`: a path through the mount.
     /// Keeps `t`, mounted below SOURCE, until this mount is gone; then unmounts it before the
     /// directories are removed (which its mount point would keep from going).
-    pub fn keep_mounted(&mut self, t: Tmpfs) {
+    pub fn keep_mounted(&mut self, t: TestFs) {
         self._below.push(t);
     }
 
