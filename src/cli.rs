@@ -117,6 +117,10 @@ pub enum Command {
         abort_fd: Option<i32>,
     },
     /// Unmount a worldfs mount, also one whose daemon died.
+    ///
+    /// Returns once the daemon has saved the world and exited (at most 10 s), so a `worldfs
+    /// mount` right after goes on from that world. A mount still in use (a shell inside it) is
+    /// detached instead, saying by what: its daemon serves those files until they are closed.
     Unmount {
         /// The mount point (SOURCE for an in-place mount).
         path: PathBuf,

@@ -18,6 +18,7 @@ use crate::fs::{
 };
 use crate::mountinfo;
 use crate::observation::ObservationSink;
+use crate::runtime::Daemon;
 use crate::world::snapshot::{self, Saver};
 use crate::world::{Config as WorldConfig, World};
 
@@ -98,6 +99,26 @@ fn validate(cfg: &MountConfig) -> anyhow::Result<Plan> {
                 m.mount_point.display()
             );
         }
+    }
+    // A daemon of this mount point whose mount was unmounted is stopping (by an unmount other
+    // than `worldfs unmount`'s, which waits): it still holds the socket and the kept world,
+    // which this mount would otherwise find taken.
+    match crate::runtime::daemon(&target) {
+        Some(Daemon::Stopping(pid)) if !crate::runtime::wait_exit(pid, DAEMON_STOP_WAIT) => {
+            crate::say!(
+                "worldfs: warning: the daemon of an earlier mount at {} (pid {pid}) has not \
+                 exited after {} s",
+                target.display(),
+                DAEMON_STOP_WAIT.as_secs()
+            );
+        }
+        Some(Daemon::Serving(pid)) => bail!(
+            "the daemon of an earlier mount at {} (pid {pid}) still serves it, detached: \
+             something still uses files or directories in it (a shell, an editor); mount again \
+             once they are closed",
+            target.display()
+        ),
+        _ => {}
     }
     if let Err(e) = std::fs::OpenOptions::new()
         .read(true)
@@ -350,9 +371,12 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let mut watchdog = crate::watchdog::spawn(&plan.target, server.as_ref().map(|s| s.path()))
         .map_err(|e| warn!("cannot start the watchdog process: {e}"))
         .ok();
-    let _pid_file = crate::runtime::PidFile::create(&plan.target)
-        .map_err(|e| warn!("cannot record the daemon pid: {e}"))
-        .ok();
+    let _pid_file = crate::runtime::PidFile::create(
+        &plan.target,
+        crate::mountinfo::worldfs_dev_at(&plan.target),
+    )
+    .map_err(|e| warn!("cannot record the daemon pid: {e}"))
+    .ok();
     if plan.source == plan.target {
         crate::say!(
             "worldfs: mounted {} in place (shells already inside it: `cd .` to enter the mount)",
@@ -381,6 +405,7 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     let result = session.run();
     // After an external `umount` or a crash of the loop, make sure nothing stays mounted.
     unmounter_final(&plan.target);
+    slow_stop_pause();
     if let Some((world, ingest, saver)) = world {
         // Finishes what is queued and flushes the journal; the watcher still holds a sender,
         // so the channel itself never closes.
@@ -405,6 +430,14 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     result.context("serving the mount")?;
     crate::say!("worldfs: unmounted {}", plan.target.display());
     Ok(())
+}
+
+/// Debug builds only: a daemon whose mount is gone waits `WORLDFS_DEBUG_SLOW_STOP_MS`
+/// milliseconds before its last save, as one saving a big world does: a mount of the same
+/// mount point made meanwhile finds the socket and the kept world still held.
+fn slow_stop_pause() {
+    static PAUSE: std::sync::OnceLock<Option<Duration>> = std::sync::OnceLock::new();
+    crate::debug_pause::pause(&PAUSE, "WORLDFS_DEBUG_SLOW_STOP_MS");
 }
 
 /// Where this mount keeps its world, or why it keeps none. Never inside what is mounted: each
@@ -747,8 +780,14 @@ fn kernel_mount(source: &Path, target: &Path) -> anyhow::Result<OwnedFd> {
     Ok(dev)
 }
 
-/// `worldfs unmount PATH`: for a live daemon this ends it cleanly; for a dead one it removes the
-/// leftover mount (which otherwise answers every access with ENOTCONN).
+/// How long `worldfs unmount`, and a mount of the same mount point, wait for a daemon whose
+/// mount is gone to exit: its last save of the world takes tens of milliseconds for 20,000
+/// entries (`make bench-restart`).
+const DAEMON_STOP_WAIT: Duration = Duration::from_secs(10);
+
+/// `worldfs unmount PATH`: for a live daemon this ends it cleanly, and returns once it has
+/// exited; for a dead one it removes the leftover mount (which otherwise answers every access
+/// with ENOTCONN).
 pub fn unmount(path: &Path) -> anyhow::Result<()> {
     // canonicalize would stat the dead mount (ENOTCONN); make the path absolute lexically.
     let abs = if path.is_absolute() {
@@ -765,8 +804,18 @@ pub fn unmount(path: &Path) -> anyhow::Result<()> {
     };
     let target = m.mount_point.clone();
     let context = || format!("unmounting {}", target.display());
+    let daemon = crate::runtime::live_daemon(&target);
     if let Unmounted::Done = unmount_once(&target, Unmount::Plain).with_context(context)? {
-        crate::say!("worldfs: unmounted {}", target.display());
+        // The daemon still saves the world and lets go of its socket once the mount is gone:
+        // returning before that would let a `worldfs mount` right after find both taken.
+        match daemon {
+            Some(pid) if !crate::runtime::wait_exit(pid, DAEMON_STOP_WAIT) => crate::say!(
+                "worldfs: unmounted {}; its daemon (pid {pid}) is still stopping after {} s",
+                target.display(),
+                DAEMON_STOP_WAIT.as_secs()
+            ),
+            _ => crate::say!("worldfs: unmounted {}", target.display()),
+        }
         return Ok(());
     }
     if crate::runtime::live_daemon(&target).is_none() {

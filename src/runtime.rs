@@ -2,7 +2,9 @@
 //! `worldfs unmount` can tell a live daemon from a dead one.
 
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
 
 /// Where runtime files may go, preferred first: `$XDG_RUNTIME_DIR/worldfs` (when set to an
 /// absolute path), then `/tmp/worldfs-$UID`. Sockets and pid files use the same list.
@@ -61,25 +63,102 @@ pub fn pid_file(mount_point: &Path) -> io::Result<PathBuf> {
     Ok(dir()?.join(format!("{}.pid", mount_key(mount_point))))
 }
 
-/// The pid recorded for `mount_point`, if that process is still alive (not a zombie).
+/// The pid recorded for `mount_point`, if that process is still alive (not a zombie) and is a
+/// `worldfs mount`: a pid file a killed daemon left may name a pid given to another program
+/// since.
 pub fn live_daemon(mount_point: &Path) -> Option<u32> {
     let text = std::fs::read_to_string(pid_file(mount_point).ok()?).ok()?;
     let pid: u32 = text.lines().next()?.trim().parse().ok()?;
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // State is the field after the parenthesised command name.
     let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
-    (state != "Z" && state != "X").then_some(pid)
+    let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let mounting = cmdline.split(|&b| b == 0).skip(1).any(|a| a == b"mount");
+    (state != "Z" && state != "X" && mounting).then_some(pid)
+}
+
+/// Waits until process `pid` has exited, at most `timeout`; whether it did (or was gone
+/// already). A pidfd, so the wait ends the moment it exits, without polling.
+pub fn wait_exit(pid: u32, timeout: Duration) -> bool {
+    let Ok(pid) = libc::pid_t::try_from(pid) else {
+        return false;
+    };
+    // SAFETY: pidfd_open takes a pid and flags and returns a new descriptor or -1.
+    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
+    if fd < 0 {
+        return io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH);
+    }
+    let Ok(fd) = RawFd::try_from(fd) else {
+        return false;
+    };
+    // SAFETY: a descriptor pidfd_open just returned, owned by nobody else.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let deadline = Instant::now() + timeout;
+    loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let ms = i32::try_from(left.as_millis()).unwrap_or(i32::MAX);
+        let mut p = libc::pollfd {
+            fd: fd.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd.
+        match unsafe { libc::poll(&mut p, 1, ms) } {
+            n if n > 0 => return true,
+            0 => return false,
+            _ if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted => {}
+            _ => return false,
+        }
+    }
+}
+
+/// Where the FUSE control file system lists the live connections, by device minor number.
+const FUSECTL: &str = "/sys/fs/fuse/connections";
+
+/// What the live daemon of a mount point is doing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Daemon {
+    /// It serves its FUSE connection: mounted, or detached by a lazy unmount while files in it
+    /// were in use (it serves those until they are closed).
+    Serving(u32),
+    /// Its connection is gone (its mount was unmounted): it is on its way out, saving the
+    /// world and letting go of its socket.
+    Stopping(u32),
+}
+
+/// The live daemon of `mount_point`, and whether it still serves a FUSE connection. Without
+/// the FUSE control file system to tell, a live daemon counts as stopping.
+pub fn daemon(mount_point: &Path) -> Option<Daemon> {
+    let pid = live_daemon(mount_point)?;
+    let text = std::fs::read_to_string(pid_file(mount_point).ok()?).ok()?;
+    let serving = text
+        .lines()
+        .nth(2)
+        .and_then(|l| l.trim().parse::<u64>().ok())
+        .is_some_and(|dev| {
+            Path::new(FUSECTL)
+                .join(libc::minor(dev).to_string())
+                .exists()
+        });
+    Some(if serving {
+        Daemon::Serving(pid)
+    } else {
+        Daemon::Stopping(pid)
+    })
 }
 
 /// Removes the pid file when the mount ends.
 pub struct PidFile(PathBuf);
 
 impl PidFile {
-    pub fn create(mount_point: &Path) -> io::Result<Self> {
+    /// Records this process as the daemon of `mount_point`, serving the FUSE connection `dev`
+    /// (its device number, as mountinfo gives it).
+    pub fn create(mount_point: &Path, dev: Option<u64>) -> io::Result<Self> {
         let path = pid_file(mount_point)?;
+        let dev = dev.map(|d| d.to_string()).unwrap_or_default();
         std::fs::write(
             &path,
-            format!("{}\n{}\n", std::process::id(), mount_point.display()),
+            format!("{}\n{}\n{dev}\n", std::process::id(), mount_point.display()),
         )?;
         Ok(Self(path))
     }

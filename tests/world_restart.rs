@@ -362,7 +362,7 @@ fn after_a_crash_the_next_mount_starts_from_the_last_periodic_save() {
     assert_eq!(entry(&list, "src/a.py")["reads"], 1);
 }
 
-/// Stops a second daemon and removes its mount whatever happens in the test.
+/// Stops a daemon started by hand and removes its mount whatever happens in the test.
 struct Second {
     child: std::process::Child,
     mnt: PathBuf,
@@ -430,6 +430,123 @@ fn a_second_mount_of_the_same_source_keeps_no_world() {
     // The first one still keeps its world.
     let m = m.restart(&[], |_| {});
     assert_eq!(ctl(&m, "goal.get", "{}")["goal"], "the first mount's");
+}
+
+/// A mount made right after the one before it was unmounted, while that daemon still saves
+/// its world (slowed here, as saving a big world is), goes on from that world instead of
+/// finding the socket and the kept world taken: `worldfs unmount` returns once the daemon has
+/// exited, and a mount after a plain `umount` waits for the daemon first.
+#[test]
+fn a_mount_right_after_an_unmount_goes_on_from_the_world_just_saved() {
+    require_fuse();
+    let (_tmp, base) = tempdir();
+    let (src, mnt) = (base.join("src"), base.join("mnt"));
+    for d in [&src, &mnt] {
+        std::fs::create_dir(d).unwrap_or_else(|e| panic!("{e}"));
+    }
+    prepare(&src);
+    let start = |n: usize| {
+        let log = base.join(format!("daemon-{n}.log"));
+        let logf = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
+        let child = Command::new(bin())
+            .arg("mount")
+            .arg(&src)
+            .arg(&mnt)
+            .env("XDG_STATE_HOME", base.join("state"))
+            .env("WORLDFS_DEBUG_SLOW_STOP_MS", "600")
+            .stdin(std::process::Stdio::null())
+            .stdout(logf.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stderr(logf)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        let daemon = Second {
+            child,
+            mnt: mnt.clone(),
+        };
+        let read = || std::fs::read_to_string(&log).unwrap_or_default();
+        let up = wait_until(Duration::from_secs(10), || {
+            let l = read();
+            l.contains("worldfs: socket") || l.contains("worldfs: error")
+        });
+        assert!(
+            up.is_some() && !read().contains("warning") && !read().contains("error"),
+            "mount {n} did not start cleanly:\n{}",
+            read()
+        );
+        (daemon, read())
+    };
+    let goal = |args: &[&str]| {
+        let out = run_with_timeout(
+            Command::new(bin())
+                .arg("goal")
+                .arg("-C")
+                .arg(&mnt)
+                .args(args)
+                .env_remove("WORLDFS_SOCKET"),
+            Duration::from_secs(30),
+        );
+        assert!(out.status.success(), "worldfs goal {args:?}: {out:?}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let (mut first, _) = start(0);
+    goal(&["keep me across quick restarts"]);
+    let out = worldfs(&[std::ffi::OsStr::new("unmount"), mnt.as_os_str()]);
+    assert!(out.status.success(), "worldfs unmount: {out:?}");
+    assert!(
+        first.child.try_wait().ok().flatten().is_some(),
+        "worldfs unmount returned before its daemon had exited"
+    );
+    let (_second, log) = start(1);
+    assert!(log.contains("worldfs: world restored from"), "{log}");
+    assert_eq!(goal(&[]), "keep me across quick restarts");
+    // SAFETY: a valid path.
+    assert_eq!(
+        unsafe { libc::umount2(cpath(&mnt).as_ptr(), 0) },
+        0,
+        "umount"
+    );
+    let (mut third, log) = start(2);
+    assert!(log.contains("worldfs: world restored from"), "{log}");
+    assert_eq!(goal(&[]), "keep me across quick restarts");
+    // Detached while a process is inside it, the daemon goes on serving: a mount there is
+    // refused at once, saying why, not after a wait.
+    struct Inside(std::process::Child);
+    impl Drop for Inside {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let inside = Inside(
+        Command::new("sleep")
+            .arg("30")
+            .current_dir(&mnt)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}")),
+    );
+    let out = worldfs(&[std::ffi::OsStr::new("unmount"), mnt.as_os_str()]);
+    assert!(
+        out.status.success() && String::from_utf8_lossy(&out.stderr).contains("detached"),
+        "worldfs unmount: {out:?}"
+    );
+    let refused = run_with_timeout(
+        Command::new(bin())
+            .arg("mount")
+            .arg(&src)
+            .arg(&mnt)
+            .env("XDG_STATE_HOME", base.join("state")),
+        Duration::from_secs(30),
+    );
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("still serves it, detached"),
+        "{refused:?}"
+    );
+    drop(inside);
+    assert!(
+        wait_child(&mut third.child, Duration::from_secs(10)).is_some(),
+        "the detached daemon did not exit once nothing used its mount"
+    );
 }
 
 #[test]
