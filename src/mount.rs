@@ -432,6 +432,11 @@ pub fn run(cfg: MountConfig) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `n` and its noun, singular for one.
+fn counted(n: u64, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 /// Debug builds only: a daemon whose mount is gone waits `WORLDFS_DEBUG_SLOW_STOP_MS`
 /// milliseconds before its last save, as one saving a big world does: a mount of the same
 /// mount point made meanwhile finds the socket and the kept world still held.
@@ -515,11 +520,10 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
             |d| format!("{} ago", human_age(d)),
         );
     crate::say!(
-        "worldfs: world restored from {} (saved {age}; read in {} ms): {} entries, turn {}{}{}, \
-         {} command outputs{}{}",
+        "worldfs: world restored from {} (saved {age}; read in {} ms): {}, turn {}{}{}, {}{}{}",
         path.display(),
         start.elapsed().as_millis(),
-        r.entries,
+        counted(r.entries, "entry", "entries"),
         r.turn,
         match r.goals {
             0 => String::new(),
@@ -531,7 +535,7 @@ fn restore(cfg: &MountConfig, plan: &Plan, world: &World, path: &Path) -> anyhow
         } else {
             String::new()
         },
-        r.commands,
+        counted(r.commands, "command output", "command outputs"),
         if r.commands_dropped > 0 {
             format!(
                 " ({} dropped: their input files changed meanwhile, or they searched whole directories)",

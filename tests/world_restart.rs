@@ -107,7 +107,7 @@ fn a_restarted_mount_goes_on_from_the_world_it_saved() {
     let log = m.log();
     assert!(log.contains("worldfs: world restored from"), "{log}");
     assert!(
-        log.contains("1 command outputs (1 dropped"),
+        log.contains("1 command output (1 dropped"),
         "the output that read src/b.py goes: {log}"
     );
 
