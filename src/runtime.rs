@@ -67,8 +67,21 @@ pub fn pid_file(mount_point: &Path) -> io::Result<PathBuf> {
 /// `worldfs mount`: a pid file a killed daemon left may name a pid given to another program
 /// since.
 pub fn live_daemon(mount_point: &Path) -> Option<u32> {
+    recorded(mount_point).and_then(|(pid, _)| alive(pid))
+}
+
+/// The pid and the FUSE connection's device number (when it was known) a daemon recorded for
+/// `mount_point`.
+fn recorded(mount_point: &Path) -> Option<(u32, Option<u64>)> {
     let text = std::fs::read_to_string(pid_file(mount_point).ok()?).ok()?;
-    let pid: u32 = text.lines().next()?.trim().parse().ok()?;
+    let mut lines = text.lines();
+    let pid = lines.next()?.trim().parse().ok()?;
+    let dev = lines.nth(1).and_then(|l| l.trim().parse().ok());
+    Some((pid, dev))
+}
+
+/// `pid`, if it is a live `worldfs mount` process.
+fn alive(pid: u32) -> Option<u32> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     // State is the field after the parenthesised command name.
     let state = stat.rsplit_once(')')?.1.split_whitespace().next()?;
@@ -112,9 +125,6 @@ pub fn wait_exit(pid: u32, timeout: Duration) -> bool {
     }
 }
 
-/// Where the FUSE control file system lists the live connections, by device minor number.
-const FUSECTL: &str = "/sys/fs/fuse/connections";
-
 /// What the live daemon of a mount point is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Daemon {
@@ -129,17 +139,9 @@ pub enum Daemon {
 /// The live daemon of `mount_point`, and whether it still serves a FUSE connection. Without
 /// the FUSE control file system to tell, a live daemon counts as stopping.
 pub fn daemon(mount_point: &Path) -> Option<Daemon> {
-    let pid = live_daemon(mount_point)?;
-    let text = std::fs::read_to_string(pid_file(mount_point).ok()?).ok()?;
-    let serving = text
-        .lines()
-        .nth(2)
-        .and_then(|l| l.trim().parse::<u64>().ok())
-        .is_some_and(|dev| {
-            Path::new(FUSECTL)
-                .join(libc::minor(dev).to_string())
-                .exists()
-        });
+    let (pid, dev) = recorded(mount_point)?;
+    let pid = alive(pid)?;
+    let serving = dev.is_some_and(|dev| crate::watchdog::connection_dir(dev).exists());
     Some(if serving {
         Daemon::Serving(pid)
     } else {

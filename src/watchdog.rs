@@ -133,9 +133,13 @@ fn open_abort(dev: u64) -> io::Result<File> {
 }
 
 fn abort_path(dev: u64) -> PathBuf {
-    PathBuf::from(FUSECTL)
-        .join(libc::minor(dev).to_string())
-        .join("abort")
+    connection_dir(dev).join("abort")
+}
+
+/// The FUSE control file system's directory of the connection whose device is `dev`: there
+/// while the connection lives (and the control file system is mounted).
+pub fn connection_dir(dev: u64) -> PathBuf {
+    PathBuf::from(FUSECTL).join(libc::minor(dev).to_string())
 }
 
 fn abort(file: &mut File) -> io::Result<()> {
