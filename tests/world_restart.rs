@@ -362,13 +362,35 @@ fn after_a_crash_the_next_mount_starts_from_the_last_periodic_save() {
     assert_eq!(entry(&list, "src/a.py")["reads"], 1);
 }
 
-/// Stops a daemon started by hand and removes its mount whatever happens in the test.
-struct Second {
+/// A daemon started by hand (`worldfs mount SRC MNT`, its world kept under `state`, its output
+/// in `log`); dropping it stops it and removes its mount whatever happens in the test.
+struct ByHand {
     child: std::process::Child,
     mnt: PathBuf,
 }
 
-impl Drop for Second {
+impl ByHand {
+    fn start(src: &Path, mnt: &Path, state: &Path, log: &Path, env: &[(&str, &str)]) -> ByHand {
+        let logf = std::fs::File::create(log).unwrap_or_else(|e| panic!("{e}"));
+        let child = Command::new(bin())
+            .arg("mount")
+            .arg(src)
+            .arg(mnt)
+            .env("XDG_STATE_HOME", state)
+            .envs(env.iter().copied())
+            .stdin(std::process::Stdio::null())
+            .stdout(logf.try_clone().unwrap_or_else(|e| panic!("{e}")))
+            .stderr(logf)
+            .spawn()
+            .unwrap_or_else(|e| panic!("{e}"));
+        ByHand {
+            child,
+            mnt: mnt.to_owned(),
+        }
+    }
+}
+
+impl Drop for ByHand {
     fn drop(&mut self) {
         // SAFETY: the child is ours and not reaped before this.
         unsafe { libc::kill(self.child.id() as i32, libc::SIGTERM) };
@@ -391,18 +413,7 @@ fn a_second_mount_of_the_same_source_keeps_no_world() {
     let mnt2 = m.scratch.join("second");
     std::fs::create_dir(&mnt2).unwrap_or_else(|e| panic!("{e}"));
     let log = m.scratch.join("second.log");
-    let logf = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
-    let child = Command::new(bin())
-        .arg("mount")
-        .arg(&m.source)
-        .arg(&mnt2)
-        .env("XDG_STATE_HOME", m.base.join("state"))
-        .stdin(std::process::Stdio::null())
-        .stdout(logf.try_clone().unwrap_or_else(|e| panic!("{e}")))
-        .stderr(logf)
-        .spawn()
-        .unwrap_or_else(|e| panic!("{e}"));
-    let second = Second { child, mnt: mnt2 };
+    let second = ByHand::start(&m.source, &mnt2, &m.base.join("state"), &log, &[]);
     let read = || std::fs::read_to_string(&log).unwrap_or_default();
     let up = wait_until(Duration::from_secs(10), || {
         read().contains("worldfs: socket")
@@ -447,22 +458,13 @@ fn a_mount_right_after_an_unmount_goes_on_from_the_world_just_saved() {
     prepare(&src);
     let start = |n: usize| {
         let log = base.join(format!("daemon-{n}.log"));
-        let logf = std::fs::File::create(&log).unwrap_or_else(|e| panic!("{e}"));
-        let child = Command::new(bin())
-            .arg("mount")
-            .arg(&src)
-            .arg(&mnt)
-            .env("XDG_STATE_HOME", base.join("state"))
-            .env("WORLDFS_DEBUG_SLOW_STOP_MS", "600")
-            .stdin(std::process::Stdio::null())
-            .stdout(logf.try_clone().unwrap_or_else(|e| panic!("{e}")))
-            .stderr(logf)
-            .spawn()
-            .unwrap_or_else(|e| panic!("{e}"));
-        let daemon = Second {
-            child,
-            mnt: mnt.clone(),
-        };
+        let daemon = ByHand::start(
+            &src,
+            &mnt,
+            &base.join("state"),
+            &log,
+            &[("WORLDFS_DEBUG_SLOW_STOP_MS", "600")],
+        );
         let read = || std::fs::read_to_string(&log).unwrap_or_default();
         let up = wait_until(Duration::from_secs(10), || {
             let l = read();
